@@ -1,0 +1,59 @@
+# decklog — two commands for a newcomer: `make run` and `make test`.
+# Both create .venv on first use and install what they need; nothing else is required.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+
+.PHONY: run test check lint format typecheck bench browser clean
+
+$(VENV)/.runtime: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip >/dev/null 2>&1 || true
+	$(PIP) install --quiet -e .
+	@touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime pyproject.toml
+	$(PIP) install --quiet -e '.[dev,bench]'
+	@touch $@
+
+## run: start decklog on embedded defaults (SQLite under ./data, local sandbox workspace without Slack credentials)
+run: $(VENV)/.runtime
+	DECKLOG_DATA_DIR=$${DECKLOG_DATA_DIR:-./data} DECKLOG_HOST=$${DECKLOG_HOST:-$(HOST)} \
+	DECKLOG_PORT=$${DECKLOG_PORT:-$(PORT)} $(VENV)/bin/decklog serve
+
+## browser: install Debian's chromium for the sandbox browser tests (best effort; tests skip with a reason without it)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1)) || \
+	  echo "note: could not install chromium; browser tests will be skipped"; }
+
+## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser)
+test: $(VENV)/.dev browser
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: $(VENV)/.dev
+	$(VENV)/bin/mypy core bot adapters
+
+## check: lint, format, types, tests — run before every commit
+check: lint typecheck test
+
+## bench: every benchmark, each printing ratios against a baseline measured in the same run
+bench: $(VENV)/.dev
+	$(PY) bench/append.py
+	$(PY) bench/dispatch.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
