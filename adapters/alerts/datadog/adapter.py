@@ -1,0 +1,191 @@
+"""Datadog Webhooks integration → one ``AlertSignal``.
+
+Datadog has no fixed webhook body: the user pastes a JSON template into the Webhooks integration tile and
+Datadog substitutes its ``$VARIABLES`` (https://docs.datadoghq.com/integrations/webhooks/#variables). decklog
+documents the template below (also in this folder's README); the parser reads the keys it defines.
+
+Mapping:
+
+* ``fingerprint`` ← ``aggreg_key`` ($AGGREG_KEY) → ``alert_id:scope`` → ``alert_id`` ($ALERT_ID,
+  $ALERT_SCOPE);
+* ``status`` ← ``transition`` ($ALERT_TRANSITION): ``Recovered`` → resolved; ``Triggered``, ``Re-Triggered``,
+  ``Warn``, ``Re-Warn``, ``No Data``, ``Re-No Data``, ``Renotify`` and anything new → firing. Without a
+  transition, ``alert_type`` ($ALERT_TYPE) ``success`` → resolved, else firing;
+* ``title`` ← ``title`` ($EVENT_TITLE) → ``alert_title`` ($ALERT_TITLE), with Datadog's ``[Triggered on …]`` /
+  ``[P1]`` prefixes removed;
+* ``labels`` ← ``tags`` ($TAGS, ``"service:payments,env:prod"``) and ``scope`` ($ALERT_SCOPE) parsed as
+  ``key:value`` (a bare tag becomes ``tag: ""``), plus ``host``, ``metric``, ``monitor_id``, ``transition``,
+  ``alert_type`` unless a tag already has that name;
+* ``service`` ← the ``service`` tag; ``source_severity`` ← ``priority`` ($ALERT_PRIORITY, ``P1``…);
+* ``summary`` ← ``message`` ($TEXT_ONLY_MSG) → ``alert_status`` ($ALERT_STATUS);
+* ``links`` ← ``link`` ($LINK), ``snapshot`` ($SNAPSHOT);
+* ``date`` ($DATE, epoch milliseconds) → ``started_at`` when firing, ``ended_at`` when resolved.
+
+A value still reading ``$SOME_VARIABLE`` (Datadog had nothing to substitute) counts as absent. Integers are
+accepted where the template has quoted ids. ``Encode as form`` must stay unchecked (the body is JSON).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from adapters.alerts import _fields as f
+from core.signals import AlertSignal, AlertStatus, PayloadError
+
+SOURCE: Final = "datadog"
+
+#: The JSON to paste into Datadog's Webhooks integration tile ("Payload"), using Datadog's documented
+#: variables.
+RECOMMENDED_PAYLOAD_TEMPLATE: Final = """\
+{
+  "id": "$ID",
+  "alert_id": "$ALERT_ID",
+  "aggreg_key": "$AGGREG_KEY",
+  "alert_cycle_key": "$ALERT_CYCLE_KEY",
+  "transition": "$ALERT_TRANSITION",
+  "alert_type": "$ALERT_TYPE",
+  "priority": "$ALERT_PRIORITY",
+  "title": "$EVENT_TITLE",
+  "alert_title": "$ALERT_TITLE",
+  "alert_status": "$ALERT_STATUS",
+  "message": "$TEXT_ONLY_MSG",
+  "metric": "$ALERT_METRIC",
+  "query": "$ALERT_QUERY",
+  "scope": "$ALERT_SCOPE",
+  "hostname": "$HOSTNAME",
+  "tags": "$TAGS",
+  "link": "$LINK",
+  "snapshot": "$SNAPSHOT",
+  "date": "$DATE",
+  "last_updated": "$LAST_UPDATED",
+  "org": {"id": "$ORG_ID", "name": "$ORG_NAME"}
+}
+"""
+
+_UNFILLED = re.compile(r"\$[A-Z][A-Z0-9_]*(\[[^\]]*\])?")
+_PREFIX = re.compile(
+    r"\s*\[(?:P[0-9]|Triggered|Re-Triggered|Recovered|Warn|Re-Warn|No Data|Re-No Data|Renotify|Test[^\]]*)"
+    r"(?: on [^\]]*)?\]\s*",
+    re.IGNORECASE,
+)
+_RESOLVED_TRANSITIONS: Final = frozenset({"recovered"})
+
+
+def _value(obj: Mapping[str, object], key: str, limit: int = f.SHORT_MAX) -> str:
+    """A template value; an unsubstituted ``$VARIABLE`` counts as absent."""
+    value = f.opt_str(obj, key, "", limit, numbers=True)
+    return "" if _UNFILLED.fullmatch(value) else value
+
+
+def _strip_prefixes(title: str) -> str:
+    stripped = title
+    for _ in range(4):
+        match = _PREFIX.match(stripped)
+        if match is None:
+            break
+        stripped = stripped[match.end() :]
+    return stripped.strip() or title
+
+
+def _tags(obj: Mapping[str, object], key: str) -> dict[str, str]:
+    """``"a:b, c, d:e:f"`` (or ``["a:b", ...]``) → ``{"a": "b", "c": "", "d": "e:f"}``; repeated keys are
+    joined
+    with commas."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if _UNFILLED.fullmatch(value.strip()):
+            return {}
+        parts: list[str] = value.split(",")
+    elif isinstance(value, list | tuple):
+        parts = []
+        for index, entry in enumerate(value):
+            if not isinstance(entry, str):
+                raise PayloadError(f.item(key, index), f"expected a string, got {f.json_type(entry)}")
+            parts.append(entry)
+    else:
+        raise PayloadError(key, f"expected a string of comma-separated tags, got {f.json_type(value)}")
+    out: dict[str, str] = {}
+    for part in parts:
+        name, _, tag_value = part.strip().partition(":")
+        name = f.clean(name, f.LABEL_KEY_MAX)
+        if not name:
+            continue
+        tag_value = f.clean(tag_value, f.LABEL_VALUE_MAX)
+        if name in out and tag_value and tag_value not in out[name].split(","):
+            out[name] = f.clean(f"{out[name]},{tag_value}" if out[name] else tag_value, f.LABEL_VALUE_MAX)
+        elif name not in out:
+            if len(out) >= f.LABELS_MAX:
+                break
+            out[name] = tag_value
+    return out
+
+
+def parse(payload: object) -> list[AlertSignal]:
+    """A Datadog webhook built from ``RECOMMENDED_PAYLOAD_TEMPLATE`` → ``[AlertSignal]``."""
+    top = f.root(payload)
+    alert_id = _value(top, "alert_id")
+    scope = _value(top, "scope", f.LABEL_VALUE_MAX)
+    aggreg_key = _value(top, "aggreg_key", 100_000)
+    if aggreg_key:
+        fingerprint = aggreg_key
+    elif alert_id:
+        fingerprint = f"{alert_id}:{scope}" if scope else alert_id
+    else:
+        raise PayloadError(
+            "alert_id", "is required when aggreg_key is absent (set them to $ALERT_ID, $AGGREG_KEY)"
+        )
+    fingerprint = f.bounded_id(fingerprint, f.FINGERPRINT_MAX)
+
+    transition = _value(top, "transition", 50)
+    alert_type = _value(top, "alert_type", 50)
+    status: AlertStatus
+    if transition:
+        status = "resolved" if transition.lower() in _RESOLVED_TRANSITIONS else "firing"
+    else:
+        status = "resolved" if alert_type.lower() == "success" else "firing"
+
+    labels = _tags(top, "tags")
+    if "scope" in top and top.get("scope") is not None:
+        labels.update(_tags(top, "scope"))
+    for name, value in (
+        ("host", _value(top, "hostname", f.LABEL_VALUE_MAX)),
+        ("metric", _value(top, "metric", f.LABEL_VALUE_MAX)),
+        ("monitor_id", alert_id),
+        ("transition", transition),
+        ("alert_type", alert_type),
+    ):
+        if value and len(labels) < f.LABELS_MAX:
+            labels.setdefault(name, value)
+
+    date_key = "date" if _value(top, "date", 100) else "last_updated"
+    when = _value(top, date_key, 100)
+    at = f.epoch_or_iso(when, date_key) if when else None
+    raw_title = f.first(_value(top, "title", f.TITLE_MAX), _value(top, "alert_title", f.TITLE_MAX))
+    title = _strip_prefixes(raw_title) if raw_title else f"Datadog monitor {alert_id or fingerprint}"
+
+    return [
+        f.build(
+            AlertSignal,
+            "",
+            source=SOURCE,
+            fingerprint=fingerprint,
+            status=status,
+            title=f.clean(title, f.TITLE_MAX),
+            service=f.clean(labels.get("service", ""), f.SERVICE_MAX),
+            source_severity=_value(top, "priority", 50),
+            summary=f.first(
+                _value(top, "message", f.SUMMARY_MAX), _value(top, "alert_status", f.SUMMARY_MAX)
+            ),
+            labels=labels,
+            links=f.links(
+                (f.http_url(_value(top, "link", f.URL_MAX + 1)), "Datadog event"),
+                (f.http_url(_value(top, "snapshot", f.URL_MAX + 1)), "Snapshot"),
+            ),
+            started_at=at if status == "firing" else None,
+            ended_at=at if status == "resolved" else None,
+        )
+    ]

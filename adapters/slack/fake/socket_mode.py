@@ -1,0 +1,165 @@
+"""Socket Mode, Slack's side: the websocket the app's ``SocketModeClient`` connects to; envelopes, acks.
+
+Speaks what ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects: a one-time ``ws://`` URL from
+``apps.connections.open``; a ``{"type": "hello"}`` first message; pongs to its pings; envelopes
+``{"envelope_id", "type", "payload", "accepts_response_payload"[, "retry_attempt", "retry_reason"]}``;
+acks ``{"envelope_id"[, "payload"]}`` back; ``{"type": "disconnect", "reason": ...}`` to make it reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import uuid
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from .model import Identity
+from .polling import poll_until
+
+__all__ = ["SocketModeHub"]
+
+JSON = dict[str, Any]
+_log = logging.getLogger(__name__)
+
+
+def _accepts_response_payload(kind: str, payload: JSON) -> bool:
+    if kind == "slash_commands":
+        return True
+    if kind == "interactive":
+        return payload.get("type") in ("view_submission", "block_suggestion")
+    return False
+
+
+class SocketModeHub:
+    def __init__(self, *, identity: Identity) -> None:
+        self._identity = identity
+        self._tickets: set[str] = set()
+        self._connections: list[web.WebSocketResponse] = []
+        self._pending: dict[str, asyncio.Future[JSON]] = {}
+        self.sent: list[JSON] = []
+        self.acks: list[JSON] = []
+        self.connections_opened = 0
+
+    # -- connecting ------------------------------------------------------------------------------------------
+
+    def issue_url(self, ws_base: str) -> str:
+        """A single-use websocket URL, as ``apps.connections.open`` returns."""
+        ticket = secrets.token_hex(16)
+        self._tickets.add(ticket)
+        return f"{ws_base}socket?ticket={ticket}&app_id={self._identity.app_id}"
+
+    @property
+    def connections(self) -> int:
+        return sum(1 for ws in self._connections if not ws.closed)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket", "")
+        if ticket not in self._tickets:
+            raise web.HTTPUnauthorized(text="invalid or already used socket ticket")
+        self._tickets.discard(ticket)
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._connections.append(ws)
+        self.connections_opened += 1
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": self.connections,
+                "debug_info": {
+                    "host": "applink-fake",
+                    "build_number": 1,
+                    "approximate_connection_time": 18060,
+                },
+                "connection_info": {"app_id": self._identity.app_id},
+            }
+        )
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    self._on_text(message.data)
+        finally:
+            if ws in self._connections:
+                self._connections.remove(ws)
+        return ws
+
+    def _on_text(self, data: str) -> None:
+        try:
+            ack = json.loads(data)
+        except json.JSONDecodeError:
+            _log.warning("fake socket mode: ignoring a non-JSON message: %r", data[:200])
+            return
+        if not isinstance(ack, dict) or "envelope_id" not in ack:
+            return
+        self.acks.append(ack)
+        future = self._pending.get(str(ack["envelope_id"]))
+        if future is not None and not future.done():
+            future.set_result(ack)
+
+    async def wait_connected(self, *, timeout: float = 5.0) -> None:
+        await poll_until(lambda: self.connections > 0, timeout=timeout, what="a Socket Mode connection")
+
+    # -- sending ---------------------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        kind: str,
+        payload: JSON,
+        *,
+        timeout: float = 5.0,
+        accepts_response_payload: bool | None = None,
+        retry_attempt: int | None = None,
+        retry_reason: str | None = None,
+    ) -> JSON:
+        """Delivers one envelope to the newest open connection and returns the app's ack."""
+        await poll_until(
+            lambda: self.connections > 0, timeout=timeout, what=f"a Socket Mode connection to deliver {kind}"
+        )
+        envelope: JSON = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": (
+                _accepts_response_payload(kind, payload)
+                if accepts_response_payload is None
+                else accepts_response_payload
+            ),
+        }
+        if kind == "events_api":
+            envelope["retry_attempt"] = retry_attempt or 0
+            envelope["retry_reason"] = retry_reason or ""
+        future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        self._pending[envelope["envelope_id"]] = future
+        try:
+            ws = next(ws for ws in reversed(self._connections) if not ws.closed)
+            self.sent.append(envelope)
+            await ws.send_json(envelope)
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise AssertionError(
+                f"no ack for the {kind} envelope {envelope['envelope_id']} within {timeout}s; Bolt acks only "
+                f"when a listener matched and called ack() (payload: {json.dumps(payload)[:300]})"
+            ) from None
+        finally:
+            self._pending.pop(envelope["envelope_id"], None)
+
+    async def disconnect(self, reason: str = "refresh_requested") -> None:
+        """Asks every client to reconnect (``{"type": "disconnect"}``), as Slack does now and then."""
+        for ws in list(self._connections):
+            if not ws.closed:
+                await ws.send_json(
+                    {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
+                )
+
+    async def drop(self) -> None:
+        """Closes every connection from the server side (a network blip, a deploy on Slack's side)."""
+        for ws in list(self._connections):
+            await ws.close(code=1011, message=b"fake slack dropped the connection")
+
+    async def close(self) -> None:
+        for ws in list(self._connections):
+            await ws.close(code=1001, message=b"server shutdown")
+        self._connections.clear()

@@ -1,0 +1,91 @@
+"""Normalised inbound signals: what an alert or change receiver hands to core.
+
+Every alert source (Alertmanager, Grafana, PagerDuty, Datadog, generic) and every change source (GitHub, generic)
+has an adapter under ``adapters/`` that turns its payload into these models. Core never sees a vendor payload
+except as opaque, size-capped evidence (``raw``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AlertStatus = Literal["firing", "acknowledged", "resolved"]
+
+
+class Link(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    title: str = ""
+
+
+class AlertSignal(BaseModel):
+    """One alert instance, as a source reported it.
+
+    ``fingerprint`` identifies the alert across repeats (the source's own where it has one). ``source_severity``
+    is the source's own word or number ("critical", "P1", "2"); core maps it to 1–4 through ``decklog.toml``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    fingerprint: str = Field(min_length=1, max_length=512)
+    status: AlertStatus
+    title: str = Field(min_length=1, max_length=500)
+    service: str = Field(default="", max_length=200)
+    source_severity: str = ""
+    summary: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    links: tuple[Link, ...] = ()
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class Commit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    message: str = ""
+    author: str = ""
+    url: str = ""
+    paths: tuple[str, ...] = ()
+
+
+class ChangeSignal(BaseModel):
+    """One change to a service (a deploy, a push to a deployed branch)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    change_id: str = Field(min_length=1, max_length=200)
+    service: str = Field(min_length=1, max_length=200)
+    version: str = ""
+    environment: str = ""
+    author: str = ""
+    status: Literal["started", "succeeded", "failed", "pushed"] = "succeeded"
+    commits: tuple[Commit, ...] = ()
+    link: str = ""
+    description: str = ""
+    at: datetime | None = None
+
+
+class PayloadError(ValueError):
+    """A payload is malformed. ``path`` names the offending field (``alerts[0].labels``); HTTP answers 400."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message
+
+
+def truncate_raw(raw: Any, limit: int = 16_384) -> dict[str, Any]:
+    """Keep a vendor payload as evidence, capped in size: ``{"json": ...}`` or ``{"truncated": "<prefix>"}``."""
+    import json
+
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
+    if len(text) <= limit:
+        return {"json": raw}
+    return {"truncated": text[:limit], "bytes": len(text)}

@@ -1,0 +1,67 @@
+"""The tables of a scope file (``DATA_DIR/scopes/<kind>~<name>.db``), owned by SQLAlchemy Core.
+
+The same table definitions serve SQLite today and PostgreSQL later (a ``scope`` column would be added there).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+entries = sa.Table(
+    "entries",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("id", sa.String, nullable=False, unique=True),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("at", sa.String, nullable=False),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("refs", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.String, nullable=True, unique=True),
+    sa.Column("prev_hash", sa.String, nullable=False),
+    sa.Column("hash", sa.String, nullable=False),
+)
+
+state = sa.Table(
+    "state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("scope", sa.String, nullable=False),
+    sa.Column("schema_version", sa.Integer, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("head_hash", sa.String, nullable=False),
+    sa.Column("head_at", sa.String, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("topic", sa.String, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", sa.Float, nullable=False, server_default="0"),
+    sa.Column("published_at", sa.Float, nullable=True),
+    sa.Column("parked_at", sa.Float, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+)
+sa.Index(
+    "outbox_pending",
+    outbox.c.topic,
+    outbox.c.seq,
+    sqlite_where=sa.and_(outbox.c.published_at.is_(None), outbox.c.parked_at.is_(None)),
+    postgresql_where=sa.and_(outbox.c.published_at.is_(None), outbox.c.parked_at.is_(None)),
+)
+
+sender_memo = sa.Table(
+    "sender_memo",
+    metadata,
+    sa.Column("topic", sa.String, primary_key=True),
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
