@@ -74,6 +74,7 @@ class Declared(Payload):
     summary: str = ""
     via: str = "api"  # slack | cli | alert | api | demo | change
     dedicated_channel: bool = False
+    channel: str = ""  # the chat channel the declaration came from (where its header goes by default)
 
     _check_severity = field_validator("severity")(_severity)
 
@@ -541,7 +542,7 @@ def _clip(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def render_text(kind: str, p: Payload, actor: Actor) -> str:  # noqa: C901 - one line per kind, on purpose
+def render_text(kind: str, p: Payload, actor: Actor) -> str:
     """One human-readable line for an entry: what the timeline and the report show."""
     who = actor.label()
     match p:

@@ -28,7 +28,8 @@ class ScopeId:
         match = _SCOPE_RE.match(text.strip())
         if not match:
             raise InvalidInput(
-                f"not a scope id: {text!r} (expected <kind>/<name>, e.g. incident/payments-5xx)", field="scope"
+                f"not a scope id: {text!r} (expected <kind>/<name>, e.g. incident/payments-5xx)",
+                field="scope",
             )
         kind, name = match.group(1), match.group(2)
         if kind not in SCOPE_KINDS:

@@ -143,6 +143,7 @@ class ScopeState(_Frozen):
     alerts: dict[str, AlertState] = Field(default_factory=dict)
     alert_repeats: int = 0
     suggestions: dict[str, str] = Field(default_factory=dict)
+    suggestion_actions: dict[str, str] = Field(default_factory=dict)
     hypotheses: int = 0
     evidence: int = 0
     last_human_seq: int = 0
@@ -175,7 +176,7 @@ def _without(mapping: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if k != key}
 
 
-def fold(state: ScopeState, entry: Entry) -> ScopeState:  # noqa: C901 - a fold is one match over kinds
+def fold(state: ScopeState, entry: Entry) -> ScopeState:
     """Apply one entry to the state. Pure: same inputs, same output."""
     at = iso(entry.at)
     changes: dict[str, Any] = {"version": entry.seq, "updated_at": at}
@@ -249,7 +250,12 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:  # noqa: C901 - a fold 
                     state.obligations,
                     p.obligation_id,
                     ob.model_copy(
-                        update={"status": "claimed", "holder": p.holder, "fence": p.fence, "lease_until": p.lease_until}
+                        update={
+                            "status": "claimed",
+                            "holder": p.holder,
+                            "fence": p.fence,
+                            "lease_until": p.lease_until,
+                        }
                     ),
                 )
             changes["max_fence"] = max(state.max_fence, p.fence)
@@ -296,14 +302,19 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:  # noqa: C901 - a fold 
             if p.proposal_id in state.proposals:
                 prop = state.proposals[p.proposal_id]
                 changes["proposals"] = _with(
-                    state.proposals, p.proposal_id, prop.model_copy(update={"status": "running", "run_id": p.run_id})
+                    state.proposals,
+                    p.proposal_id,
+                    prop.model_copy(update={"status": "running", "run_id": p.run_id}),
                 )
         case ActionResult():
             changes.update(_fold_result(state, p))
         case Suggestion():
             changes["suggestions"] = _with(state.suggestions, p.suggestion_id, p.text)
+            if p.action:
+                changes["suggestion_actions"] = _with(state.suggestion_actions, p.suggestion_id, p.action)
         case SuggestionFeedback():
             changes["suggestions"] = _without(state.suggestions, p.suggestion_id)
+            changes["suggestion_actions"] = _without(state.suggestion_actions, p.suggestion_id)
         case AgentTurn():
             changes["last_turn_seq"] = max(state.last_turn_seq, p.seq_to)
         case _:

@@ -360,9 +360,7 @@ async def test_simulated_prompt_cache_writes_then_reads(make_fake: MakeFake) -> 
     fake, client = await make_fake([step, step, Reply(text="ok", cache=True)], min_cache_tokens=100)
 
     first = await client.messages.create(model=MODEL, max_tokens=64, system=system, messages=[user("first")])
-    second = await client.messages.create(
-        model=MODEL, max_tokens=64, system=system, messages=[user("second")]
-    )
+    second = await client.messages.create(model=MODEL, max_tokens=64, system=system, messages=[user("second")])
     tiny = await client.messages.create(
         model=MODEL,
         max_tokens=64,
@@ -388,9 +386,7 @@ async def test_count_tokens_is_deterministic_and_consumes_no_step(make_fake: Mak
     fake, client = await make_fake([Reply(text="x")])
     small = await client.messages.count_tokens(model=MODEL, messages=[user("hello")])
     again = await client.messages.count_tokens(model=MODEL, messages=[user("hello")])
-    big = await client.messages.count_tokens(
-        model=MODEL, tools=TOOLS, system="s" * 400, messages=[user("hello")]
-    )
+    big = await client.messages.count_tokens(model=MODEL, tools=TOOLS, system="s" * 400, messages=[user("hello")])
     assert small.input_tokens == again.input_tokens > 0
     assert big.input_tokens > small.input_tokens + 100
     assert big.input_tokens == estimate_input_tokens(fake.count_tokens_requests[-1])
@@ -432,9 +428,7 @@ async def test_delay_drives_client_timeout(make_fake: MakeFake) -> None:
     with pytest.raises(anthropic.APITimeoutError):
         await client.messages.create(model=MODEL, max_tokens=8, messages=[user("x")])
     msg = await client.messages.create(model=MODEL, max_tokens=8, messages=[user("x")])
-    assert (
-        isinstance(msg.content[0], anthropic.types.TextBlock) and msg.content[0].text == "after the timeout"
-    )
+    assert isinstance(msg.content[0], anthropic.types.TextBlock) and msg.content[0].text == "after the timeout"
     fake.assert_done()
 
 

@@ -67,9 +67,7 @@ async def post_action(
         return resp.status, await resp.read()
 
 
-async def reconcile(
-    http: aiohttp.ClientSession, svc: FakeDeployService, key: str
-) -> tuple[int, dict[str, Any]]:
+async def reconcile(http: aiohttp.ClientSession, svc: FakeDeployService, key: str) -> tuple[int, dict[str, Any]]:
     async with http.get(f"{svc.reconcile_url}/{key}") as resp:
         return resp.status, await resp.json()
 
@@ -100,9 +98,7 @@ async def test_apply_is_idempotent_per_key(http: aiohttp.ClientSession, deploy: 
     deploy.assert_at_most_once_per_key()
 
 
-async def test_reconcile_applied_not_applied_unknown(
-    http: aiohttp.ClientSession, deploy: FakeDeployService
-) -> None:
+async def test_reconcile_applied_not_applied_unknown(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
     await post_action(http, deploy.rollback_url, "k-applied")
     status, body = await reconcile(http, deploy, "k-applied")
     assert status == 200 and body["status"] == "applied"
@@ -149,9 +145,7 @@ async def test_retry_after_a_failure_that_applied_nothing_applies_once(
     assert len(deploy.effects_for("k-r")) == 1
 
 
-async def test_delay_past_client_timeout_then_applied(
-    http: aiohttp.ClientSession, deploy: FakeDeployService
-) -> None:
+async def test_delay_past_client_timeout_then_applied(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
     deploy.delay_next(1.0)  # the effect lands after the delay, whether or not the caller is still there
     with pytest.raises(TimeoutError):
         await post_action(http, deploy.rollback_url, "k-slow", timeout=0.1)
@@ -214,9 +208,7 @@ async def test_protocol_violations_are_refused_and_recorded(
     async with http.post(deploy.rollback_url, json=action_body("k-1")) as resp:
         assert resp.status == 400
         assert (await resp.json())["reason"] == "missing Idempotency-Key header"
-    async with http.post(
-        deploy.rollback_url, json=action_body("k-1"), headers={"Idempotency-Key": "other"}
-    ) as resp:
+    async with http.post(deploy.rollback_url, json=action_body("k-1"), headers={"Idempotency-Key": "other"}) as resp:
         assert resp.status == 400
     body = action_body("k-2")
     del body["fence"]
@@ -226,9 +218,7 @@ async def test_protocol_violations_are_refused_and_recorded(
     assert deploy.effects == []
 
 
-async def test_rollback_refusals_apply_nothing(
-    http: aiohttp.ClientSession, deploy: FakeDeployService
-) -> None:
+async def test_rollback_refusals_apply_nothing(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
     status, raw = await post_action(http, deploy.rollback_url, "k-1", params={"service": "unknown"})
     assert status == 422 and "no deploys recorded" in json.loads(raw)["reason"]
     status, raw = await post_action(
@@ -260,15 +250,9 @@ async def test_deploy_history_over_http(http: aiohttp.ClientSession, deploy: Fak
 
 
 async def test_generic_action_path(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
-    status, raw = await post_action(
-        http, f"{deploy.base_url}/restart", "k-g", params={"service": "payments", "n": 2}
-    )
+    status, raw = await post_action(http, f"{deploy.base_url}/restart", "k-g", params={"service": "payments", "n": 2})
     effect = json.loads(raw)
-    assert (
-        status == 200
-        and effect["status"] == "applied"
-        and effect["params"] == {"service": "payments", "n": 2}
-    )
+    assert status == 200 and effect["status"] == "applied" and effect["params"] == {"service": "payments", "n": 2}
     assert deploy.effects[0].kind == "rollback"  # the action name from the request
 
 
@@ -278,9 +262,7 @@ async def test_stale_fence_is_refused_when_checked(http: aiohttp.ClientSession) 
         svc.record_deploy("payments", "v2")
         svc.record_deploy("payments", "v3")
         auth = {"Authorization": "Bearer t0k"}
-        async with http.post(
-            svc.rollback_url, json=action_body("k-1"), headers={"Idempotency-Key": "k-1"}
-        ) as resp:
+        async with http.post(svc.rollback_url, json=action_body("k-1"), headers={"Idempotency-Key": "k-1"}) as resp:
             assert resp.status == 401
         for key, fence, expected in (("k-5", 5, 200), ("k-4", 4, 409), ("k-6", 6, 200)):
             async with http.post(
@@ -310,9 +292,7 @@ def sp_headers(key: str = "sp-key", **extra: str) -> dict[str, str]:
     return {"Authorization": f"OAuth {key}", **extra}
 
 
-async def test_statuspage_create_update_get_list(
-    http: aiohttp.ClientSession, statuspage: FakeStatuspage
-) -> None:
+async def test_statuspage_create_update_get_list(http: aiohttp.ClientSession, statuspage: FakeStatuspage) -> None:
     url = f"{statuspage.base_url}/v1/pages/pg1/incidents"
     incident = {
         "name": "Elevated 5xx on payments",
@@ -327,9 +307,7 @@ async def test_statuspage_create_update_get_list(
     assert created["id"] and len(created["id"]) == 12
     assert created["status"] == "investigating" and created["impact"] == "major"
     assert created["incident_updates"][0]["body"] == "We are investigating elevated errors."
-    assert created["components"] == [
-        {"id": "cmp-payments", "name": "cmp-payments", "status": "partial_outage"}
-    ]
+    assert created["components"] == [{"id": "cmp-payments", "name": "cmp-payments", "status": "partial_outage"}]
 
     async with http.patch(
         f"{url}/{created['id']}",
@@ -351,9 +329,7 @@ async def test_statuspage_create_update_get_list(
     assert [e.kind for e in statuspage.effects] == ["incident.create", "incident.update"]
 
 
-async def test_statuspage_requires_oauth_header(
-    http: aiohttp.ClientSession, statuspage: FakeStatuspage
-) -> None:
+async def test_statuspage_requires_oauth_header(http: aiohttp.ClientSession, statuspage: FakeStatuspage) -> None:
     url = f"{statuspage.base_url}/v1/pages/pg1/incidents"
     body = {"incident": {"name": "x"}}
     for headers in ({}, {"Authorization": "Bearer sp-key"}, sp_headers("wrong")):
@@ -361,24 +337,18 @@ async def test_statuspage_requires_oauth_header(
             assert resp.status == 401, headers
     async with http.get(url) as resp:
         assert resp.status == 401
-    async with http.post(
-        f"{statuspage.base_url}/v1/pages/other/incidents", json=body, headers=sp_headers()
-    ) as resp:
+    async with http.post(f"{statuspage.base_url}/v1/pages/other/incidents", json=body, headers=sp_headers()) as resp:
         assert resp.status == 404
     assert statuspage.incidents == [] and statuspage.effects == []
 
 
-async def test_statuspage_validation_and_idempotency(
-    http: aiohttp.ClientSession, statuspage: FakeStatuspage
-) -> None:
+async def test_statuspage_validation_and_idempotency(http: aiohttp.ClientSession, statuspage: FakeStatuspage) -> None:
     url = f"{statuspage.base_url}/v1/pages/pg1/incidents"
     async with http.post(url, json={"incident": {"name": " "}}, headers=sp_headers()) as resp:
         assert resp.status == 422
     async with http.post(url, json={"name": "unwrapped"}, headers=sp_headers()) as resp:
         assert resp.status == 400
-    async with http.post(
-        url, json={"incident": {"name": "x", "status": "on-fire"}}, headers=sp_headers()
-    ) as resp:
+    async with http.post(url, json={"incident": {"name": "x", "status": "on-fire"}}, headers=sp_headers()) as resp:
         assert resp.status == 422
 
     body = {"incident": {"name": "Payments degraded", "body": "Investigating"}}

@@ -59,9 +59,7 @@ def test_workspace_seeds_a_bot_distinct_from_people_and_mints_increasing_ts() ->
     first = ws.post_as_user("alice", "#alerts", "one")
     second = ws.post_as_user("bob", "#alerts", "two")
     assert first.ts == "1700000000.000100" and float(second.ts) > float(first.ts)
-    assert (
-        FakeSlackWorkspace().clock.next() < FakeSlackWorkspace().clock.next()
-    )  # wall clock, still increasing
+    assert FakeSlackWorkspace().clock.next() < FakeSlackWorkspace().clock.next()  # wall clock, still increasing
 
 
 async def test_change_feed_streams_posts_and_edits_to_a_subscriber() -> None:
@@ -126,18 +124,14 @@ async def test_thread_reply_with_metadata_reads_back_through_replies(
     )
     assert reply["message"]["thread_ts"] == parent["ts"] and reply["message"]["bot_id"] == "B0BOT"
 
-    thread = await client.conversations_replies(
-        channel="C0ALERTS", ts=parent["ts"], include_all_metadata=True
-    )
+    thread = await client.conversations_replies(channel="C0ALERTS", ts=parent["ts"], include_all_metadata=True)
     head, answer = thread["messages"]
     assert (head["reply_count"], head["latest_reply"], head["reply_users"]) == (1, reply["ts"], ["U0BOT"])
     assert answer["metadata"] == metadata and answer["parent_user_id"] == "U0BOT"
-    plain = await client.conversations_replies(
-        channel="C0ALERTS", ts=reply["ts"]
-    )  # a reply's ts: same thread
-    assert [m["ts"] for m in plain["messages"]] == [parent["ts"], reply["ts"]] and "metadata" not in plain[
-        "messages"
-    ][1]
+    plain = await client.conversations_replies(channel="C0ALERTS", ts=reply["ts"])  # a reply's ts: same thread
+    assert [m["ts"] for m in plain["messages"]] == [parent["ts"], reply["ts"]] and "metadata" not in plain["messages"][
+        1
+    ]
 
     history = await client.conversations_history(channel="C0ALERTS", include_all_metadata=True)
     assert [m["ts"] for m in history["messages"]] == [parent["ts"]]  # replies stay in the thread
@@ -376,19 +370,13 @@ async def test_per_channel_pacing_limits_bursts(server: FakeSlackServer, client:
     assert (await client.chat_postMessage(channel="C0ALERTS", text="3"))["ok"]
 
 
-async def test_fail_next_answers_errors_without_effect(
-    server: FakeSlackServer, client: AsyncWebClient
-) -> None:
-    server.fail_next(
-        "chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS"
-    )
+async def test_fail_next_answers_errors_without_effect(server: FakeSlackServer, client: AsyncWebClient) -> None:
+    server.fail_next("chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS")
     for _ in range(2):
         with pytest.raises(SlackApiError) as failed:
             await client.chat_postMessage(channel="C0ALERTS", text="x")
         assert (failed.value.response.status_code, failed.value.response["error"]) == (500, "fatal_error")
-    assert (await client.chat_postMessage(channel="C0GENERAL", text="y"))[
-        "ok"
-    ]  # `where` spares other channels
+    assert (await client.chat_postMessage(channel="C0GENERAL", text="y"))["ok"]  # `where` spares other channels
     assert (await client.chat_postMessage(channel="C0ALERTS", text="z"))["ok"]  # count exhausted
     assert [m.text for m in server.workspace.history("C0ALERTS")] == ["z"]
     assert [c.ok for c in server.calls_to("chat.postMessage")] == [False, False, True, True]
@@ -425,9 +413,7 @@ async def test_default_client_retries_a_dropped_post_and_duplicates_it(server: F
 
 async def test_wait_for_times_out_with_recent_calls(server: FakeSlackServer, client: AsyncWebClient) -> None:
     await client.auth_test()
-    with pytest.raises(
-        AssertionError, match=r"(?s)timed out after 0.05s waiting for a call to chat.update.*auth.test"
-    ):
+    with pytest.raises(AssertionError, match=r"(?s)timed out after 0.05s waiting for a call to chat.update.*auth.test"):
         await server.wait_for_call("chat.update", timeout=0.05)
 
 
@@ -453,9 +439,7 @@ DECLARE_VIEW = {
             "element": {
                 "type": "static_select",
                 "action_id": "sev_input",
-                "options": [
-                    {"text": {"type": "plain_text", "text": f"SEV{n}"}, "value": f"sev{n}"} for n in (1, 2, 3)
-                ],
+                "options": [{"text": {"type": "plain_text", "text": f"SEV{n}"}, "value": f"sev{n}"} for n in (1, 2, 3)],
                 "initial_option": {"text": {"type": "plain_text", "text": "SEV3"}, "value": "sev3"},
             },
         },
@@ -505,9 +489,7 @@ def build_app(base_url: str, heard: list[dict[str, Any]]) -> AsyncApp:
     @app.event("reaction_added")
     async def reacted(event: dict[str, Any], client: AsyncWebClient) -> None:
         item = event["item"]
-        await client.chat_postMessage(
-            channel=item["channel"], thread_ts=item["ts"], text=f"saw {event['reaction']}"
-        )
+        await client.chat_postMessage(channel=item["channel"], thread_ts=item["ts"], text=f"saw {event['reaction']}")
 
     @app.action("ack_button")
     async def clicked(ack: Any, body: dict[str, Any], respond: Any) -> None:
@@ -643,9 +625,7 @@ async def test_bolt_socket_mode_connects_acks_and_reconnects(server: FakeSlackSe
         assert server.calls_to("apps.connections.open")[0].ok
 
         await server.socket_disconnect()
-        await server.wait_for(
-            lambda: server.socket.connections_opened == 2 and server.socket.connections == 1
-        )
+        await server.wait_for(lambda: server.socket.connections_opened == 2 and server.socket.connections == 1)
         ack = await server.socket_send("slash_commands", {**command, "text": "again"})
         assert ack["payload"] == {"text": "echo: again"}
         with pytest.raises(AssertionError, match="no ack"):
@@ -696,16 +676,12 @@ async def test_mention_gets_a_threaded_reply_whose_controls_work(world: World) -
     posted = await slack.post_message("alice", "#alerts", "@decklog payments are down")
     assert posted.message is not None and posted.message.text == "<@U0BOT> payments are down"
     assert [r.status for r in posted.responses] == [200, 200]  # message + app_mention
-    thread = await slack.wait_for(
-        lambda: ws.thread("#alerts", posted.ts)[1:], what="the bot's threaded reply"
-    )
+    thread = await slack.wait_for(lambda: ws.thread("#alerts", posted.ts)[1:], what="the bot's threaded reply")
     reply = thread[0]
     assert reply.bot_id == "B0BOT" and reply.text == "on it" and world.heard[0]["text"] == posted.message.text
 
     await slack.select_option("bob", "#alerts", reply.ts, "sev_select", "sev1")
-    await slack.wait_for(
-        lambda: ws.message("#alerts", reply.ts).text == "now sev1", what="chat.update from select"
-    )
+    await slack.wait_for(lambda: ws.message("#alerts", reply.ts).text == "now sev1", what="chat.update from select")
     clicked = await slack.click_button("bob", "#alerts", reply.ts, "ack_button")
     assert clicked.status == 200
     await slack.wait_for(lambda: ws.message("#alerts", reply.ts).text == "acknowledged by <@U0BOB>")
@@ -743,9 +719,7 @@ async def test_command_ack_modal_submission_and_home(world: World) -> None:
     assert ws.history("#alerts")[-1].text == "everyone sees this"
 
     await slack.run_command("alice", "#alerts", "declare")
-    modal = (await slack.wait_for(lambda: ws.modals("alice"), what="views.open with the command's trigger"))[
-        0
-    ]
+    modal = (await slack.wait_for(lambda: ws.modals("alice"), what="views.open with the command's trigger"))[0]
     rejected = await slack.submit_view("alice", modal.id, {"title": "db"})
     assert rejected.result == "errors" and modal.errors == {"title": "too short"} and ws.modals("alice")
     accepted = await slack.submit_view("alice", modal.id, {"title": "database down", "sev": "sev1"})
@@ -754,17 +728,13 @@ async def test_command_ack_modal_submission_and_home(world: World) -> None:
     await slack.run_command("bob", "#alerts", "declare")
     bobs = await slack.wait_for(lambda: ws.modals("bob"))
     with pytest.raises(ValueError, match="required input 'title'"):
-        await slack.submit_view(
-            "bob", bobs[0].id, {}
-        )  # Slack's client would not let Bob submit an empty title
+        await slack.submit_view("bob", bobs[0].id, {})  # Slack's client would not let Bob submit an empty title
 
     await slack.open_home("carol")
     home = await slack.wait_for(lambda: ws.home("carol"), what="views.publish from app_home_opened")
     assert home is not None
     await slack.click_view_button("carol", home.id, "approve")
-    await slack.wait_for(
-        lambda: ws.history("#general") and ws.history("#general")[-1].text == "approved by U0CAROL"
-    )
+    await slack.wait_for(lambda: ws.history("#general") and ws.history("#general")[-1].text == "approved by U0CAROL")
 
 
 async def test_the_app_does_not_hear_channels_its_bot_is_not_in(world: World) -> None:

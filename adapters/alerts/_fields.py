@@ -175,15 +175,11 @@ def text(value: object, path: str, limit: int = SHORT_MAX, *, numbers: bool = Fa
     raise PayloadError(path, f"expected {expected}, got {json_type(value)}")
 
 
-def opt_str(
-    obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False
-) -> str:
+def opt_str(obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False) -> str:
     return text(obj.get(key), child(path, key), limit, numbers=numbers)
 
 
-def req_str(
-    obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False
-) -> str:
+def req_str(obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False) -> str:
     where = child(path, key)
     if obj.get(key) is None:
         raise PayloadError(where, "is required")

@@ -196,18 +196,12 @@ class _LoopbackService:
         """Queue a fault; faults of one kind of request (``on``) are consumed in order."""
         self._faults[fault.on].append(fault)
 
-    def fail_next(
-        self, status: int = 500, *, reason: str = "", applied: bool = False, on: FaultOn = "effect"
-    ) -> None:
+    def fail_next(self, status: int = 500, *, reason: str = "", applied: bool = False, on: FaultOn = "effect") -> None:
         """The next request answers ``status``; with ``applied=True`` the effect is applied first (a 5xx
         after the fact — the classic uncertain outcome)."""
-        self.inject(
-            Fault("fail", status=status, reason=reason, apply="before" if applied else "never", on=on)
-        )
+        self.inject(Fault("fail", status=status, reason=reason, apply="before" if applied else "never", on=on))
 
-    def refuse_next(
-        self, status: int = 422, reason: str = "refused by the fake", *, on: FaultOn = "effect"
-    ) -> None:
+    def refuse_next(self, status: int = 422, reason: str = "refused by the fake", *, on: FaultOn = "effect") -> None:
         """The next request gets a 4xx ``{"status": "refused", "reason": ...}``; nothing is applied."""
         if not 400 <= status <= 499:
             raise ValueError("a refusal is a 4xx")
@@ -276,9 +270,7 @@ class _LoopbackService:
         self.calls.append(call)
         return call
 
-    def _json(
-        self, call: Call, status: int, payload: Any, headers: Mapping[str, str] | None = None
-    ) -> web.Response:
+    def _json(self, call: Call, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         call.status = status
         return web.Response(
             body=json.dumps(payload).encode(), status=status, content_type="application/json", headers=headers
@@ -378,9 +370,7 @@ class _LoopbackService:
                 status, body, applied = run()
                 if not applied:
                     return self._raw(call, status, body)
-            return self._json(
-                call, fault.status, {"status": "error", "reason": fault.reason or "injected failure"}
-            )
+            return self._json(call, fault.status, {"status": "error", "reason": fault.reason or "injected failure"})
         if fault.kind == "drop":
             if fault.apply == "before":
                 run()
@@ -546,9 +536,7 @@ class FakeDeployService(_LoopbackService):
             return "Idempotency-Key header does not match the body's idempotency_key"
         return None
 
-    async def _on_effect(
-        self, request: web.Request, apply: Callable[[dict[str, Any]], Outcome]
-    ) -> web.Response:
+    async def _on_effect(self, request: web.Request, apply: Callable[[dict[str, Any]], Outcome]) -> web.Response:
         call = await self._record(request)
         if not self._authorized(request):
             return self._json(call, 401, {"status": "refused", "reason": "unauthorized"})
@@ -880,9 +868,7 @@ class FakeStatuspage(_LoopbackService):
             incident["impact"] = self._impact(incident)
             return 200, json.loads(_canon(incident))
 
-        return await self._effect(
-            request, call, kind="incident.update", fingerprint_of=call.body, apply=update
-        )
+        return await self._effect(request, call, kind="incident.update", fingerprint_of=call.body, apply=update)
 
     async def _on_get(self, request: web.Request) -> web.Response:
         call, refused = await self._guard(request)
@@ -910,8 +896,7 @@ class FakeStatuspage(_LoopbackService):
             found = [
                 i
                 for i in found
-                if needle in i["name"].lower()
-                or any(needle in u["body"].lower() for u in i["incident_updates"])
+                if needle in i["name"].lower() or any(needle in u["body"].lower() for u in i["incident_updates"])
             ]
         try:
             limit = int(request.query.get("limit", "100"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import secrets
 import time
@@ -36,11 +37,13 @@ from core.entries import (
     parse_payload,
     payload_json,
 )
-from core.errors import Conflict, InvalidInput, NotFound, StorageError
+from core.errors import Conflict, InvalidInput, NotFound
 from core.ids import ScopeId
 from core.state import ScopeState, empty_state, fold
 from core.store import schema as t
 from core.store.sqlite_file import SqliteFile
+
+log = logging.getLogger(__name__)
 
 Decide = Callable[[ScopeState], Sequence[NewEntry]]
 
@@ -242,9 +245,7 @@ class _ScopeFile:
         if b.existed:
             conn.execute(t.state.update().where(t.state.c.id == 1).values(**values))
         else:
-            conn.execute(
-                t.state.insert().values(id=1, scope=self.key, schema_version=t.SCHEMA_VERSION, **values)
-            )
+            conn.execute(t.state.insert().values(id=1, scope=self.key, schema_version=t.SCHEMA_VERSION, **values))
         self.cached = (b.state.version, b.head_hash, b.head_at, b.state)
 
 
@@ -270,6 +271,7 @@ class SqliteLogStore:
         self.executor: Executor = executor or ThreadPoolExecutor(threads, thread_name_prefix="decklog-db")
         self._files: OrderedDict[str, _ScopeFile] = OrderedDict()
         self._open_lock = asyncio.Lock()
+        self._released = asyncio.Event()  # set whenever a file loses its last user: a slot may be free
         self._listeners: list[Callable[[str, tuple[Entry, ...]], None]] = []
         self.appended_total = 0
 
@@ -284,51 +286,72 @@ class SqliteLogStore:
 
     @asynccontextmanager
     async def _use(self, scope: ScopeId | str, *, create: bool = False) -> AsyncIterator[_ScopeFile]:
-        sid = _scope_key(scope)
-        key = str(sid)
-        sf = self._files.get(key)
-        if sf is None:
-            async with self._open_lock:
-                sf = self._files.get(key)
-                if sf is None:
-                    path = self.path_for(sid)
-                    if not create and not path.exists():
-                        raise NotFound(f"no such scope: {key}")
-                    self.scopes_dir.mkdir(parents=True, exist_ok=True)
-                    sf = _ScopeFile(self, sid, path)
-                    await sf.file.open()
-                    self._files[key] = sf
-                    await self._evict()
-        self._files.move_to_end(key)
-        sf.users += 1
+        sf = await self._acquire(_scope_key(scope), create=create)
         try:
             yield sf
         finally:
             sf.users -= 1
+            if sf.users == 0:
+                self._released.set()
 
-    async def _evict(self) -> None:
-        while len(self._files) > self.max_open:
-            victim = next((k for k, f in self._files.items() if f.users == 0 and f.file.idle), None)
-            if victim is None:
-                return
-            sf = self._files.pop(victim)
-            await sf.file.close()
+    async def _acquire(self, sid: ScopeId, *, create: bool) -> _ScopeFile:
+        """The scope's open file with a use taken on it; waits for a free slot while ``max_open`` are in use."""
+        key = str(sid)
+        while True:
+            sf = self._files.get(key)
+            if sf is None:
+                async with self._open_lock:
+                    sf = self._files.get(key)
+                    if sf is None and (len(self._files) < self.max_open or await self._evict_one()):
+                        path = self.path_for(sid)
+                        if not create and not path.exists():
+                            raise NotFound(f"no such scope: {key}")
+                        self.scopes_dir.mkdir(parents=True, exist_ok=True)
+                        sf = _ScopeFile(self, sid, path)
+                        await sf.file.open()
+                        self._files[key] = sf
+                    elif sf is None:
+                        self._released.clear()  # every open file is in use: wait (below) for one to be released
+            if sf is not None:
+                self._files.move_to_end(key)
+                sf.users += 1
+                return sf
+            await self._released.wait()
+
+    async def _evict_one(self) -> bool:
+        """Close the least recently used file that nobody uses; False when every open file is in use."""
+        victim = next((k for k, f in self._files.items() if f.users == 0 and f.file.idle), None)
+        if victim is None:
+            return False
+        sf = self._files.pop(victim)
+        await sf.file.close()
+        return True
 
     async def _discard_if_empty(self, sf: _ScopeFile) -> None:
-        """A failed first append leaves no empty scope file behind (nothing half-written)."""
-        try:
-            await self.get_state(sf.scope)
-            return
-        except NotFound:
-            pass
-        if sf.users > 1:
-            return
+        """A failed first append leaves no empty scope file behind (nothing half-written).
+
+        Checked under the open lock with the file out of the cache, so nobody can start using it meanwhile; a
+        declaration that committed since the failure (through this store or another one) keeps the file.
+        """
         async with self._open_lock:
-            if self._files.get(sf.key) is sf:
-                del self._files[sf.key]
+            if self._files.get(sf.key) is not sf or sf.users > 1:
+                return
+            del self._files[sf.key]
+
+            def declared(conn: Connection) -> bool:
+                return conn.execute(sa.select(t.state.c.version).where(t.state.c.id == 1)).first() is not None
+
+            try:
+                keep = await sf.file.read(declared) or sf.users > 1
+            except Exception:
+                keep = True  # when in doubt, delete nothing
+            if keep:
+                self._files[sf.key] = sf
+                return
             await sf.file.close()
             for suffix in ("", "-wal", "-shm"):
                 Path(str(sf.file.path) + suffix).unlink(missing_ok=True)
+        self._released.set()
 
     async def close(self) -> None:
         async with self._open_lock:
@@ -342,6 +365,14 @@ class SqliteLogStore:
     def subscribe(self, listener: Callable[[str, tuple[Entry, ...]], None]) -> None:
         """Call ``listener(scope, entries)`` after every committed append (the dispatcher's wake-up)."""
         self._listeners.append(listener)
+
+    def _notify(self, scope: str, entries: tuple[Entry, ...]) -> None:
+        """Tell every listener; the append has committed, so a failing listener is logged, never raised."""
+        for listener in self._listeners:
+            try:
+                listener(scope, entries)
+            except Exception:
+                log.exception("a log listener failed on %s (the append itself committed)", scope)
 
     async def exists(self, scope: ScopeId | str) -> bool:
         sid = _scope_key(scope)
@@ -397,8 +428,7 @@ class SqliteLogStore:
                 raise
         if not result.duplicate and result.entries:
             self.appended_total += len(result.entries)
-            for listener in self._listeners:
-                listener(str(sf.scope), result.entries)
+            self._notify(str(sf.scope), result.entries)
         return result
 
     def _stage(
@@ -409,16 +439,27 @@ class SqliteLogStore:
         expected_version: int | None,
         request_key: str | None,
     ) -> AppendResult:
-        """Runs on the writer thread inside the batch transaction. Raises before touching ``b`` on any error."""
+        """Runs on the writer thread inside the batch transaction. Raises before touching ``b`` on any error.
+
+        Duplicates are recognised before the compare-and-set: a request retried after a lost response gets its
+        original entries back, not a Conflict. Entry keys that ``decide`` chooses are checked once it has run.
+        """
+        if request_key is not None or not callable(entries):
+            existing = self._find_duplicates(conn, b, entries, request_key)
+            if existing is not None:
+                return AppendResult(tuple(existing), b.state, duplicate=True)
         if expected_version is not None and b.state.version != expected_version:
             raise Conflict(
                 f"{b.scope} is at version {b.state.version}, not {expected_version}: re-read and decide again"
             )
-        existing = self._find_duplicates(conn, b, entries, request_key)
-        if existing is not None:
-            return AppendResult(tuple(existing), b.state, duplicate=True)
         new = list(entries(b.state) if callable(entries) else entries)
+        if request_key is None and callable(entries):
+            existing = self._find_duplicates(conn, b, new, None)
+            if existing is not None:
+                return AppendResult(tuple(existing), b.state, duplicate=True)
         if not new:
+            if b.state.version == 0:
+                raise NotFound(f"no such scope: {b.scope} (a scope starts with a declared entry)")
             return AppendResult((), b.state)
         if request_key is not None:
             new = [
@@ -509,7 +550,12 @@ class SqliteLogStore:
             key_col = t.entries.c.idempotency_key
             rows = conn.execute(
                 sa.select(t.entries)
-                .where(sa.or_(key_col == request_key, sa.and_(key_col > request_key + "#", key_col < request_key + "$")))
+                .where(
+                    sa.or_(
+                        key_col == request_key,
+                        sa.and_(key_col > request_key + "#", key_col < request_key + "$"),
+                    )
+                )
                 .order_by(t.entries.c.seq)
             ).all()
             return [row_to_entry(b.scope, r) for r in rows] or None
@@ -518,6 +564,8 @@ class SqliteLogStore:
         keys = [e.idempotency_key for e in entries if e.idempotency_key]
         if not keys:
             return None
+        if len(set(keys)) != len(keys):  # would fail the whole group commit at INSERT time
+            raise InvalidInput("the same idempotency key appears twice in one request", field="idempotency_key")
         found = [b.staged_keys[k] for k in keys if k in b.staged_keys]
         if b.existed:
             rows = conn.execute(
@@ -570,9 +618,7 @@ class SqliteLogStore:
         async with self._use(scope) as sf:
 
             def q(conn: Connection) -> ScopeState:
-                row = conn.execute(
-                    sa.select(t.state.c.version, t.state.c.head_hash).where(t.state.c.id == 1)
-                ).first()
+                row = conn.execute(sa.select(t.state.c.version, t.state.c.head_hash).where(t.state.c.id == 1)).first()
                 if row is None:
                     raise NotFound(f"no such scope: {sf.key}")
                 cached = sf.cached
@@ -663,8 +709,7 @@ class SqliteLogStore:
             await sf.file.write(w)
         if failed:
             self.appended_total += len(failed)
-            for listener in self._listeners:
-                listener(str(sf.scope), tuple(failed))
+            self._notify(str(sf.scope), tuple(failed))
 
     async def outbox_summary(self, scope: ScopeId | str) -> OutboxSummary:
         async with self._use(scope) as sf:
@@ -674,7 +719,9 @@ class SqliteLogStore:
                 rows = conn.execute(
                     sa.select(
                         o.c.topic,
-                        sa.func.sum(sa.case((sa.and_(o.c.published_at.is_(None), o.c.parked_at.is_(None)), 1), else_=0)),
+                        sa.func.sum(
+                            sa.case((sa.and_(o.c.published_at.is_(None), o.c.parked_at.is_(None)), 1), else_=0)
+                        ),
                         sa.func.sum(sa.case((o.c.parked_at.is_not(None), 1), else_=0)),
                     ).group_by(o.c.topic)
                 ).all()
@@ -713,8 +760,7 @@ class SqliteLogStore:
 
             count: int = await sf.file.write(w)
         if count:
-            for listener in self._listeners:
-                listener(str(sf.scope), ())
+            self._notify(str(sf.scope), ())
         return count
 
     # -- sender memos -----------------------------------------------------------------------------------------
@@ -736,7 +782,9 @@ class SqliteLogStore:
             def w(conn: Connection, _b: _Batch) -> None:
                 m = t.sender_memo
                 conn.execute(m.delete().where(m.c.topic == topic, m.c.key == key))
-                conn.execute(m.insert().values(topic=topic, key=key, value=canonical_json(value), updated_at=time.time()))
+                conn.execute(
+                    m.insert().values(topic=topic, key=key, value=canonical_json(value), updated_at=time.time())
+                )
 
             await sf.file.write(w)
 
@@ -780,14 +828,22 @@ def _verify(scope: str, conn: Connection) -> VerifyReport:
     if state_row.version != count or state_row.head_hash != prev_hash:
         bad = min(state_row.version, count) + 1 if state_row.version != count else count
         return VerifyReport(
-            scope, False, count, bad, f"the stored head (version {state_row.version}) does not match the log ({count})"
+            scope,
+            False,
+            count,
+            bad,
+            f"the stored head (version {state_row.version}) does not match the log ({count})",
         )
     stored = json.loads(state_row.body)
     folded = state.to_json()
     if stored != folded:
         diff = sorted(k for k in set(stored) | set(folded) if stored.get(k) != folded.get(k))
         return VerifyReport(
-            scope, False, count, count, f"the stored state differs from the fold of the log in: {', '.join(diff)}"
+            scope,
+            False,
+            count,
+            count,
+            f"the stored state differs from the fold of the log in: {', '.join(diff)}",
         )
     return VerifyReport(scope, True, count)
 

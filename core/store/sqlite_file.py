@@ -23,7 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from core.errors import DecklogError, StorageError
+from core.errors import StorageError
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -213,15 +213,17 @@ class SqliteFile(Generic[C]):
                         savepoint = conn.begin_nested() if req.savepoint else None
                         try:
                             req.result = req.fn(conn, ctx)
-                        except (DecklogError, ValueError) as exc:
-                            if savepoint is not None:
-                                savepoint.rollback()
-                            req.error = exc
                         except sa.exc.IntegrityError as exc:
                             if savepoint is None:
                                 raise
                             savepoint.rollback()
                             req.error = StorageError(f"integrity: {exc.orig}")
+                        except sa.exc.SQLAlchemyError:
+                            raise  # the connection or the file is in trouble: the whole batch fails
+                        except Exception as exc:  # the request's own error (bad input, a bug in its decide)
+                            if savepoint is not None:
+                                savepoint.rollback()
+                            req.error = exc
                         else:
                             if savepoint is not None:
                                 savepoint.commit()

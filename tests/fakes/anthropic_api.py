@@ -392,10 +392,7 @@ def _validate_tools(body: Body) -> str | None:
     choice = body.get("tool_choice")
     if choice is not None:
         if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
-            return (
-                "tool_choice: Input tag does not match any of the expected tags: "
-                "'auto', 'any', 'tool', 'none'"
-            )
+            return "tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'"
         if choice["type"] in ("any", "tool") and not tools:
             return "tool_choice: tool_choice may only be specified while providing tools."
         if choice["type"] == "tool" and choice.get("name") not in names:
@@ -444,9 +441,7 @@ def _validate_messages(messages: Any, *, strict_alternation: bool = True) -> str
                     return "messages: text content blocks must be non-empty"
             elif kind == "tool_use":
                 if role != "assistant":
-                    return (
-                        f"messages.{i}.content.{k}: `tool_use` blocks can only appear in assistant messages"
-                    )
+                    return f"messages.{i}.content.{k}: `tool_use` blocks can only appear in assistant messages"
                 for key in ("id", "name", "input"):
                     if key not in block:
                         return f"messages.{i}.content.{k}.tool_use.{key}: Field required"
@@ -528,13 +523,9 @@ def _validate_cache_control(body: Body) -> str | None:
         if isinstance(value, dict):
             cc = value.get("cache_control")
             if cc is not None and (
-                not isinstance(cc, dict)
-                or cc.get("type") != "ephemeral"
-                or cc.get("ttl") not in (None, "5m", "1h")
+                not isinstance(cc, dict) or cc.get("type") != "ephemeral" or cc.get("ttl") not in (None, "5m", "1h")
             ):
-                problems.append(
-                    f"{where}.cache_control: Input should be {{'type': 'ephemeral'}} (ttl '5m'|'1h')"
-                )
+                problems.append(f"{where}.cache_control: Input should be {{'type': 'ephemeral'}} (ttl '5m'|'1h')")
             for k, v in value.items():
                 if k != "cache_control":
                     walk(v, f"{where}.{k}")
@@ -550,9 +541,7 @@ def _validate_cache_control(body: Body) -> str | None:
         return problems[0]
     count = _count_cache_breakpoints(body)
     if count > _MAX_CACHE_BREAKPOINTS:
-        return (
-            f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {count}."
-        )
+        return f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {count}."
     return None
 
 
@@ -571,9 +560,7 @@ def validate_request(body: Any, *, count_tokens: bool = False, strict_alternatio
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return "max_tokens: Input should be greater than or equal to 1"
         if body.get("stream"):
-            return (
-                "fake-anthropic: streaming is not scripted by this fake; call messages.create without stream"
-            )
+            return "fake-anthropic: streaming is not scripted by this fake; call messages.create without stream"
     system = body.get("system")
     if system is not None and not isinstance(system, str | list):
         return "system: Input should be a valid string or list of text blocks"
@@ -697,9 +684,7 @@ class FakeAnthropic:
         deadline = loop.time() + timeout
         while len(self.requests) < count:
             if loop.time() >= deadline:
-                raise TimeoutError(
-                    f"fake-anthropic: {len(self.requests)} request(s) after {timeout}s, wanted {count}"
-                )
+                raise TimeoutError(f"fake-anthropic: {len(self.requests)} request(s) after {timeout}s, wanted {count}")
             await asyncio.sleep(0.01)
 
     # ---- handlers
@@ -710,9 +695,7 @@ class FakeAnthropic:
         if refusal is not None:
             return self._answer(call, *refusal, record_failure=True)
         if not isinstance(call.body, dict):
-            return self._answer(
-                call, 400, "invalid_request_error", _unparsable(call.body), record_failure=True
-            )
+            return self._answer(call, 400, "invalid_request_error", _unparsable(call.body), record_failure=True)
         body: Body = call.body
         self.requests.append(body)
         problem = validate_request(body, strict_alternation=self._strict_alternation)
@@ -758,9 +741,7 @@ class FakeAnthropic:
         if refusal is not None:
             return self._answer(call, *refusal, record_failure=True)
         if not isinstance(call.body, dict):
-            return self._answer(
-                call, 400, "invalid_request_error", _unparsable(call.body), record_failure=True
-            )
+            return self._answer(call, 400, "invalid_request_error", _unparsable(call.body), record_failure=True)
         self.count_tokens_requests.append(call.body)
         problem = validate_request(call.body, count_tokens=True, strict_alternation=self._strict_alternation)
         if problem is not None:
@@ -880,9 +861,7 @@ class FakeAnthropic:
                 prefix = segments[: bp + 1]
                 size = _tokens(prefix)
                 if size >= self._min_cache_tokens:
-                    key = hashlib.sha256(
-                        (str(body["model"]) + "\x00" + "\x00".join(prefix)).encode()
-                    ).hexdigest()
+                    key = hashlib.sha256((str(body["model"]) + "\x00" + "\x00".join(prefix)).encode()).hexdigest()
                     eligible.append((key, size))
             if eligible:
                 read = max((size for key, size in eligible if key in self._cached_prefixes), default=0)
@@ -892,9 +871,7 @@ class FakeAnthropic:
             read = reply.cache_read_input_tokens
         if reply.cache_creation_input_tokens is not None:
             creation = reply.cache_creation_input_tokens
-        input_tokens = (
-            reply.input_tokens if reply.input_tokens is not None else max(1, total - read - creation)
-        )
+        input_tokens = reply.input_tokens if reply.input_tokens is not None else max(1, total - read - creation)
         return {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,

@@ -104,9 +104,7 @@ def parse_group(
                 fingerprint=fingerprint,
                 status=status,
                 title=f.clean(
-                    f.first(
-                        annotations.get("summary", ""), labels.get("alertname", ""), f"Alert {fingerprint}"
-                    ),
+                    f.first(annotations.get("summary", ""), labels.get("alertname", ""), f"Alert {fingerprint}"),
                     f.TITLE_MAX,
                 ),
                 service=f.clean(

@@ -135,9 +135,7 @@ def parse(payload: object) -> list[AlertSignal]:
     elif alert_id:
         fingerprint = f"{alert_id}:{scope}" if scope else alert_id
     else:
-        raise PayloadError(
-            "alert_id", "is required when aggreg_key is absent (set them to $ALERT_ID, $AGGREG_KEY)"
-        )
+        raise PayloadError("alert_id", "is required when aggreg_key is absent (set them to $ALERT_ID, $AGGREG_KEY)")
     fingerprint = f.bounded_id(fingerprint, f.FINGERPRINT_MAX)
 
     transition = _value(top, "transition", 50)
@@ -177,9 +175,7 @@ def parse(payload: object) -> list[AlertSignal]:
             title=f.clean(title, f.TITLE_MAX),
             service=f.clean(labels.get("service", ""), f.SERVICE_MAX),
             source_severity=_value(top, "priority", 50),
-            summary=f.first(
-                _value(top, "message", f.SUMMARY_MAX), _value(top, "alert_status", f.SUMMARY_MAX)
-            ),
+            summary=f.first(_value(top, "message", f.SUMMARY_MAX), _value(top, "alert_status", f.SUMMARY_MAX)),
             labels=labels,
             links=f.links(
                 (f.http_url(_value(top, "link", f.URL_MAX + 1)), "Datadog event"),

@@ -134,9 +134,7 @@ def parse(payload: object) -> list[AlertSignal]:
             fingerprint=incident_id,
             status=status,
             title=f.clean(
-                f.first(
-                    title, f"PagerDuty incident #{number}" if number else f"PagerDuty incident {incident_id}"
-                ),
+                f.first(title, f"PagerDuty incident #{number}" if number else f"PagerDuty incident {incident_id}"),
                 f.TITLE_MAX,
             ),
             service=service,

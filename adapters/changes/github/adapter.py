@@ -89,22 +89,16 @@ def _deployment_status(top: Mapping[str, object]) -> list[ChangeSignal]:
     repo_name = f.opt_str(repository, "name", "repository", f.SERVICE_MAX) if repository is not None else ""
     custom = deployment.get("payload")  # object, or a string, chosen by whoever created the deployment
     custom_service = (
-        f.opt_str(custom, "service", f.child(dpath, "payload"), f.SERVICE_MAX)
-        if isinstance(custom, Mapping)
-        else ""
+        f.opt_str(custom, "service", f.child(dpath, "payload"), f.SERVICE_MAX) if isinstance(custom, Mapping) else ""
     )
     service = f.first(custom_service, repo_name)
     if not service:
         raise PayloadError("repository.name", "is required (or deployment.payload.service)")
 
-    environment = f.first(
-        f.opt_str(status_obj, "environment", spath), f.opt_str(deployment, "environment", dpath)
-    )
+    environment = f.first(f.opt_str(status_obj, "environment", spath), f.opt_str(deployment, "environment", dpath))
     ref = f.opt_str(deployment, "ref", dpath)
     task = f.opt_str(deployment, "task", dpath) or "deploy"
-    fallback_description = " ".join(
-        part for part in (task, ref, f"to {environment}" if environment else "") if part
-    )
+    fallback_description = " ".join(part for part in (task, ref, f"to {environment}" if environment else "") if part)
     return [
         f.build(
             ChangeSignal,
@@ -152,9 +146,7 @@ def _commit(raw: object, path: str) -> Commit:
         path,
         id=f.req_str(commit, "id", path, 100),
         message=f.opt_str(commit, "message", path, MESSAGE_MAX),
-        author=f.first(f.opt_str(author, "name", apath), f.opt_str(author, "username", apath))
-        if author
-        else "",
+        author=f.first(f.opt_str(author, "name", apath), f.opt_str(author, "username", apath)) if author else "",
         url=f.opt_url(commit, "url", path),
         paths=tuple(paths),
     )
@@ -185,9 +177,7 @@ def _push(top: Mapping[str, object]) -> list[ChangeSignal]:
         branch = ref.removeprefix("refs/heads/")
         plural = "commit" if len(commits) == 1 else "commits"
         version = after
-        description = (
-            f"{len(commits)} {plural} pushed to {branch}" if branch else f"{len(commits)} {plural} pushed"
-        )
+        description = f"{len(commits)} {plural} pushed to {branch}" if branch else f"{len(commits)} {plural} pushed"
     return [
         f.build(
             ChangeSignal,

@@ -107,9 +107,7 @@ def _check_text(obj: Any, at: str, maximum: int, problems: _Problems, *, plain_o
         problems.add(f"must be less than {maximum + 1} characters", f"{at}/text")
 
 
-def _check_elements(
-    elements: Any, at: str, problems: _Problems, *, maximum: int = 1, single: bool = False
-) -> None:
+def _check_elements(elements: Any, at: str, problems: _Problems, *, maximum: int = 1, single: bool = False) -> None:
     if not isinstance(elements, list) or not 0 < len(elements) <= maximum:
         problems.add(f"must provide between 1 and {maximum} elements", at)
         return

@@ -68,9 +68,7 @@ class Delivery:
                 self.driver.send_event_callback(envelope, retry_num=retry_num, retry_reason=retry_reason)
             )
         else:
-            response = await self._socket(
-                "events_api", envelope, retry_num=retry_num, retry_reason=retry_reason
-            )
+            response = await self._socket("events_api", envelope, retry_num=retry_num, retry_reason=retry_reason)
         return self._logged("events_api", envelope, response)
 
     async def command(self, fields: dict[str, str]) -> DriverResponse:

@@ -56,9 +56,7 @@ class Directory:
 
     def user(self, ref: str) -> User:
         """The user with this id or name (``"U0ALICE"``, ``"alice"``, ``"@alice"``)."""
-        found = self._users.get(ref) or next(
-            (u for u in self._users.values() if u.name == ref.lstrip("@")), None
-        )
+        found = self._users.get(ref) or next((u for u in self._users.values() if u.name == ref.lstrip("@")), None)
         if found is None:
             raise SlackError("user_not_found")
         return found

@@ -112,9 +112,7 @@ class SlackDriver:
         retry_reason: str | None = None,
     ) -> DriverResponse:
         headers = {"Content-Type": content_type, "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)"}
-        headers.update(
-            signed_headers(self.signing_secret, body, timestamp=self._timestamp, signature=self._signature)
-        )
+        headers.update(signed_headers(self.signing_secret, body, timestamp=self._timestamp, signature=self._signature))
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
             headers["X-Slack-Retry-Reason"] = retry_reason or "http_timeout"
@@ -221,9 +219,7 @@ class SlackDriver:
             state_values={},
             channel=room,
             message=message,
-            response_url=self.new_response_url(
-                room.id, person.id, message_ts=message_ts, thread_ts=thread_ts
-            ),
+            response_url=self.new_response_url(room.id, person.id, message_ts=message_ts, thread_ts=thread_ts),
         )
         return await self.send_interaction(payload)
 

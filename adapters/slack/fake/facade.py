@@ -125,9 +125,7 @@ class FakeSlack:
     def deliveries(self) -> list[Delivered]:
         return self.delivery.log
 
-    async def wait_for(
-        self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
-    ) -> T:
+    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
         return await self.server.wait_for(predicate, timeout, what=what)
 
     # -- messages --------------------------------------------------------------------------------------------
@@ -218,9 +216,7 @@ class FakeSlack:
         """A person clicks a button of a message (or of an ephemeral message they see)."""
         return await self._act_on_message(user, channel, message_ts, action_id, value, _BUTTON)
 
-    async def select_option(
-        self, user: str, channel: str, message_ts: str, action_id: str, value: Any
-    ) -> Outcome:
+    async def select_option(self, user: str, channel: str, message_ts: str, action_id: str, value: Any) -> Outcome:
         """A person picks ``value`` (an option value, a user id, ...) in a select/overflow of a message."""
         return await self._act_on_message(user, channel, message_ts, action_id, value, _SELECTS)
 
@@ -232,15 +228,9 @@ class FakeSlack:
         if ephemeral is not None and (ephemeral.user != person.id or ephemeral.channel != room.id):
             ephemeral = None
         stored = None if ephemeral is not None else self.workspace.messages.get(room.id, message_ts)
-        blocks = (
-            ephemeral.blocks if ephemeral is not None else stored.blocks if stored is not None else None
-        ) or []
-        thread_ts = (
-            ephemeral.thread_ts if ephemeral is not None else stored.thread_ts if stored is not None else None
-        )
-        block_id, element = find_element(
-            blocks, action_id, value=choice if types is _BUTTON else None, types=types
-        )
+        blocks = (ephemeral.blocks if ephemeral is not None else stored.blocks if stored is not None else None) or []
+        thread_ts = ephemeral.thread_ts if ephemeral is not None else stored.thread_ts if stored is not None else None
+        block_id, element = find_element(blocks, action_id, value=choice if types is _BUTTON else None, types=types)
         action = action_entry(block_id, element, choice, self.workspace.clock.next())
         container: JSON = {
             "type": "message",
@@ -269,9 +259,7 @@ class FakeSlack:
         )
         return Outcome(responses=[await self.delivery.interaction(payload)], message=stored)
 
-    async def click_view_button(
-        self, user: str, view_id: str, action_id: str, value: str | None = None
-    ) -> Outcome:
+    async def click_view_button(self, user: str, view_id: str, action_id: str, value: str | None = None) -> Outcome:
         """A person clicks a button in their App Home tab or in an open modal."""
         return await self._act_on_view(user, view_id, action_id, value, _BUTTON)
 
@@ -283,9 +271,7 @@ class FakeSlack:
     ) -> Outcome:
         person, view = self._view_of(user, view_id)
         blocks = list(view.body.get("blocks", []))
-        block_id, element = find_element(
-            blocks, action_id, value=choice if types is _BUTTON else None, types=types
-        )
+        block_id, element = find_element(blocks, action_id, value=choice if types is _BUTTON else None, types=types)
         if types is not _BUTTON:  # a select in a modal keeps its choice in the view's state
             state = {"type": element.get("type"), **element_state(element, choice)}
             view.state_values.setdefault(block_id, {})[str(element.get("action_id"))] = state
@@ -319,9 +305,7 @@ class FakeSlack:
         self.workspace.views.close(view.id)
         outcome = Outcome(view=view)
         if view.body.get("notify_on_close"):
-            outcome.responses.append(
-                await self.delivery.interaction(self.payloads.view_closed(person, snapshot))
-            )
+            outcome.responses.append(await self.delivery.interaction(self.payloads.view_closed(person, snapshot)))
         return outcome
 
     async def open_home(self, user: str) -> Outcome:

@@ -41,9 +41,7 @@ class MessageStore:
     def top_level(self, channel: str) -> list[Message]:
         """What ``conversations.history`` lists, oldest first: no thread replies except broadcasts."""
         return [
-            m
-            for m in self._by_channel.get(channel, {}).values()
-            if not m.is_reply or m.subtype == "thread_broadcast"
+            m for m in self._by_channel.get(channel, {}).values() if not m.is_reply or m.subtype == "thread_broadcast"
         ]
 
     def thread(self, channel: str, ts: str) -> list[Message]:
@@ -53,9 +51,7 @@ class MessageStore:
             raise SlackError("thread_not_found")
         root_ts = message.thread_ts or message.ts
         root = self.find(channel, root_ts)
-        replies = [
-            m for m in self._by_channel.get(channel, {}).values() if m.is_reply and m.thread_ts == root_ts
-        ]
+        replies = [m for m in self._by_channel.get(channel, {}).values() if m.is_reply and m.thread_ts == root_ts]
         return ([root] if root is not None else []) + replies
 
     def all(self, channel: str | None = None) -> list[Message]:
@@ -106,9 +102,7 @@ class MessageStore:
             if reply_broadcast:
                 message.subtype = "thread_broadcast"
         self._by_channel.setdefault(channel, {})[message.ts] = message
-        self._feed.emit(
-            Change("message_posted", channel=channel, ts=message.ts, user=user, data=message.to_api())
-        )
+        self._feed.emit(Change("message_posted", channel=channel, ts=message.ts, user=user, data=message.to_api()))
         if parent is not None:
             parent.thread_ts = parent.ts
             parent.reply_count += 1
@@ -245,6 +239,4 @@ class MessageStore:
         ephemeral = self.find_ephemeral(ts)
         if ephemeral is not None:
             self._ephemerals.remove(ephemeral)
-            self._feed.emit(
-                Change("ephemeral_deleted", channel=ephemeral.channel, ts=ts, user=ephemeral.user)
-            )
+            self._feed.emit(Change("ephemeral_deleted", channel=ephemeral.channel, ts=ts, user=ephemeral.user))

@@ -178,8 +178,7 @@ class Message:
             )
         if self.reactions:
             body["reactions"] = [
-                {"name": name, "users": list(users), "count": len(users)}
-                for name, users in self.reactions.items()
+                {"name": name, "users": list(users), "count": len(users)} for name, users in self.reactions.items()
             ]
         if include_metadata and self.metadata is not None:
             body["metadata"] = copy.deepcopy(self.metadata)

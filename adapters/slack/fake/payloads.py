@@ -20,9 +20,7 @@ JSON = dict[str, Any]
 
 
 class PayloadFactory:
-    def __init__(
-        self, workspace: FakeSlackWorkspace, *, verification_token: str = "fake-verification-token"
-    ) -> None:
+    def __init__(self, workspace: FakeSlackWorkspace, *, verification_token: str = "fake-verification-token") -> None:
         self._ws = workspace
         self.verification_token = verification_token
 
@@ -63,9 +61,7 @@ class PayloadFactory:
 
     # -- events ----------------------------------------------------------------------------------------------
 
-    def event_callback(
-        self, event: JSON, *, event_id: str | None = None, event_time: int | None = None
-    ) -> JSON:
+    def event_callback(self, event: JSON, *, event_id: str | None = None, event_time: int | None = None) -> JSON:
         identity = self._identity
         return {
             "token": self.verification_token,
@@ -144,9 +140,7 @@ class PayloadFactory:
             event["item_user"] = message.user
         return event
 
-    def app_home_opened_event(
-        self, user: User, channel: Channel, view: View | None, *, tab: str = "home"
-    ) -> JSON:
+    def app_home_opened_event(self, user: User, channel: Channel, view: View | None, *, tab: str = "home") -> JSON:
         event: JSON = {
             "type": "app_home_opened",
             "user": user.id,

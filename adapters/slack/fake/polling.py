@@ -28,7 +28,5 @@ async def poll_until(
             return value
         if loop.time() >= deadline:
             detail = context()
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {what}" + (f"\n{detail}" if detail else "")
-            )
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\n{detail}" if detail else ""))
         await asyncio.sleep(interval)

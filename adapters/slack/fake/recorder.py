@@ -56,9 +56,7 @@ class CallLog:
         lines = "\n".join(f"  {c.describe()}" for c in recent)
         return f"last {len(recent)} of {len(self.calls)} Web API calls:\n{lines}"
 
-    async def wait_for(
-        self, predicate: Callable[[], T], *, timeout: float = 5.0, what: str | None = None
-    ) -> T:
+    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 5.0, what: str | None = None) -> T:
         return await poll_until(
             predicate,
             timeout=timeout,
@@ -79,8 +77,6 @@ class CallLog:
         def found() -> RecordedCall | None:
             return next((c for c in self.calls_to(method, ok=ok) if where is None or where(c.args)), None)
 
-        call = await poll_until(
-            found, timeout=timeout, what=f"a call to {method}", context=self.describe_recent
-        )
+        call = await poll_until(found, timeout=timeout, what=f"a call to {method}", context=self.describe_recent)
         assert call is not None
         return call

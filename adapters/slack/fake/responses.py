@@ -93,9 +93,7 @@ class ResponseUrls:
             return "replaced"
         thread_ts = body.get("thread_ts") or target.thread_ts
         if body.get("response_type") == "in_channel":
-            messages.post(
-                target.channel, text=text, user=bot, as_bot=True, blocks=blocks, thread_ts=thread_ts
-            )
+            messages.post(target.channel, text=text, user=bot, as_bot=True, blocks=blocks, thread_ts=thread_ts)
             return "in_channel"
         messages.post_ephemeral(target.channel, target.user, text=text, blocks=blocks, thread_ts=thread_ts)
         return "ephemeral"

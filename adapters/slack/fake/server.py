@@ -132,9 +132,7 @@ class FakeSlackServer:
         """Every body POSTed to a ``response_url`` (Bolt's ``respond()``), oldest first."""
         return self._response_urls.responses
 
-    async def wait_for(
-        self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None
-    ) -> T:
+    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
         """Polls ``predicate`` until it returns something truthy (returned) or fails listing recent calls."""
         return await self.log.wait_for(predicate, timeout=timeout, what=what)
 
@@ -160,9 +158,7 @@ class FakeSlackServer:
         where: Callable[[JSON], bool] | None = None,
     ) -> Fault:
         """The next ``count`` calls answer ``{"ok": false, "error": error}``, HTTP ``status``; no effect."""
-        return self.faults.add(
-            Fault("fail", method, remaining=count, error=error, status=status, where=where)
-        )
+        return self.faults.add(Fault("fail", method, remaining=count, error=error, status=status, where=where))
 
     def ratelimit_next(
         self,
@@ -173,9 +169,7 @@ class FakeSlackServer:
         where: Callable[[JSON], bool] | None = None,
     ) -> Fault:
         """A 429 storm: the next ``count`` calls answer 429 with ``Retry-After: retry_after``; no effect."""
-        return self.faults.add(
-            Fault("ratelimit", method, remaining=count, retry_after=int(retry_after), where=where)
-        )
+        return self.faults.add(Fault("ratelimit", method, remaining=count, retry_after=int(retry_after), where=where))
 
     def delay_next(
         self,
@@ -194,9 +188,7 @@ class FakeSlackServer:
             Fault("delay", method, remaining=count, seconds=seconds, apply_first=apply_first, where=where)
         )
 
-    def apply_then_drop(
-        self, method: str, count: int = 1, *, where: Callable[[JSON], bool] | None = None
-    ) -> Fault:
+    def apply_then_drop(self, method: str, count: int = 1, *, where: Callable[[JSON], bool] | None = None) -> Fault:
         """The next ``count`` calls take effect, then the connection closes unanswered (a lost response)."""
         return self.faults.add(Fault("drop", method, remaining=count, where=where))
 
@@ -258,9 +250,7 @@ class FakeSlackServer:
     ) -> web.Response:
         ok = bool(body.get("ok"))
         self.log.record(
-            RecordedCall(
-                method, args, time.time(), ok, None if ok else body.get("error"), status, False, body
-            )
+            RecordedCall(method, args, time.time(), ok, None if ok else body.get("error"), status, False, body)
         )
         return web.json_response(
             body,

@@ -38,9 +38,7 @@ def workspace_snapshot(workspace: FakeSlackWorkspace) -> JSON:
         home = workspace.views.home(user.id)
         people[user.id] = {
             "user": user.to_api(),
-            "ephemerals": [
-                {"channel": e.channel, **e.to_api()} for e in workspace.messages.ephemerals(user=user.id)
-            ],
+            "ephemerals": [{"channel": e.channel, **e.to_api()} for e in workspace.messages.ephemerals(user=user.id)],
             "home": home.to_api(identity) if home is not None else None,
             "modals": [v.to_api(identity) | {"errors": v.errors} for v in workspace.views.stack(user.id)],
         }

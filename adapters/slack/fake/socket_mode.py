@@ -150,9 +150,7 @@ class SocketModeHub:
         """Asks every client to reconnect (``{"type": "disconnect"}``), as Slack does now and then."""
         for ws in list(self._connections):
             if not ws.closed:
-                await ws.send_json(
-                    {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}}
-                )
+                await ws.send_json({"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake"}})
 
     async def drop(self) -> None:
         """Closes every connection from the server side (a network blip, a deploy on Slack's side)."""

@@ -53,13 +53,7 @@ class Args:
         value = self.raw.get(name)
         if value is None or value == "":
             return default
-        return (
-            value
-            if isinstance(value, str)
-            else json.dumps(value)
-            if isinstance(value, (dict, list))
-            else str(value)
-        )
+        return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
     def required(self, name: str, *, error: str = "invalid_arguments") -> str:
         value = self.text(name)

@@ -68,9 +68,7 @@ class FakeSlackWorkspace:
             self._seed()
 
     def _seed(self) -> None:
-        humans = tuple(
-            self.directory.add_user(name, user_id=uid, real_name=real).id for uid, name, real in _SEED_USERS
-        )
+        humans = tuple(self.directory.add_user(name, user_id=uid, real_name=real).id for uid, name, real in _SEED_USERS)
         for channel_id, name in _SEED_CHANNELS:
             self.directory.create_channel(
                 name, creator=humans[0], channel_id=channel_id, members=(*humans, self.identity.bot_user_id)
@@ -104,9 +102,7 @@ class FakeSlackWorkspace:
     ) -> Channel:
         creator_id = self.user(creator).id if creator else self.bot_user_id
         member_ids = tuple(self.user(m).id for m in members)
-        return self.directory.create_channel(
-            name, creator=creator_id, is_private=is_private, members=member_ids
-        )
+        return self.directory.create_channel(name, creator=creator_id, is_private=is_private, members=member_ids)
 
     # -- messages --------------------------------------------------------------------------------------------
 
@@ -141,9 +137,7 @@ class FakeSlackWorkspace:
 
     def post_as_bot(self, channel: str, text: str, **fields: Any) -> Message:
         """The app posts, bypassing the Web API (to set up a scene); ``fields`` as ``MessageStore.post``."""
-        return self.messages.post(
-            self.channel(channel).id, text=text, user=self.bot_user_id, as_bot=True, **fields
-        )
+        return self.messages.post(self.channel(channel).id, text=text, user=self.bot_user_id, as_bot=True, **fields)
 
     def message(self, channel: str, ts: str) -> Message:
         return self.messages.get(self.channel(channel).id, ts)

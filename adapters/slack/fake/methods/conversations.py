@@ -28,9 +28,7 @@ def handlers() -> dict[str, Handler]:
 
 def create(ctx: CallContext) -> JSON:
     name = ctx.args.text("name", "") or ""
-    channel = ctx.workspace.directory.create_channel(
-        name, creator=ctx.bot, is_private=ctx.args.flag("is_private")
-    )
+    channel = ctx.workspace.directory.create_channel(name, creator=ctx.bot, is_private=ctx.args.flag("is_private"))
     return {"ok": True, "channel": channel.to_api(viewer=ctx.bot)}
 
 

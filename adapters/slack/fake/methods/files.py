@@ -31,24 +31,16 @@ def get_upload_url(ctx: CallContext) -> JSON:
     length = ctx.args.number("length", -1)
     if not 0 < length <= MAX_LENGTH:
         raise SlackError("invalid_arguments", "length must be a positive number of bytes")
-    file = ctx.workspace.files.reserve(
-        filename=filename, length=length, user=ctx.bot, alt_txt=ctx.args.text("alt_txt")
-    )
+    file = ctx.workspace.files.reserve(filename=filename, length=length, user=ctx.bot, alt_txt=ctx.args.text("alt_txt"))
     return {"ok": True, "upload_url": f"{ctx.base_url}upload/v1/{file.id}", "file_id": file.id}
 
 
 def complete_upload(ctx: CallContext) -> JSON:
     items = ctx.args.structured("files")
-    if (
-        not isinstance(items, list)
-        or not items
-        or not all(isinstance(i, dict) and i.get("id") for i in items)
-    ):
+    if not isinstance(items, list) or not items or not all(isinstance(i, dict) and i.get("id") for i in items):
         raise SlackError("invalid_arguments", "files must be a JSON array of {id, title}")
     store = ctx.workspace.files
-    rooms = [
-        ctx.workspace.channel(c) for c in [ctx.args.text("channel_id"), *ctx.args.listed("channels")] if c
-    ]
+    rooms = [ctx.workspace.channel(c) for c in [ctx.args.text("channel_id"), *ctx.args.listed("channels")] if c]
     if any(ctx.bot not in room.members for room in rooms):
         raise SlackError("not_in_channel")
     files = [store.complete(str(i["id"]), title=i.get("title")) for i in items]

@@ -30,9 +30,7 @@ def _view(ctx: CallContext, *, kind: str) -> JSON:
         if not isinstance(title, dict) or title.get("type") != "plain_text" or not title.get("text"):
             raise SlackError("invalid_arguments", "view.title must be a plain_text object")
         if len(str(title["text"])) > 24:
-            raise SlackError(
-                "invalid_arguments", "must be less than 25 characters [json-pointer:/view/title/text]"
-            )
+            raise SlackError("invalid_arguments", "must be less than 25 characters [json-pointer:/view/title/text]")
     blocks = validate_blocks(view.get("blocks", []), limit=100, error="invalid_arguments")
     if len(str(view.get("private_metadata", ""))) > 3000:
         raise SlackError("invalid_arguments", "private_metadata must be less than 3001 characters")

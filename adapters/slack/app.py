@@ -1,0 +1,32 @@
+"""Builds the Bolt app and the Web API client decklog uses (no module-level app: the composition root calls these)."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.deps import SlackDeps
+from adapters.slack.listeners import register_all
+
+
+def build_web_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
+    """The real client, pointed at ``base_url``. No automatic retries: the default connection-error retry would
+    re-send a ``chat.postMessage`` whose response was lost (a duplicate post); the sender reconciles instead,
+    and handles 429 itself."""
+    return AsyncWebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=[])
+
+
+def build_slack_app(*, client: AsyncWebClient, signing_secret: str | None, deps: SlackDeps) -> AsyncApp:
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret or "",
+        request_verification_enabled=signing_secret is not None,
+        process_before_response=False,
+        ignoring_self_events_enabled=True,
+        raise_error_for_unhandled_request=False,
+        logger=logging.getLogger("decklog.slack.bolt"),
+    )
+    register_all(app, deps)
+    return app

@@ -1,0 +1,74 @@
+"""Every Slack identifier decklog registers: the command, action ids, view callback ids, event types.
+
+``tests/test_manifest.py`` checks that ``manifest.yml`` and the registered listeners agree with this module.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+COMMAND = "/incident"
+
+
+class Action(StrEnum):
+    SEVERITY = "incident_severity"  # static_select on the header
+    RESOLVE = "incident_resolve"  # button on the header
+    EXPORT = "incident_export"  # button on the header
+    PICK_SCOPE = "incident_pick_scope"  # picker of open incidents (ephemeral), re-runs the command
+    SUGGESTION_ACCEPT = "suggestion_accept"
+    SUGGESTION_DISMISS = "suggestion_dismiss"
+    PROPOSAL_APPROVE = "proposal_approve"
+    PROPOSAL_DENY = "proposal_deny"
+    HOME_OPEN = "home_open_incident"  # link buttons in App Home (acked, no effect)
+
+
+class View(StrEnum):
+    DECLARE = "incident_declare"
+
+
+class DeclareField(StrEnum):
+    TITLE_BLOCK = "title"
+    TITLE = "title_input"
+    SEVERITY_BLOCK = "severity"
+    SEVERITY = "severity_input"
+    CHANNEL_BLOCK = "channel"
+    CHANNEL = "channel_input"
+    OPTIONS_BLOCK = "options"
+    OPTIONS = "options_input"
+
+
+EVENTS = ("app_mention", "message", "reaction_added", "app_home_opened")
+
+# Manifest bot events → the OAuth scope each needs (Slack's documented requirements).
+EVENT_SCOPES = {
+    "app_mention": "app_mentions:read",
+    "message.channels": "channels:history",
+    "message.groups": "groups:history",
+    "reaction_added": "reactions:read",
+    "app_home_opened": None,  # needs no scope
+}
+
+# Web API methods decklog calls → the OAuth scope each needs.
+METHOD_SCOPES = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "chat.getPermalink": None,
+    "conversations.create": "channels:manage",
+    "conversations.invite": "channels:manage",
+    "conversations.join": "channels:join",
+    "conversations.history": "channels:history",
+    "conversations.replies": "channels:history",
+    "reactions.add": "reactions:write",
+    "reactions.remove": "reactions:write",
+    "users.info": "users:read",
+    "views.open": None,
+    "views.publish": None,
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
+}
+
+PIN_REACTIONS = ("pushpin", "round_pushpin")
+ACCEPT_REACTIONS = ("white_check_mark", "heavy_check_mark")
+DISMISS_REACTIONS = ("x", "negative_squared_cross_mark")
+WORKING_REACTION = "fire"

@@ -1,0 +1,349 @@
+"""The Slack sender: the only code that posts to Slack on behalf of the log (an outbox sender, topic ``slack``).
+
+- ``declared`` → the header message (in a dedicated channel, the invoking channel or the alerts channel), then a
+  ``thread_linked`` entry that routes the thread to the scope.
+- entries people should see → thread replies carrying the entry id in message ``metadata``.
+- every delivery → the header updated in place (``chat.update``) when its rendering changed.
+
+Idempotent across restarts: before posting it records "posting" in the scope's sender memo; after, the ``ts``. A
+redelivered entry with a ``ts`` is skipped; one whose outcome is unknown (crash, lost response) is first looked
+up by its metadata (``conversations.replies`` / ``history`` with ``include_all_metadata``) and posted only if
+absent. Posts are paced per channel; a 429 raises ``RetryAfter`` (no failure budget spent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack import render
+from core.entries import Actor, Entry, NewEntry, ThreadLinked
+from core.index import Index, route_key
+from core.outbox import PermanentFailure, RetryAfter
+from core.state import ScopeState
+from core.store import LogStore
+
+log = logging.getLogger(__name__)
+
+TOPIC = "slack"
+PERMANENT_ERRORS = {
+    "channel_not_found",
+    "is_archived",
+    "invalid_blocks",
+    "msg_too_long",
+    "no_text",
+    "invalid_metadata_format",
+    "invalid_metadata_schema",
+    "restricted_action",
+    "not_authed",
+    "invalid_auth",
+    "account_inactive",
+    "token_revoked",
+    "missing_scope",
+}
+
+
+class ChannelPacer:
+    """At most one post per ``interval`` seconds per channel; a 429 pushes the channel's next slot back."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._next: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def wait(self, channel: str) -> None:
+        lock = self._locks.setdefault(channel, asyncio.Lock())
+        async with lock:
+            now = time.monotonic()
+            slot = self._next.get(channel, 0.0)
+            if slot > now:
+                await asyncio.sleep(slot - now)
+            self._next[channel] = max(time.monotonic(), slot) + self.interval
+
+    def penalize(self, channel: str, seconds: float) -> None:
+        self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
+
+    def blocked_for(self, channel: str) -> float:
+        return max(0.0, self._next.get(channel, 0.0) - time.monotonic())
+
+
+@dataclass
+class SlackStats:
+    posts: int = 0
+    updates: int = 0
+    reconciled: int = 0
+    skipped_duplicates: int = 0
+    rate_limited: int = 0
+
+
+def _retry_after(exc: SlackApiError) -> float | None:
+    if exc.response is not None and exc.response.status_code == 429:
+        raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after") or "1"
+        try:
+            return max(0.5, float(raw))
+        except ValueError:
+            return 1.0
+    return None
+
+
+class SlackSender:
+    name = TOPIC
+    batch_size = 25
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        store: LogStore,
+        index: Index,
+        *,
+        alerts_channel: str | None,
+        pacer: ChannelPacer,
+        channel_prefix: str = "inc-",
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.index = index
+        self.alerts_channel = alerts_channel
+        self.pacer = pacer
+        self.channel_prefix = channel_prefix
+        self.stats = SlackStats()
+        self._channel_ids: dict[str, str] = {}
+
+    # -- the sender protocol ----------------------------------------------------------------------------------
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        if scope.startswith("change/"):
+            return  # change scopes show up as evidence in the incidents they are linked to
+        for entry in entries:
+            state = await self.store.get_state(scope)
+            if entry.kind == "declared":
+                await self._open_thread(scope, entry, state)
+                continue
+            if state.thread is None:
+                continue  # no Slack home (no channel configured): the log still has everything
+            out = render.entry_reply(entry, state)
+            if out is not None:
+                thread_ts = None if state.thread.dedicated_channel else state.thread.ts
+                await self._post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+        await self.refresh_header(scope)
+
+    async def refresh_header(self, scope: str) -> None:
+        """chat.update the header when its rendering changed since the last update (idempotent)."""
+        state = await self.store.get_state(scope)
+        memo = await self.store.memo_get(scope, TOPIC, "header")
+        if not memo or not memo.get("ts"):
+            return
+        out = render.header(state)
+        digest = _digest(out)
+        if memo.get("digest") == digest:
+            return
+        try:
+            await self.client.chat_update(channel=memo["channel"], ts=memo["ts"], text=out.text, blocks=out.blocks)
+        except SlackApiError as exc:
+            self._raise_for(exc, memo["channel"])
+        self.stats.updates += 1
+        await self.store.memo_put(scope, TOPIC, "header", {**memo, "digest": digest})
+
+    # -- the header and its thread ----------------------------------------------------------------------------
+
+    async def _open_thread(self, scope: str, entry: Entry, state: ScopeState) -> None:
+        memo = await self.store.memo_get(scope, TOPIC, "header")
+        if memo and memo.get("ts"):
+            await self._link_thread(scope, memo)
+            return
+        declared = entry.payload
+        dedicated = bool(getattr(declared, "dedicated_channel", False))
+        origin = getattr(declared, "channel", "") or ""
+        channel = None
+        if dedicated:
+            channel = await self._dedicated_channel(scope, state, entry.actor)
+        if channel is None:
+            channel = origin if origin[:1] in ("C", "G") else await self._alerts_channel_id()
+        if channel is None:
+            log.warning("slack: %s has no channel (set DECKLOG_ALERTS_CHANNEL); it stays in the log only", scope)
+            await self.store.memo_put(scope, TOPIC, "header", {"state": "no_channel"})
+            return
+        out = render.header(state)
+        posted = await self._post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
+        permalink = ""
+        try:
+            link = await self.client.chat_getPermalink(channel=channel, message_ts=posted["ts"])
+            permalink = str(link.get("permalink") or "")
+        except SlackApiError:
+            pass
+        header_memo = {**posted, "permalink": permalink, "dedicated": dedicated, "digest": _digest(out)}
+        await self.store.memo_put(scope, TOPIC, "header", header_memo)
+        await self._link_thread(scope, header_memo)
+        if dedicated and origin[:1] in ("C", "G") and origin != channel:
+            pointer = render.Outgoing(
+                f"{state.title}: <#{channel}>",
+                [render._section(f":rotating_light: *{render.esc(state.title)}* is being handled in <#{channel}>")],
+            )
+            await self._post_once(scope, "pointer", entry, origin, None, pointer)
+
+    async def _link_thread(self, scope: str, memo: dict[str, Any]) -> None:
+        dedicated = bool(memo.get("dedicated"))
+        await self.index.add_route(route_key(memo["channel"], memo["ts"]), scope)
+        if dedicated:
+            await self.index.add_route(route_key(memo["channel"]), scope)
+        link = NewEntry.make(
+            "thread_linked",
+            Actor.system("slack"),
+            ThreadLinked(
+                channel=memo["channel"],
+                ts=memo["ts"],
+                permalink=memo.get("permalink", ""),
+                dedicated_channel=dedicated,
+            ),
+        )
+        await self.store.append(scope, [link], idempotency_key=f"slack:thread:{scope}")
+
+    async def _dedicated_channel(self, scope: str, state: ScopeState, declarer: Actor) -> str | None:
+        known = await self.store.memo_get(scope, TOPIC, "channel")
+        if known and known.get("id"):
+            return str(known["id"])
+        base = (self.channel_prefix + scope.split("/", 1)[1]).lower()[:70]
+        for n in range(1, 20):
+            name = base if n == 1 else f"{base[:66]}-{n}"
+            try:
+                resp = await self.client.conversations_create(name=name)
+            except SlackApiError as exc:
+                if exc.response.get("error") == "name_taken":
+                    continue
+                log.warning("slack: could not create a channel for %s: %s", scope, exc.response.get("error"))
+                return None
+            channel_id = str(resp["channel"]["id"])
+            await self.store.memo_put(scope, TOPIC, "channel", {"id": channel_id, "name": name})
+            if declarer.type == "human" and declarer.id[:1] in ("U", "W"):
+                try:
+                    await self.client.conversations_invite(channel=channel_id, users=declarer.id)
+                except SlackApiError as exc:
+                    log.info("slack: inviting %s to %s: %s", declarer.id, channel_id, exc.response.get("error"))
+            return channel_id
+        return None
+
+    async def _alerts_channel_id(self) -> str | None:
+        ref = (self.alerts_channel or "").strip()
+        if not ref:
+            return None
+        if ref[:1] in ("C", "G") and ref.upper() == ref and not ref.startswith("#"):
+            return ref
+        name = ref.lstrip("#")
+        if name in self._channel_ids:
+            return self._channel_ids[name]
+        cursor = None
+        while True:
+            resp = await self.client.conversations_list(limit=200, cursor=cursor, exclude_archived=True)
+            channels: list[dict[str, Any]] = resp.get("channels", [])
+            for ch in channels:
+                if ch.get("name") == name:
+                    self._channel_ids[name] = str(ch["id"])
+                    return self._channel_ids[name]
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                raise PermanentFailure(f"DECKLOG_ALERTS_CHANNEL: no channel named #{name} visible to the bot")
+
+    # -- posting exactly once ---------------------------------------------------------------------------------
+
+    async def _post_once(
+        self,
+        scope: str,
+        key: str,
+        entry: Entry,
+        channel: str,
+        thread_ts: str | None,
+        out: render.Outgoing,
+        *,
+        event_type: str = "decklog_entry",
+    ) -> dict[str, Any]:
+        memo = await self.store.memo_get(scope, TOPIC, key)
+        if memo and memo.get("ts"):
+            self.stats.skipped_duplicates += 1
+            return memo
+        if memo and memo.get("state") == "posting":
+            found = await self._find_posted(
+                memo.get("channel", channel), thread_ts, entry.id, key, float(memo.get("at", 0))
+            )
+            if found:
+                self.stats.reconciled += 1
+                done = {"state": "posted", "channel": memo.get("channel", channel), "ts": found}
+                await self.store.memo_put(scope, TOPIC, key, done)
+                return done
+        await self.pacer.wait(channel)
+        await self.store.memo_put(scope, TOPIC, key, {"state": "posting", "channel": channel, "at": time.time()})
+        metadata = {
+            "event_type": event_type,
+            "event_payload": {"scope": scope, "seq": entry.seq, "entry_id": entry.id, "key": key},
+        }
+        try:
+            resp = await self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=out.text[:3000],
+                blocks=out.blocks,
+                metadata=metadata,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except SlackApiError as exc:
+            # Slack answered: nothing was posted. Say so, so that the next attempt need not reconcile.
+            await self.store.memo_put(scope, TOPIC, key, {"state": "not_posted", "channel": channel})
+            self._raise_for(exc, channel)
+            raise
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ConnectionError(
+                f"posting #{entry.seq} to {channel}: outcome unknown ({exc.__class__.__name__})"
+            ) from exc
+        self.stats.posts += 1
+        done = {"state": "posted", "channel": channel, "ts": str(resp["ts"])}
+        await self.store.memo_put(scope, TOPIC, key, done)
+        await self.index.add_route(route_key(channel, done["ts"]), scope)
+        return done
+
+    async def _find_posted(
+        self, channel: str, thread_ts: str | None, entry_id: str, key: str, since: float
+    ) -> str | None:
+        """Did an earlier attempt post this entry? Look for our metadata near the time it was tried."""
+        oldest = f"{max(0.0, since - 120):.6f}"
+        try:
+            if thread_ts:
+                resp = await self.client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True, limit=200
+                )
+            else:
+                resp = await self.client.conversations_history(
+                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200
+                )
+        except SlackApiError as exc:
+            self._raise_for(exc, channel)
+            raise
+        messages: list[dict[str, Any]] = resp.get("messages", [])
+        for msg in messages:
+            payload = (msg.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("entry_id") == entry_id and payload.get("key", key) == key:
+                return str(msg["ts"])
+        return None
+
+    def _raise_for(self, exc: SlackApiError, channel: str) -> None:
+        wait = _retry_after(exc)
+        if wait is not None:
+            self.stats.rate_limited += 1
+            self.pacer.penalize(channel, wait)
+            raise RetryAfter(wait, f"Slack rate limit on {channel}") from exc
+        error = str(exc.response.get("error", "")) if exc.response is not None else ""
+        if error in PERMANENT_ERRORS:
+            raise PermanentFailure(f"Slack says {error}") from exc
+
+
+def _digest(out: render.Outgoing) -> str:
+    return hashlib.sha256(json.dumps([out.text, out.blocks], sort_keys=True).encode()).hexdigest()[:16]

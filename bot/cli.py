@@ -1,0 +1,360 @@
+"""The ``decklog`` command line (DESIGN §9). Works from any directory: only its options and environment count.
+
+Bad input → one clear line on stderr, a non-zero exit (2 for usage, 1 for a refused operation), no traceback,
+and nothing written: arguments are validated before the data directory is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bot.settings import Settings, SettingsError, load_settings
+from core.clock import iso
+from core.entries import Actor, parse_payload
+from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
+from core.ids import ScopeId
+from core.service import parse_severity
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _cli_actor() -> Actor:
+    try:
+        user = os.environ.get("DECKLOG_ACTOR") or getpass.getuser()
+    except Exception:
+        user = "operator"
+    return Actor(type="human", id=f"cli:{user}", name=user)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="decklog", description="decklog — a Slack-first incident bot with a durable log per scope.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    s = sub.add_parser("serve", help="run the HTTP server (Slack events, alerts, REST API, health, metrics)")
+    s.add_argument("--socket-mode", action="store_true", help="talk to Slack over Socket Mode (SLACK_APP_TOKEN)")
+
+    s = sub.add_parser("demo", help="play the 03:12 story end to end against a local fake Slack")
+    s.add_argument("--data-dir", type=Path, help="data directory (default: a new temporary directory, kept)")
+
+    s = sub.add_parser("scopes", help="list scopes")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--kind", choices=["incident", "change"])
+    s.add_argument("--status")
+
+    s = sub.add_parser("declare", help="declare an incident; prints the new scope id on the first line")
+    s.add_argument("--title", required=True)
+    s.add_argument("--severity", help="1-4 (1 is the worst)")
+    s.add_argument("--scope", help="an explicit new scope id, e.g. incident/payments-5xx")
+    s.add_argument("--service", action="append", default=[], help="affected service (repeatable)")
+
+    s = sub.add_parser("append", help="append one entry to a scope")
+    s.add_argument("scope")
+    s.add_argument("kind")
+    s.add_argument("--json", dest="payload", required=True, metavar="PAYLOAD", help="the entry's payload as JSON")
+    s.add_argument("--ref", type=int, action="append", default=[], help="seq of an entry this one refers to")
+    s.add_argument("--idempotency-key")
+
+    s = sub.add_parser("timeline", help="print a scope's log")
+    s.add_argument("scope")
+    s.add_argument("--json", action="store_true", help="print a JSON array of entries")
+    s.add_argument("--after", type=int, default=0)
+    s.add_argument("--limit", type=int)
+
+    s = sub.add_parser("export", help="export the post-incident report")
+    s.add_argument("scope")
+    s.add_argument("--format", choices=["md", "json", "html"], default="md")
+    s.add_argument("--output", type=Path, help="write to FILE instead of stdout")
+
+    s = sub.add_parser("verify", help="check the hash chain and that the stored state equals the fold of the log")
+    s.add_argument("scope")
+
+    s = sub.add_parser("doctor", help="pending and parked outbox rows per sender")
+    s.add_argument("--retry", action="store_true", help="put parked rows back in the queue")
+
+    sub.add_parser("reindex", help="rebuild index.db from the scope files alone")
+    return p
+
+
+# -- commands -------------------------------------------------------------------------------------------------
+
+
+async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
+    if not _data_exists(settings):
+        rows: list[Any] = []
+    else:
+        async with _runtime(settings) as rt:
+            if not (Path(settings.data_dir) / "index.db").exists():
+                await _reindex(rt)
+            rows = await rt.index.list_scopes(kind=args.kind, status=args.status)
+    if args.json:
+        print(json.dumps([r.to_json() for r in rows], indent=2))
+        return EXIT_OK
+    if not rows:
+        print("no scopes yet — `decklog declare --title …` opens one")
+        return EXIT_OK
+    width = max(len(r.id) for r in rows)
+    for r in rows:
+        sev = f"SEV{r.severity}" if r.severity else "SEV?"
+        print(f"{r.id:<{width}}  {r.status:<13} {sev:<5} {r.title}")
+    return EXIT_OK
+
+
+async def cmd_declare(settings: Settings, args: argparse.Namespace) -> int:
+    title = " ".join(args.title.split())
+    if not title:
+        raise UsageError("--title must not be empty")
+    severity = parse_severity(args.severity, field="--severity") if args.severity is not None else None
+    scope = str(ScopeId.parse(args.scope)) if args.scope else None
+    async with _runtime(settings) as rt:
+        result = await rt.service.declare(
+            title=title, severity=severity, scope=scope, actor=_cli_actor(), via="cli", services=args.service
+        )
+        await _drain_index(rt, result.state.scope)
+    print(result.state.scope)
+    print(f"declared “{title}” (seq {result.entries[0].seq}); Slack will show it once `decklog serve` runs")
+    return EXIT_OK
+
+
+async def cmd_append(settings: Settings, args: argparse.Namespace) -> int:
+    scope = str(ScopeId.parse(args.scope))
+    try:
+        data = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--json is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if args.kind == "declared":
+        raise UsageError("use `decklog declare` to open a scope")
+    parse_payload(args.kind, data)  # validate before touching the data directory
+    _require_data(settings, scope)
+    async with _runtime(settings) as rt:
+        result = await rt.service.record(
+            scope, args.kind, data, _cli_actor(), refs=args.ref, idempotency_key=args.idempotency_key
+        )
+        await _drain_index(rt, scope)
+    for entry in result.entries:
+        print(json.dumps(entry.to_json()))
+    if result.duplicate:
+        print("(duplicate idempotency key: nothing appended)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def cmd_timeline(settings: Settings, args: argparse.Namespace) -> int:
+    scope = str(ScopeId.parse(args.scope))
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    _require_data(settings, scope)
+    async with _runtime(settings) as rt:
+        entries = await rt.store.read(scope, after=max(0, args.after), limit=args.limit)
+    if args.json:
+        print(json.dumps([e.to_json() for e in entries], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for e in entries:
+        print(f"#{e.seq:<4} {iso(e.at)[:19]}Z  [{e.actor.type}] {e.text}")
+    return EXIT_OK
+
+
+async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    scope = str(ScopeId.parse(args.scope))
+    _require_data(settings, scope)
+    from bot.reports import export_report  # the report feature wires itself here
+
+    async with _runtime(settings) as rt:
+        body, digest = await export_report(rt, scope, args.format, destination=str(args.output or "stdout"))
+        await _drain_index(rt, scope)
+    if args.output:
+        args.output.write_bytes(body)
+        print(f"{args.output} sha256:{digest}")
+    else:
+        sys.stdout.buffer.write(body)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
+    scope = str(ScopeId.parse(args.scope))
+    _require_data(settings, scope)
+    async with _runtime(settings) as rt:
+        report = await rt.store.verify(scope)
+    if report.ok:
+        print(f"ok: {scope}: {report.entries} entries, hash chain intact, stored state equals the fold of the log")
+        return EXIT_OK
+    print(f"decklog: verify failed: {scope}: seq {report.first_bad_seq}: {report.reason}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    if not _data_exists(settings):
+        print(f"no data directory at {settings.data_dir}: nothing to check")
+        return EXIT_OK
+    async with _runtime(settings) as rt:
+        scopes = await rt.store.scope_ids()
+        pending_total, parked_total, revived = 0, 0, 0
+        for sid in scopes:
+            summary = await rt.store.outbox_summary(sid)
+            parked = await rt.store.outbox_parked(sid)
+            for topic, n in sorted(summary.pending.items()):
+                pending_total += n
+                print(f"{sid}  {topic:<8} pending {n}")
+            for item in parked:
+                parked_total += 1
+                print(
+                    f"{sid}  {item.topic:<8} PARKED  #{item.seq} {item.kind} after {item.attempts} attempts: {item.error}"
+                )
+            if args.retry and parked:
+                revived += await rt.store.outbox_retry_parked(sid)
+        print(f"{len(scopes)} scopes; {pending_total} pending, {parked_total} parked outbox rows")
+        if args.retry:
+            print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
+    return EXIT_OK
+
+
+async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
+    if not _data_exists(settings):
+        raise NotFound(f"no data directory at {settings.data_dir}")
+    async with _runtime(settings) as rt:
+        count, entries = await _reindex(rt)
+    print(f"reindexed {count} scopes ({entries} entries) into {Path(settings.data_dir) / 'index.db'}")
+    return EXIT_OK
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.server import serve_forever
+
+    code: int = serve_forever(settings, socket_mode=args.socket_mode)
+    return code
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.demo import run_demo
+
+    code: int = asyncio.run(run_demo(settings, data_dir=args.data_dir))
+    return code
+
+
+# -- plumbing -------------------------------------------------------------------------------------------------
+
+
+def _data_exists(settings: Settings) -> bool:
+    return Path(settings.data_dir).is_dir()
+
+
+def _require_data(settings: Settings, scope: str) -> None:
+    sid = ScopeId.parse(scope)
+    if not (Path(settings.data_dir) / "scopes" / f"{sid.file_stem}.db").exists():
+        raise NotFound(f"no such scope: {scope} (in {settings.data_dir})")
+
+
+class _runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.rt: Any = None
+
+    async def __aenter__(self) -> Any:
+        from bot.runtime import Runtime
+
+        self.rt = await Runtime.open(self.settings)
+        self.rt.dispatcher.start()
+        return self.rt
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.rt.close()
+
+
+async def _drain_index(rt: Any, scope: str) -> None:
+    """Bring index.db up to date now, so that `decklog scopes` right after shows the change."""
+    rt.dispatcher.wake(scope, ["index"])
+    await rt.dispatcher.idle()
+
+
+async def _reindex(rt: Any) -> tuple[int, int]:
+    items = []
+    total = 0
+    for sid in await rt.store.scope_ids():
+        try:
+            state = await rt.store.get_state(sid)
+        except NotFound:
+            continue
+        entries = await rt.store.read(sid)
+        total += len(entries)
+        items.append((state, entries))
+    await rt.index.rebuild(items)
+    return len(items), total
+
+
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
+    "scopes": cmd_scopes,
+    "declare": cmd_declare,
+    "append": cmd_append,
+    "timeline": cmd_timeline,
+    "export": cmd_export,
+    "verify": cmd_verify,
+    "doctor": cmd_doctor,
+    "reindex": cmd_reindex,
+}
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"decklog: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=os.environ.get("DECKLOG_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        args = build_parser().parse_args(argv)
+        overrides: dict[str, Any] = {}
+        if args.command == "demo" and args.data_dir:
+            overrides["data_dir"] = args.data_dir
+        settings = load_settings(**overrides)
+        if args.command == "serve":
+            return cmd_serve(settings, args)
+        if args.command == "demo":
+            return cmd_demo(settings, args)
+        return asyncio.run(COMMANDS[args.command](settings, args))
+    except UsageError as exc:
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except SettingsError as exc:
+        return _fail(f"configuration error: {exc}", EXIT_USAGE)
+    except InvalidInput as exc:
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except (NotFound, Conflict, Forbidden) as exc:
+        return _fail(f"error: {exc}", EXIT_FAILED)
+    except DecklogError as exc:
+        return _fail(f"error: {exc}", EXIT_FAILED)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `decklog timeline … | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("DECKLOG_DEBUG"):
+            raise
+        return _fail(
+            f"internal error: {exc.__class__.__name__}: {exc} (DECKLOG_DEBUG=1 shows a traceback)", EXIT_INTERNAL
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""``decklog.toml``: what an operator configures beyond the environment (alerts, agents, approvals, actions).
+
+Loaded once at start-up; an unknown key or a bad value stops start-up with the key's path. The shipped
+``decklog.example.toml`` is the default and documents every key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.settings import SettingsError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlackConfig(_Section):
+    alerts_channel: str = ""  # DECKLOG_ALERTS_CHANNEL wins when set
+    dedicated_channel_prefix: str = "inc-"
+    pace_per_channel_s: float = Field(1.0, ge=0)
+
+
+class AlertsConfig(_Section):
+    grouping_window_minutes: float = Field(10, ge=0)
+    rate_limit_per_minute: int = Field(120, ge=1)
+    max_payload_bytes: int = Field(1_000_000, ge=1024)
+    raw_evidence_bytes: int = Field(16_384, ge=256)
+    default_severity: int = Field(3, ge=1, le=4)
+    severity: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class ChangesConfig(_Section):
+    link_window_hours: float = Field(6, ge=0)
+
+
+class AgentsConfig(_Section):
+    first_turn_delay: float | None = Field(None, ge=0)  # DECKLOG_FIRST_TURN_DELAY wins when set
+    turn_debounce: float | None = Field(None, ge=0)
+    model: str = "claude-sonnet-4-5"
+    max_steps: int = Field(6, ge=1, le=20)
+    max_tokens: int = Field(1024, ge=64)
+    turn_timeout_s: float = Field(60, gt=0)
+    idle_nudge_minutes: float = Field(20, gt=0)
+    view_budget_bytes: int = Field(12_000, ge=1000)
+    input_usd_per_mtok: float = 3.0
+    output_usd_per_mtok: float = 15.0
+
+
+class ApprovalsConfig(_Section):
+    approvers: tuple[str, ...] = ()
+    user_groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    expiry_minutes: float = Field(30, gt=0)
+    r3_approvals: int = Field(1, ge=1, le=5)
+
+
+class ObligationsConfig(_Section):
+    lease_seconds: float = Field(120, gt=0)
+
+
+class DecklogConfig(_Section):
+    slack: SlackConfig = SlackConfig()
+    alerts: AlertsConfig = AlertsConfig()
+    changes: ChangesConfig = ChangesConfig()
+    agents: AgentsConfig = AgentsConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    obligations: ObligationsConfig = ObligationsConfig()
+    actions: tuple[dict[str, Any], ...] = ()
+    path: str = ""
+
+
+def load_config(path: Path) -> DecklogConfig:
+    """Read and validate a decklog.toml; ``SettingsError`` names the file and the key at fault."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError(f"DECKLOG_CONFIG: no such file: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"DECKLOG_CONFIG: {path} is not valid TOML: {exc}") from None
+    try:
+        return DecklogConfig.model_validate({**data, "path": str(path)})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SettingsError(f"DECKLOG_CONFIG: {path}: {where}: {first['msg']}") from None

@@ -1,0 +1,68 @@
+"""The composition root: the one place where core and adapters are built and wired together.
+
+``Runtime.open`` builds the storage core (log store, index, scope service, dispatcher with the index sender) that
+every entry point needs; ``bot.server`` adds Slack, receivers, agents and actions on top before it starts the
+dispatcher. Nothing is built at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.config import DecklogConfig, load_config
+from bot.settings import Settings
+from core.alarm import Alarm, AsyncioAlarm
+from core.clock import Clock, SystemClock
+from core.index import Index, IndexSender
+from core.outbox import Dispatcher, RetryPolicy
+from core.service import ScopeService
+from core.store import SqliteLogStore
+
+log = logging.getLogger(__name__)
+
+# Every entry gets one outbox row per topic. The set is fixed so that a CLI append and the server agree;
+# a topic whose sender is not running in this process simply stays pending until one is.
+OUTBOX_TOPICS = ("index", "slack", "agents", "actions")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    config: DecklogConfig
+    clock: Clock
+    store: SqliteLogStore
+    index: Index
+    service: ScopeService
+    dispatcher: Dispatcher
+    alarm: Alarm
+    closers: list[object] = field(default_factory=list)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        config: DecklogConfig | None = None,
+        clock: Clock | None = None,
+        alarm: Alarm | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Runtime:
+        config = config or load_config(settings.resolved_config_path)
+        clock = clock or SystemClock()
+        data_dir = Path(settings.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, clock=clock)
+        index = Index(data_dir / "index.db", store.executor)
+        await index.open()
+        alarm = alarm or AsyncioAlarm()
+        dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
+        dispatcher.register(IndexSender(index, store))
+        service = ScopeService(store, index)
+        return cls(settings, config, clock, store, index, service, dispatcher, alarm)
+
+    async def close(self) -> None:
+        await self.dispatcher.stop()
+        await self.index.close()
+        await self.store.close()

@@ -1,0 +1,134 @@
+"""Process settings from the environment (pydantic-settings). The exact variable names are an external contract.
+
+A missing or malformed setting stops start-up with a message that names the variable; nothing is checked lazily
+per request.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SlackMode = Literal["sandbox", "http", "socket"]
+SLACK_DEFAULT_API_URL = "https://slack.com/api/"
+
+
+class SettingsError(Exception):
+    """Bad or missing configuration; the message names the environment variable."""
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "decklog"
+
+
+def project_root() -> Path:
+    """Where the shipped files live (decklog.example.toml, prompts/): next to the installed packages."""
+    return Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir, validation_alias="DECKLOG_DATA_DIR")
+    host: str = Field("127.0.0.1", validation_alias="DECKLOG_HOST", min_length=1)
+    port: int = Field(8080, ge=0, le=65535, validation_alias="DECKLOG_PORT")
+    config_path: Path | None = Field(None, validation_alias="DECKLOG_CONFIG")
+    slack_bot_token: SecretStr | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_url: str | None = Field(None, validation_alias="DECKLOG_SLACK_API_URL")
+    alerts_channel: str | None = Field(None, validation_alias="DECKLOG_ALERTS_CHANNEL")
+    alert_token: SecretStr | None = Field(None, validation_alias="DECKLOG_ALERT_TOKEN")
+    approvers: str = Field("", validation_alias="DECKLOG_APPROVERS")
+    deploy_api_url: str | None = Field(None, validation_alias="DECKLOG_DEPLOY_API_URL")
+    statuspage_api_url: str | None = Field(None, validation_alias="DECKLOG_STATUSPAGE_API_URL")
+    executor_timeout: float | None = Field(None, gt=0, validation_alias="DECKLOG_EXECUTOR_TIMEOUT")
+    api_token: SecretStr | None = Field(None, validation_alias="DECKLOG_API_TOKEN")
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
+    first_turn_delay: float = Field(60.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
+    turn_debounce: float = Field(13.0, ge=0, validation_alias="DECKLOG_TURN_DEBOUNCE")
+
+    @field_validator(
+        "slack_bot_token",
+        "slack_signing_secret",
+        "slack_app_token",
+        "alert_token",
+        "api_token",
+        "anthropic_api_key",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator(
+        "slack_api_url", "deploy_api_url", "statuspage_api_url", "anthropic_base_url", "alerts_channel", mode="before"
+    )
+    @classmethod
+    def _empty_url_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("slack_api_url", "deploy_api_url", "statuspage_api_url", "anthropic_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def approver_ids(self) -> tuple[str, ...]:
+        return tuple(x.strip() for x in self.approvers.split(",") if x.strip())
+
+    @property
+    def slack_base_url(self) -> str:
+        url = self.slack_api_url or SLACK_DEFAULT_API_URL
+        return url if url.endswith("/") else url + "/"
+
+    def slack_mode(self, *, socket_mode: bool = False) -> SlackMode:
+        """Which Slack the process talks to, by the credential rules of DESIGN §9 (else ``SettingsError``)."""
+        bot, secret, app = self.slack_bot_token, self.slack_signing_secret, self.slack_app_token
+        if not (bot or secret or app):
+            return "sandbox"
+        if socket_mode:
+            missing = [n for n, v in (("SLACK_BOT_TOKEN", bot), ("SLACK_APP_TOKEN", app)) if not v]
+            if missing:
+                raise SettingsError(
+                    f"Socket Mode needs {' and '.join(missing)} (set, or unset every SLACK_* variable for the local sandbox)"
+                )
+            return "socket"
+        missing = [n for n, v in (("SLACK_BOT_TOKEN", bot), ("SLACK_SIGNING_SECRET", secret)) if not v]
+        if missing:
+            hint = " (or use `decklog serve --socket-mode` with SLACK_APP_TOKEN)" if app and bot else ""
+            raise SettingsError(
+                f"HTTP mode needs {' and '.join(missing)}{hint}; unset every SLACK_* variable for the local sandbox"
+            )
+        return "http"
+
+    @property
+    def resolved_config_path(self) -> Path:
+        return self.config_path or project_root() / "decklog.example.toml"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment; raise ``SettingsError`` naming the first bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "settings"
+        value = first.get("input")
+        shown = (
+            f" (got {value!r})"
+            if isinstance(value, str | int | float)
+            and "TOKEN" not in name
+            and "SECRET" not in name
+            and "KEY" not in name
+            else ""
+        )
+        raise SettingsError(f"{name}: {first['msg']}{shown}") from None

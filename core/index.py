@@ -1,0 +1,514 @@
+"""The index (``DATA_DIR/index.db``): listing, routing, alert fingerprints, inbound dedup, full-text search.
+
+Everything here is derived from the scope logs, fed through the outbox by ``IndexSender``, and can be rebuilt from
+the scope files alone (``decklog reindex``). The only writes that do not come from the log are reservations made
+*before* an append (a scope id, an inbound event id, an alert fingerprint); they are re-derived on reindex.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
+from core.errors import Conflict
+from core.ids import ScopeId
+from core.state import ScopeState
+from core.store.sqlite_file import SqliteFile
+
+md = sa.MetaData()
+
+scopes = sa.Table(
+    "scopes",
+    md,
+    sa.Column("id", sa.String, primary_key=True),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("title", sa.String, nullable=False, server_default=""),
+    sa.Column("status", sa.String, nullable=False, server_default="reserved"),
+    sa.Column("severity", sa.Integer, nullable=True),
+    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("created_at", sa.String, nullable=False, server_default=""),
+    sa.Column("updated_at", sa.String, nullable=False, server_default=""),
+    sa.Column("resolved_at", sa.String, nullable=False, server_default=""),
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("thread_channel", sa.String, nullable=False, server_default=""),
+    sa.Column("thread_ts", sa.String, nullable=False, server_default=""),
+    sa.Column("permalink", sa.String, nullable=False, server_default=""),
+    sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reserved_at", sa.Float, nullable=False, server_default="0"),
+)
+
+routes = sa.Table(
+    "routes",
+    md,
+    sa.Column("key", sa.String, primary_key=True),  # slack:<channel>:<thread_ts> or slack:<channel>
+    sa.Column("scope", sa.String, nullable=False),
+)
+
+fingerprints = sa.Table(
+    "fingerprints",
+    md,
+    sa.Column("fingerprint", sa.String, primary_key=True),
+    sa.Column("scope", sa.String, primary_key=True),
+    sa.Column("service", sa.String, nullable=False, server_default=""),
+    sa.Column("status", sa.String, nullable=False, server_default="firing"),
+    sa.Column("updated", sa.Float, nullable=False, server_default="0"),
+)
+
+subscriptions = sa.Table(
+    "subscriptions",
+    md,
+    sa.Column("scope", sa.String, primary_key=True),
+    sa.Column("subscriber", sa.String, primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False, server_default="0"),
+)
+
+inbound = sa.Table(
+    "inbound",
+    md,
+    sa.Column("key", sa.String, primary_key=True),
+    sa.Column("scope", sa.String, nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+)
+
+FTS_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope UNINDEXED, seq UNINDEXED, kind UNINDEXED, text)"
+)
+INDEX_SUBSCRIBER = "index"
+
+
+@dataclass(frozen=True)
+class ScopeRow:
+    id: str
+    kind: str
+    title: str
+    status: str
+    severity: int | None
+    services: tuple[str, ...]
+    created_at: str
+    updated_at: str
+    resolved_at: str
+    version: int
+    thread_channel: str
+    thread_ts: str
+    permalink: str
+    pending_approvals: int
+
+    @property
+    def is_open(self) -> bool:
+        return self.status not in ("resolved", "reserved")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "title": self.title,
+            "status": self.status,
+            "severity": self.severity,
+            "services": list(self.services),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "resolved_at": self.resolved_at or None,
+            "version": self.version,
+            "thread": {"channel": self.thread_channel, "ts": self.thread_ts, "permalink": self.permalink}
+            if self.thread_channel
+            else None,
+            "pending_approvals": self.pending_approvals,
+        }
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    scope: str
+    seq: int
+    kind: str
+    snippet: str
+    rank: float
+
+
+def _scope_row(r: Any) -> ScopeRow:
+    return ScopeRow(
+        id=r.id,
+        kind=r.kind,
+        title=r.title,
+        status=r.status,
+        severity=r.severity,
+        services=tuple(json.loads(r.services or "[]")),
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        resolved_at=r.resolved_at,
+        version=r.version,
+        thread_channel=r.thread_channel,
+        thread_ts=r.thread_ts,
+        permalink=r.permalink,
+        pending_approvals=r.pending_approvals,
+    )
+
+
+def fts_query(text: str) -> str:
+    """Turn free text into a safe FTS5 query: each word quoted, OR-ed (ranked by bm25)."""
+    words = [w for w in re.findall(r"[\w.-]+", text.lower()) if len(w) > 1][:32]
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def searchable_text(entry: Entry) -> str:
+    parts = [entry.text]
+    p = entry.payload
+    if isinstance(p, Observation):
+        parts.extend([p.service, *(f"{k}={v}" for k, v in sorted(p.labels.items()))])
+    return " ".join(x for x in parts if x)
+
+
+def route_key(channel: str, thread_ts: str = "") -> str:
+    return f"slack:{channel}:{thread_ts}" if thread_ts else f"slack:{channel}"
+
+
+class Index:
+    """``index.db``. All methods are async; writes are group-committed like the scope logs."""
+
+    def __init__(self, path: Path, executor: Executor) -> None:
+        self.path = path
+        self.file: SqliteFile[None] = SqliteFile(
+            path,
+            executor,
+            init_schema=self._init_schema,
+            begin_batch=lambda _c: None,
+            end_batch=lambda _c, _x: None,
+        )
+
+    @staticmethod
+    def _init_schema(conn: Connection) -> None:
+        md.create_all(conn)
+        conn.exec_driver_sql(FTS_DDL)
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        await self.file.open()
+
+    async def close(self) -> None:
+        await self.file.close()
+
+    # -- reservations -----------------------------------------------------------------------------------------
+
+    async def reserve_scope(self, kind: str, base: str, *, exact: bool, taken: Sequence[str] = ()) -> ScopeId:
+        """Reserve a never-used scope id: ``base``, else ``base-2``, ``base-3``… (``exact``: ``base`` or Conflict).
+
+        ``taken`` are ids known to exist on disk (the index may be behind or rebuilt).
+        """
+        taken_set = set(taken)
+
+        def w(conn: Connection, _: None) -> ScopeId:
+            existing = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(scopes.c.id).where(
+                        sa.or_(scopes.c.id == f"{kind}/{base}", scopes.c.id.like(f"{kind}/{base}-%"))
+                    )
+                )
+            } | taken_set
+            candidate = ScopeId.parse(f"{kind}/{base}")
+            if str(candidate) in existing:
+                if exact:
+                    raise Conflict(f"scope {candidate} already exists (scope ids are never reused)")
+                n = 2
+                while f"{kind}/{base}-{n}" in existing:
+                    n += 1
+                candidate = ScopeId.parse(f"{kind}/{base}-{n}")
+            conn.execute(
+                scopes.insert().values(id=str(candidate), kind=kind, status="reserved", reserved_at=time.time())
+            )
+            return candidate
+
+        return await self.file.write(w)
+
+    async def claim_inbound(self, key: str, scope: str) -> str:
+        """Record that inbound event ``key`` maps to ``scope``; returns the scope it was first recorded with."""
+
+        def w(conn: Connection, _: None) -> str:
+            found = conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == key)).scalar()
+            if found is not None:
+                return str(found)
+            conn.execute(inbound.insert().values(key=key, scope=scope, at=time.time()))
+            return scope
+
+        return await self.file.write(w)
+
+    async def inbound_scope(self, key: str) -> str | None:
+        return await self.file.read(
+            lambda conn: conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == key)).scalar()
+        )
+
+    async def claim_fingerprint(self, fingerprint: str, scope: str, service: str) -> None:
+        def w(conn: Connection, _: None) -> None:
+            conn.execute(
+                fingerprints.delete().where(fingerprints.c.fingerprint == fingerprint, fingerprints.c.scope == scope)
+            )
+            conn.execute(
+                fingerprints.insert().values(
+                    fingerprint=fingerprint,
+                    scope=scope,
+                    service=service,
+                    status="firing",
+                    updated=time.time(),
+                )
+            )
+
+        await self.file.write(w)
+
+    async def add_route(self, key: str, scope: str) -> None:
+        def w(conn: Connection, _: None) -> None:
+            conn.execute(routes.delete().where(routes.c.key == key))
+            conn.execute(routes.insert().values(key=key, scope=scope))
+
+        await self.file.write(w)
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+
+    async def route(self, channel: str, thread_ts: str = "") -> str | None:
+        """The scope a Slack thread (or a dedicated channel) belongs to."""
+        keys = [route_key(channel, thread_ts)] if thread_ts else []
+        keys.append(route_key(channel))
+
+        def q(conn: Connection) -> str | None:
+            for key in keys:
+                found = conn.execute(sa.select(routes.c.scope).where(routes.c.key == key)).scalar()
+                if found is not None:
+                    return str(found)
+            return None
+
+        return await self.file.read(q)
+
+    async def open_scope_for_fingerprint(self, fingerprint: str) -> str | None:
+        def q(conn: Connection) -> str | None:
+            found = conn.execute(
+                sa.select(fingerprints.c.scope)
+                .join(scopes, scopes.c.id == fingerprints.c.scope)
+                .where(
+                    fingerprints.c.fingerprint == fingerprint,
+                    scopes.c.status.not_in(["resolved"]),
+                )
+                .order_by(fingerprints.c.updated.desc())
+            ).first()
+            return str(found[0]) if found else None
+
+        return await self.file.read(q)
+
+    async def get(self, scope: str) -> ScopeRow | None:
+        def q(conn: Connection) -> ScopeRow | None:
+            r = conn.execute(sa.select(scopes).where(scopes.c.id == scope)).first()
+            return _scope_row(r) if r else None
+
+        return await self.file.read(q)
+
+    async def list_scopes(
+        self,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        severity: int | None = None,
+        text: str | None = None,
+        open_only: bool = False,
+        service: str | None = None,
+        limit: int = 500,
+    ) -> list[ScopeRow]:
+        def q(conn: Connection) -> list[ScopeRow]:
+            stmt = sa.select(scopes).where(scopes.c.status != "reserved")
+            if kind:
+                stmt = stmt.where(scopes.c.kind == kind)
+            if status:
+                stmt = stmt.where(scopes.c.status == status)
+            if severity is not None:
+                stmt = stmt.where(scopes.c.severity == severity)
+            if open_only:
+                stmt = stmt.where(scopes.c.status != "resolved")
+            if service:
+                stmt = stmt.where(scopes.c.services.like(f'%"{service}"%'))
+            if text:
+                pattern = f"%{text.lower()}%"
+                stmt = stmt.where(sa.or_(sa.func.lower(scopes.c.title).like(pattern), scopes.c.id.like(pattern)))
+            stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id).limit(limit)
+            return [_scope_row(r) for r in conn.execute(stmt)]
+
+        return await self.file.read(q)
+
+    async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[SearchHit]:
+        query = fts_query(text)
+        if not query:
+            return []
+
+        def q(conn: Connection) -> list[SearchHit]:
+            sql = (
+                "SELECT scope, seq, kind, snippet(entries_fts, 3, '[', ']', '…', 12), bm25(entries_fts) "
+                "FROM entries_fts WHERE entries_fts MATCH :q"
+            )
+            params: dict[str, Any] = {"q": query, "limit": limit}
+            if exclude_scope:
+                sql += " AND scope != :ex"
+                params["ex"] = exclude_scope
+            sql += " ORDER BY bm25(entries_fts) LIMIT :limit"
+            return [SearchHit(r[0], int(r[1]), r[2], r[3], float(r[4])) for r in conn.execute(sa.text(sql), params)]
+
+        return await self.file.read(q)
+
+    async def position(self, scope: str, subscriber: str = INDEX_SUBSCRIBER) -> int:
+        def q(conn: Connection) -> int:
+            found = conn.execute(
+                sa.select(subscriptions.c.position).where(
+                    subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber
+                )
+            ).scalar()
+            return int(found or 0)
+
+        return await self.file.read(q)
+
+    async def subscribe(self, scope: str, subscriber: str, position: int = 0) -> None:
+        def w(conn: Connection, _: None) -> None:
+            _set_position(conn, scope, subscriber, position, only_forward=False)
+
+        await self.file.write(w)
+
+    async def subscribers(self, scope: str) -> dict[str, int]:
+        def q(conn: Connection) -> dict[str, int]:
+            rows = conn.execute(
+                sa.select(subscriptions.c.subscriber, subscriptions.c.position).where(subscriptions.c.scope == scope)
+            )
+            return {r[0]: int(r[1]) for r in rows}
+
+        return await self.file.read(q)
+
+    # -- feeding from the log ---------------------------------------------------------------------------------
+
+    async def apply(self, state: ScopeState, entries: Sequence[Entry]) -> None:
+        """Apply a scope's entries (idempotent by seq) and its current state to the index, in one transaction."""
+
+        def w(conn: Connection, _: None) -> None:
+            _apply(conn, state, entries)
+
+        await self.file.write(w)
+
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
+        """Replace the index with what the given scopes' logs say (``decklog reindex``)."""
+
+        def w(conn: Connection, _: None) -> None:
+            for table in (scopes, routes, fingerprints, subscriptions, inbound):
+                conn.execute(table.delete())
+            conn.exec_driver_sql("DELETE FROM entries_fts")
+            for state, entries in items:
+                _apply(conn, state, entries)
+
+        await self.file.write(w)
+
+    async def counts(self) -> dict[str, int]:
+        def q(conn: Connection) -> dict[str, int]:
+            rows = conn.execute(sa.select(scopes.c.status, sa.func.count()).group_by(scopes.c.status))
+            return {r[0]: int(r[1]) for r in rows}
+
+        return await self.file.read(q)
+
+
+def _set_position(conn: Connection, scope: str, subscriber: str, position: int, *, only_forward: bool) -> None:
+    current = conn.execute(
+        sa.select(subscriptions.c.position).where(
+            subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber
+        )
+    ).scalar()
+    if current is None:
+        conn.execute(subscriptions.insert().values(scope=scope, subscriber=subscriber, position=position))
+    elif not only_forward or position > current:
+        conn.execute(
+            subscriptions.update()
+            .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber)
+            .values(position=position)
+        )
+
+
+def _apply(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> None:
+    scope = state.scope
+    position = conn.execute(
+        sa.select(subscriptions.c.position).where(
+            subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER
+        )
+    ).scalar()
+    position = int(position or 0)
+    fresh = [e for e in entries if e.seq > position]
+    fts_rows = [{"scope": scope, "seq": e.seq, "kind": e.kind, "text": searchable_text(e)} for e in fresh]
+    if fts_rows:
+        conn.execute(
+            sa.text("INSERT INTO entries_fts(scope, seq, kind, text) VALUES (:scope, :seq, :kind, :text)"),
+            fts_rows,
+        )
+    for e in fresh:
+        p = e.payload
+        if isinstance(p, ThreadLinked):
+            keys = [route_key(p.channel, p.ts)] if p.ts else []
+            if p.dedicated_channel or not p.ts:
+                keys.append(route_key(p.channel))
+            for key in keys:
+                conn.execute(routes.delete().where(routes.c.key == key))
+                conn.execute(routes.insert().values(key=key, scope=scope))
+        elif isinstance(p, Message | Evidence) and p.channel and p.ts:
+            key = route_key(p.channel, p.ts)
+            conn.execute(routes.delete().where(routes.c.key == key))
+            conn.execute(routes.insert().values(key=key, scope=scope))
+        elif isinstance(p, Observation) and p.fingerprint:
+            conn.execute(
+                fingerprints.delete().where(fingerprints.c.fingerprint == p.fingerprint, fingerprints.c.scope == scope)
+            )
+            conn.execute(
+                fingerprints.insert().values(
+                    fingerprint=p.fingerprint,
+                    scope=scope,
+                    service=p.service,
+                    status=p.alert_status or "firing",
+                    updated=e.at.timestamp(),
+                )
+            )
+        if e.kind == "declared" and e.idempotency_key:
+            conn.execute(inbound.delete().where(inbound.c.key == e.idempotency_key))
+            conn.execute(inbound.insert().values(key=e.idempotency_key, scope=scope, at=e.at.timestamp()))
+    if fresh:
+        _set_position(conn, scope, INDEX_SUBSCRIBER, fresh[-1].seq, only_forward=True)
+    values = {
+        "kind": state.kind,
+        "title": state.title,
+        "status": state.status,
+        "severity": state.severity,
+        "services": json.dumps(list(state.services)),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+        "resolved_at": state.resolved_at,
+        "version": state.version,
+        "thread_channel": state.thread.channel if state.thread else "",
+        "thread_ts": state.thread.ts if state.thread else "",
+        "permalink": state.thread.permalink if state.thread else "",
+        "pending_approvals": sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval"),
+    }
+    existing = conn.execute(sa.select(scopes.c.version).where(scopes.c.id == scope)).first()
+    if existing is None:
+        conn.execute(scopes.insert().values(id=scope, **values))
+    elif existing[0] <= state.version:
+        conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
+
+
+class IndexSender:
+    """The outbox sender that keeps ``index.db`` in step with the scope logs (idempotent by seq)."""
+
+    name = "index"
+    batch_size = 256
+
+    def __init__(self, index: Index, store: Any) -> None:
+        self.index = index
+        self.store = store
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        state = await self.store.get_state(scope)
+        await self.index.apply(state, entries)

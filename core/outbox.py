@@ -1,0 +1,293 @@
+"""The dispatcher: drains each scope's outbox, in ``seq`` order per sender, to idempotent senders.
+
+Delivery is at-least-once; senders are idempotent by (scope, seq), so the effect is once. Each (scope, sender)
+pair drains independently: a failing or slow sender never blocks another. Failures back off exponentially with
+jitter; past the budget a row is parked and a ``delivery_failed`` entry is appended (``decklog doctor`` lists
+parked rows, ``--retry`` revives them). ``RetryAfter`` (Slack's 429) reschedules without spending the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.alarm import Alarm, AsyncioAlarm
+from core.entries import Entry
+from core.errors import NotFound
+from core.store import LogStore, OutboxItem
+
+log = logging.getLogger(__name__)
+
+
+class Sender(Protocol):
+    """An idempotent side effect keyed by (scope, entry seq). ``name`` is its outbox topic."""
+
+    name: str
+    batch_size: int
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        """Deliver entries (in seq order). Raise ``RetryAfter`` to be called again later without penalty,
+        ``PermanentFailure`` to park at once, anything else to retry with backoff."""
+
+
+class RetryAfter(Exception):
+    def __init__(self, seconds: float, reason: str = "rate limited") -> None:
+        super().__init__(f"{reason}; retry after {seconds:.1f}s")
+        self.seconds = seconds
+
+
+class PermanentFailure(Exception):
+    """Retrying cannot help (e.g. the channel is gone): park the row now."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_delay: float = 0.5
+    max_delay: float = 300.0
+
+    def delay(self, attempts: int, rng: random.Random) -> float:
+        """Exponential backoff with full jitter: uniform(0, min(max, base * 2**(attempts-1)))."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** max(0, attempts - 1)))
+        return max(0.05, rng.uniform(ceiling / 2, ceiling))
+
+
+@dataclass
+class DispatchStats:
+    delivered: int = 0
+    failures: int = 0
+    parked: int = 0
+    rate_limited: int = 0
+    latencies: list[float] = field(default_factory=list)  # commit → delivered, seconds (bounded ring)
+
+    def observe(self, seconds: float) -> None:
+        self.latencies.append(seconds)
+        if len(self.latencies) > 4096:
+            del self.latencies[:2048]
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: LogStore,
+        senders: Sequence[Sender],
+        *,
+        policy: RetryPolicy | None = None,
+        alarm: Alarm | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.senders: dict[str, Sender] = {}
+        for sender in senders:
+            self.register(sender)
+        self.policy = policy or RetryPolicy()
+        self.alarm: Alarm = alarm or AsyncioAlarm()
+        self.rng = rng or random.Random()
+        self.stats = DispatchStats()
+        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._again: set[tuple[str, str]] = set()
+        self._started = False
+        self.last_activity = time.monotonic()
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def register(self, sender: Sender) -> None:
+        if sender.name not in self.store.topics:
+            raise ValueError(f"sender {sender.name!r} has no outbox topic (topics: {self.store.topics})")
+        self.senders[sender.name] = sender
+
+    def start(self) -> None:
+        if not self._started:
+            self.store.subscribe(lambda scope, _entries: self.wake(scope))
+            self._started = True
+
+    @property
+    def alive(self) -> bool:
+        return self._started
+
+    async def stop(self) -> None:
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._running.clear()
+        if isinstance(self.alarm, AsyncioAlarm):
+            await self.alarm.shutdown()
+
+    async def sweep(self, scopes: Sequence[str] | None = None) -> int:
+        """Wake every scope that has pending outbox rows (at boot: all scope files). Returns how many."""
+        ids = [str(s) for s in (scopes if scopes is not None else await self.store.scope_ids())]
+        woken = 0
+        for scope in ids:
+            try:
+                summary = await self.store.outbox_summary(scope)
+            except NotFound:
+                continue
+            if any(summary.pending.get(name) for name in self.senders):
+                self.wake(scope)
+                woken += 1
+        return woken
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Wait until no drain is running (tests and the CLI use it)."""
+        deadline = time.monotonic() + timeout
+        while self._running:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dispatcher still busy with {sorted(self._running)}")
+            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+
+    # -- draining ---------------------------------------------------------------------------------------------
+
+    def wake(self, scope: str, topics: Sequence[str] | None = None) -> None:
+        for name in topics or list(self.senders):
+            key = (scope, name)
+            if key in self._running:
+                self._again.add(key)
+                continue
+            task = asyncio.get_running_loop().create_task(self._drain(scope, name), name=f"drain:{scope}:{name}")
+            self._running[key] = task
+            task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task[None]) -> None:
+        key = next((k for k, v in self._running.items() if v is task), None)
+        if key is not None:
+            self._finished(key)
+
+    def _finished(self, key: tuple[str, str]) -> None:
+        self._running.pop(key, None)
+        if key in self._again:
+            self._again.discard(key)
+            try:
+                self.wake(key[0], [key[1]])
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    async def _drain(self, scope: str, topic: str) -> None:
+        sender = self.senders[topic]
+        try:
+            while True:
+                self._again.discard((scope, topic))
+                items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
+                if not items:
+                    return
+                delivered_all = await self._deliver_items(scope, sender, items)
+                if not delivered_all:
+                    return
+        except NotFound:
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("dispatcher: draining %s to %s failed; the sweep will retry", scope, topic)
+            self._arm(scope, topic, 5.0)
+
+    async def _deliver_items(self, scope: str, sender: Sender, items: list[OutboxItem]) -> bool:
+        """Deliver ready items in order. False when the drain must stop (waiting for a retry)."""
+        now = time.time()
+        i = 0
+        while i < len(items):
+            head = items[i]
+            if head.next_attempt_at > now:
+                self._arm(scope, sender.name, head.next_attempt_at - now)
+                return False
+            chunk = [head]
+            while (
+                len(chunk) < sender.batch_size
+                and i + len(chunk) < len(items)
+                and items[i + len(chunk)].next_attempt_at <= now
+                and items[i + len(chunk)].attempts == 0
+                and head.attempts == 0
+            ):
+                chunk.append(items[i + len(chunk)])
+            try:
+                await sender.deliver(scope, [it.entry for it in chunk])
+            except RetryAfter as exc:
+                self.stats.rate_limited += 1
+                await self.store.outbox_failed(
+                    scope,
+                    sender.name,
+                    head.entry.seq,
+                    attempts=head.attempts,
+                    next_attempt_at=time.time() + exc.seconds,
+                    error=str(exc),
+                )
+                self._arm(scope, sender.name, exc.seconds)
+                return False
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if len(chunk) > 1:
+                    # A poison entry hides in the batch: deliver one by one to find it.
+                    ok = await self._deliver_items(scope, _OneByOne(sender), chunk)
+                    if not ok:
+                        return False
+                    i += len(chunk)
+                    continue
+                if not await self._failed(scope, sender.name, head, exc):
+                    return False
+                i += 1
+                continue
+            await self.store.outbox_done(scope, sender.name, [it.entry.seq for it in chunk])
+            done_at = time.time()
+            for it in chunk:
+                self.stats.delivered += 1
+                self.stats.observe(max(0.0, done_at - it.entry.at.timestamp()))
+            self.last_activity = time.monotonic()
+            i += len(chunk)
+        return True
+
+    async def _failed(self, scope: str, topic: str, item: OutboxItem, exc: Exception) -> bool:
+        """Record a failure; True when the row was parked (the drain may continue past it)."""
+        attempts = item.attempts + 1
+        error = f"{exc.__class__.__name__}: {exc}"
+        self.stats.failures += 1
+        if isinstance(exc, PermanentFailure) or attempts >= self.policy.max_attempts:
+            log.warning(
+                "dispatcher: parking %s #%d for %s after %d attempts: %s",
+                scope,
+                item.entry.seq,
+                topic,
+                attempts,
+                error,
+            )
+            await self.store.outbox_park(scope, topic, item.entry.seq, attempts=attempts, error=error)
+            self.stats.parked += 1
+            return True
+        delay = self.policy.delay(attempts, self.rng)
+        log.info(
+            "dispatcher: %s #%d for %s failed (%s); retry %d in %.1fs",
+            scope,
+            item.entry.seq,
+            topic,
+            error,
+            attempts,
+            delay,
+        )
+        await self.store.outbox_failed(
+            scope, topic, item.entry.seq, attempts=attempts, next_attempt_at=time.time() + delay, error=error
+        )
+        self._arm(scope, topic, delay)
+        return False
+
+    def _arm(self, scope: str, topic: str, delay: float) -> None:
+        async def job() -> None:
+            self.wake(scope, [topic])
+
+        self.alarm.set(f"dispatch:{scope}:{topic}", delay, job)
+
+
+class _OneByOne:
+    """A view of a sender with batch size 1 (used to isolate a poison entry in a failed batch)."""
+
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
+        self.name = sender.name
+        self.batch_size = 1
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        await self._sender.deliver(scope, entries)
