@@ -38,6 +38,7 @@ log = logging.getLogger("decklog")
 
 Feature = Callable[["DecklogServer"], Awaitable[None]]
 SANDBOX_ALERTS_CHANNEL = "C0ALERTS"
+SERVER_KEY: web.AppKey[DecklogServer] = web.AppKey("decklog")
 
 
 def json_error(status: int, message: str) -> web.Response:
@@ -46,7 +47,7 @@ def json_error(status: int, message: str) -> web.Response:
 
 @web.middleware
 async def _errors_and_metrics(request: web.Request, handler: Any) -> web.StreamResponse:
-    server: DecklogServer = request.app["decklog"]
+    server = request.app[SERVER_KEY]
     route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
     started = time.perf_counter()
     try:
@@ -85,7 +86,7 @@ class DecklogServer:
         self.features = features if features is not None else default_features()
         self.metrics = prom.Metrics()
         self.web = web.Application(middlewares=[_errors_and_metrics], client_max_size=8 * 1024 * 1024)
-        self.web["decklog"] = self
+        self.web[SERVER_KEY] = self
         self.runtime: Runtime
         self.alarm = SchedulerAlarm()
         self.hooks = SlackHooks()
@@ -135,6 +136,7 @@ class DecklogServer:
             self.hooks,
             CommandRunner(rt.service, rt.store, rt.index, self.hooks),
             counters,
+            client=self.slack_client,
         )
         self.slack_counters = counters
         self.bolt = build_slack_app(

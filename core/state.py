@@ -147,7 +147,8 @@ class ScopeState(_Frozen):
     hypotheses: int = 0
     evidence: int = 0
     last_human_seq: int = 0
-    last_turn_seq: int = 0
+    last_turn_seq: int = 0  # the last seq a (non-ask) agent turn covered; see core/agents/runtime.py
+    kind_counts: dict[str, int] = Field(default_factory=dict)  # entries per kind: views summarise what they omit
 
     @property
     def is_open(self) -> bool:
@@ -180,6 +181,7 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
     """Apply one entry to the state. Pure: same inputs, same output."""
     at = iso(entry.at)
     changes: dict[str, Any] = {"version": entry.seq, "updated_at": at}
+    changes["kind_counts"] = _with(state.kind_counts, entry.kind, state.kind_counts.get(entry.kind, 0) + 1)
     p = entry.payload
     human = entry.actor.type == "human"
     if human and entry.kind != "declared":
@@ -316,7 +318,8 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
             changes["suggestions"] = _without(state.suggestions, p.suggestion_id)
             changes["suggestion_actions"] = _without(state.suggestion_actions, p.suggestion_id)
         case AgentTurn():
-            changes["last_turn_seq"] = max(state.last_turn_seq, p.seq_to)
+            if p.trigger != "ask":  # an answer to a question does not cover the range for the scheduled turns
+                changes["last_turn_seq"] = max(state.last_turn_seq, p.seq_to)
         case _:
             pass
     return state.model_copy(update=changes)

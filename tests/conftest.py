@@ -95,3 +95,6 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
 async def server(make_server: ServerFactory) -> DecklogServer:
     """decklog serve in sandbox mode: ``server.sandbox`` is the FakeSlack it talks to."""
     return await make_server()
+
+
+test_config.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.entries import Entry
+from core.entries import Entry, NewEntry
 from core.errors import NotFound
 from core.ids import ScopeId
+from core.state import ScopeState
 from core.store import LogStore, SqliteLogStore
 from tests.store_contract import (
     SCOPE,
@@ -228,6 +230,38 @@ async def test_open_scope_files_never_exceed_max_open(tmp_path: Path) -> None:
             assert (await reopened.verify(sid)).ok
     finally:
         await reopened.close()
+
+
+async def test_opening_a_scope_while_every_slot_is_busy_waits_for_a_free_slot(tmp_path: Path) -> None:
+    """With all ``max_open`` files in use, the next scope waits; it never evicts itself or exceeds the bound."""
+    store = SqliteLogStore(tmp_path, topics=TOPICS, max_open=4, threads=8)
+    try:
+        for i in range(5):
+            await declare(store, f"incident/s{i}")
+        gate = threading.Event()
+        started = threading.Semaphore(0)
+
+        def blocked(state: ScopeState) -> list[NewEntry]:
+            started.release()
+            gate.wait(10)
+            return [message("after the gate")]
+
+        busy = [asyncio.create_task(store.append(f"incident/s{i}", blocked)) for i in range(4)]
+        loop = asyncio.get_running_loop()
+        for _ in range(4):
+            assert await loop.run_in_executor(None, started.acquire, True, 10)
+        assert store.open_files == 4
+        waiting = asyncio.create_task(store.append("incident/s4", [message("needs a slot")]))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        assert store.open_files == 4
+        gate.set()
+        results = await asyncio.wait_for(asyncio.gather(*busy, waiting), 10)
+        assert [r.entries[0].seq for r in results] == [2] * 5
+        assert store.open_files <= 4
+    finally:
+        gate.set()
+        await store.close()
 
 
 async def test_subscribers_run_after_the_commit_is_durable(store: SqliteLogStore) -> None:

@@ -28,11 +28,9 @@ ChangeParser = Callable[[object, str | None], list[ChangeSignal]]
 SignatureVerifier = Callable[[str, bytes, str | None], bool]
 
 
-def _ignore_event_type(parser: Callable[[object], list[ChangeSignal]]) -> ChangeParser:
-    def parse(payload: object, event_type: str | None) -> list[ChangeSignal]:
-        return parser(payload)
-
-    return parse
+def _generic(payload: object, event_type: str | None) -> list[ChangeSignal]:
+    """The generic source has no event types: one body = one change."""
+    return generic.parse(payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,7 @@ def change_sources() -> Mapping[str, ChangeSource]:
             signature_header=github.SIGNATURE_HEADER,
             signature_verifier=github.verify_signature,
         ),
-        ChangeSource(generic.SOURCE, _ignore_event_type(generic.parse)),
+        ChangeSource(generic.SOURCE, _generic),
     )
     return MappingProxyType({source.name: source for source in sources})
 

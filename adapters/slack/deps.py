@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.hooks import SlackHooks
 from adapters.slack.runner import CommandRunner
+from core.entries import Actor
 from core.index import Index
 from core.service import ScopeService
 from core.store import LogStore
@@ -19,6 +23,20 @@ class SlackDeps:
     hooks: SlackHooks
     runner: CommandRunner
     counters: dict[str, int]
+    client: AsyncWebClient | None = None
+    names: dict[str, str] = field(default_factory=dict)
 
     def count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1
+
+    async def human(self, user_id: str, fallback: str = "") -> Actor:
+        """The person as an actor, with their display name (``users.info``, cached; the id if Slack won't say)."""
+        if user_id not in self.names and self.client is not None and user_id:
+            try:
+                resp = await self.client.users_info(user=user_id)
+                user = resp.get("user") or {}
+                profile = user.get("profile") or {}
+                self.names[user_id] = profile.get("display_name") or user.get("name") or profile.get("real_name") or ""
+            except SlackApiError:
+                self.names[user_id] = ""
+        return Actor.human(user_id, self.names.get(user_id) or fallback or user_id)

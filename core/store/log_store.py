@@ -834,7 +834,12 @@ def _verify(scope: str, conn: Connection) -> VerifyReport:
             bad,
             f"the stored head (version {state_row.version}) does not match the log ({count})",
         )
-    stored = json.loads(state_row.body)
+    try:
+        stored = json.loads(state_row.body)
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        return VerifyReport(scope, False, count, count, "the stored state is not a JSON object")
     folded = state.to_json()
     if stored != folded:
         diff = sorted(k for k in set(stored) | set(folded) if stored.get(k) != folded.get(k))

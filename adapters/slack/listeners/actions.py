@@ -21,14 +21,14 @@ def _split(value: str) -> tuple[str, str]:
     return scope, item
 
 
-def _context(body: dict[str, Any]) -> tuple[Actor, Where, str]:
+async def _context(deps: SlackDeps, body: dict[str, Any]) -> tuple[Actor, Where, str]:
     user = body["user"]["id"]
     channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id", "")
     message = body.get("message") or {}
     where = Where(channel=channel, user=user, thread_ts=message.get("thread_ts", ""), message_ts=message.get("ts", ""))
     action = body["actions"][0]
     key = f"slack:act:{action.get('action_ts', '')}:{user}:{action['action_id']}"
-    return Actor.human(user, body["user"].get("username") or body["user"].get("name") or ""), where, key
+    return await deps.human(user, body["user"].get("username") or body["user"].get("name") or ""), where, key
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
@@ -39,7 +39,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_severity(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, _where, key = _context(body)
+        actor, _where, key = await _context(deps, body)
         scope = action.get("block_id", "").removeprefix("header:")
         severity = int(action["selected_option"]["value"])
         result = await deps.service.set_severity(scope, severity, actor, idempotency_key=key)
@@ -49,7 +49,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_resolve(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, _where, key = _context(body)
+        actor, _where, key = await _context(deps, body)
         await deps.service.resolve(action["value"], actor, idempotency_key=key)
         await reply(respond, f":white_check_mark: `{action['value']}` is resolved.")
 
@@ -57,7 +57,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_export(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, _where, key = _context(body)
+        actor, _where, key = await _context(deps, body)
         if deps.hooks.export is None:
             await reply(respond, "Reports are not available here.")
             return
@@ -67,7 +67,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_pick(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, where, key = _context(body)
+        actor, where, key = await _context(deps, body)
         scope, _, text = action["selected_option"]["value"].partition(" ")
         cmd = grammar.parse(f"{text} {scope}")
         result = await deps.runner.run(cmd, actor, where, key)
@@ -78,7 +78,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_suggestion(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, _where, _key = _context(body)
+        actor, _where, _key = await _context(deps, body)
         scope, sid = _split(action["value"])
         verdict = "accepted" if action["action_id"] == Action.SUGGESTION_ACCEPT else "dismissed"
         result = await deps.service.suggestion_feedback(
@@ -91,7 +91,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_proposal(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
         await ack()
         deps.count("actions")
-        actor, _where, key = _context(body)
+        actor, _where, key = await _context(deps, body)
         scope, pid = _split(action["value"])
         if deps.hooks.decide is None:
             await reply(respond, "Approvals are not available here.")

@@ -11,7 +11,6 @@ from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import COMMAND
-from core.entries import Actor
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
@@ -20,7 +19,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         await ack()
         deps.count("commands")
         cmd = grammar.parse(command.get("text", ""))
-        actor = Actor.human(command["user_id"], command.get("user_name", ""))
+        actor = await deps.human(command["user_id"], command.get("user_name", ""))
         where = Where(channel=command["channel_id"], user=command["user_id"])
         key = f"slack:cmd:{command.get('trigger_id') or command.get('response_url', '')}"
         reply = await deps.runner.run(cmd, actor, where, key)

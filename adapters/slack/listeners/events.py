@@ -14,7 +14,7 @@ from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
-from core.entries import Actor, Evidence, Message, MessageDeleted, MessageEdited
+from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
 
@@ -41,9 +41,15 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         payload = Message(
             text=event.get("text", ""), channel=channel, ts=event["ts"], thread_ts=event.get("thread_ts", "")
         )
-        await deps.service.record(
-            scope, "message", payload, Actor.human(event["user"]), idempotency_key=f"slack:msg:{channel}:{event['ts']}"
+        result = await deps.service.record(
+            scope,
+            "message",
+            payload,
+            await deps.human(event["user"]),
+            idempotency_key=f"slack:msg:{channel}:{event['ts']}",
         )
+        if result.duplicate:
+            deps.count("duplicate_deliveries")
 
     @app.event("app_mention")
     async def on_mention(event: dict[str, Any], context: Any, client: AsyncWebClient) -> None:
@@ -59,7 +65,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 None,
             )
         else:
-            reply = await deps.runner.run(cmd, Actor.human(user), where, f"slack:mention:{channel}:{event['ts']}")
+            reply = await deps.runner.run(cmd, await deps.human(user), where, f"slack:mention:{channel}:{event['ts']}")
             reply_text, blocks = reply.text, reply.blocks or None
         if reply_text:
             await client.chat_postEphemeral(
@@ -88,7 +94,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 author=message.get("user", "") or message.get("bot_id", ""),
             )
             await deps.service.record(
-                scope, "evidence", evidence, Actor.human(user), idempotency_key=f"slack:pin:{channel}:{ts}"
+                scope, "evidence", evidence, await deps.human(user), idempotency_key=f"slack:pin:{channel}:{ts}"
             )
             return
         meta = (message.get("metadata") or {}).get("event_payload") or {}
@@ -100,7 +106,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         verdict = "accepted" if name in ACCEPT_REACTIONS else "dismissed"
         sid = getattr(entries[0].payload, "suggestion_id", "")
         await deps.service.suggestion_feedback(
-            scope, sid, verdict, Actor.human(user), idempotency_key=f"slack:feedback:{scope}:{sid}"
+            scope, sid, verdict, await deps.human(user), idempotency_key=f"slack:feedback:{scope}:{sid}"
         )
 
     @app.event("app_home_opened")
@@ -153,7 +159,7 @@ async def _edited(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None:
         text=new.get("text", ""), channel=channel, ts=new.get("ts", ""), previous_text=old.get("text", "")
     )
     key = f"slack:edit:{channel}:{new.get('ts')}:{(new.get('edited') or {}).get('ts', event.get('event_ts', ''))}"
-    await deps.service.record(scope, "message_edited", edit, Actor.human(new["user"]), idempotency_key=key)
+    await deps.service.record(scope, "message_edited", edit, await deps.human(new["user"]), idempotency_key=key)
 
 
 async def _deleted(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None:
@@ -164,7 +170,7 @@ async def _deleted(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None
     if scope is None:
         return
     gone = MessageDeleted(channel=channel, ts=event.get("deleted_ts", ""), previous_text=old.get("text", ""))
-    actor = Actor.human(old.get("user") or "unknown")
+    actor = await deps.human(old.get("user") or "unknown")
     await deps.service.record(
         scope, "message_deleted", gone, actor, idempotency_key=f"slack:delete:{channel}:{gone.ts}"
     )

@@ -9,7 +9,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.deps import SlackDeps
 from adapters.slack.ids import DeclareField, View
-from core.entries import Actor
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
@@ -35,7 +34,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         result = await deps.service.declare(
             title=title,
             severity=int(sev_opt["value"]) if sev_opt else None,
-            actor=Actor.human(user, body["user"].get("username", "")),
+            actor=await deps.human(user, body["user"].get("username", "")),
             via="slack",
             channel=channel,
             dedicated_channel=any(o.get("value") == "dedicated_channel" for o in options),
