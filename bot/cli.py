@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from bot.config import load_config
 from bot.settings import Settings, SettingsError, load_settings
 from core.clock import iso
 from core.entries import Actor, parse_payload
@@ -327,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo" and args.data_dir:
             overrides["data_dir"] = args.data_dir
         settings = load_settings(**overrides)
+        load_config(settings.resolved_config_path)  # a bad decklog.toml stops every command, not just serve
         if args.command == "serve":
             return cmd_serve(settings, args)
         if args.command == "demo":

@@ -117,11 +117,7 @@ def _serve(data_dir: Path, api_url: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def _headers(fake: FakeSlack, channel: str) -> list[Any]:
-    return [
-        m
-        for m in fake.workspace.history(channel)
-        if (m.metadata or {}).get("event_type") == "decklog_header"
-    ]
+    return [m for m in fake.workspace.history(channel) if (m.metadata or {}).get("event_type") == "decklog_header"]
 
 
 @pytest.mark.slow

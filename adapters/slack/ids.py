@@ -56,7 +56,7 @@ METHOD_SCOPES = {
     "chat.getPermalink": None,
     "conversations.create": "channels:manage",
     "conversations.invite": "channels:manage",
-    "conversations.join": "channels:join",
+    "conversations.list": "channels:read",
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
     "reactions.add": "reactions:write",
@@ -66,7 +66,10 @@ METHOD_SCOPES = {
     "views.publish": None,
     "files.getUploadURLExternal": "files:write",
     "files.completeUploadExternal": "files:write",
+    "files.upload_v2": "files:write",  # slack_sdk's helper over the two methods above
 }
+
+COMMAND_SCOPE = "commands"
 
 PIN_REACTIONS = ("pushpin", "round_pushpin")
 ACCEPT_REACTIONS = ("white_check_mark", "heavy_check_mark")
