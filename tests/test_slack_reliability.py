@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import signal
@@ -79,7 +80,7 @@ async def test_a_429_storm_delivers_every_message_with_pacing_held(make_server: 
     texts = [c.args["text"] for c in thread_posts()]
     assert texts == [f"Hypothesis: hypothesis number {i}" for i in range(8)]  # in seq order
     times = sorted(c.at for c in fake.server.calls_to("chat.postMessage", ok=True) if c.args.get("channel") == GENERAL)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert min(gaps) >= pace * 0.9, gaps
     assert len(fake.server.calls_to("chat.postMessage", ok=False)) >= 6  # the storm happened
     assert not await server.runtime.store.read(scope, kinds=["delivery_failed"])  # and spent no failure budget
