@@ -32,7 +32,7 @@ class RecordingApp:
 
     def _record(self, bucket: set[str], key: Any) -> Callable[[Any], Any]:
         bucket.add(str(key))
-        return lambda fn: fn
+        return lambda *fn, **lazy: fn[0] if fn else None  # decorator, or Bolt's (ack=…, lazy=[…]) form
 
     def command(self, name: Any) -> Callable[[Any], Any]:
         return self._record(self.commands, name)

@@ -383,14 +383,44 @@ def _observation(entry: Entry, p: Observation, state: ScopeState) -> Outgoing | 
     return Outgoing(f"Observed: {p.text}", [_section(f":mag: {esc(p.text)}"), _by(entry)])
 
 
-def proposal_message(p: ProposalMade, state: ScopeState, entry: Entry | None = None) -> Outgoing:
-    """A parked action: preview, risk, safety conditions and Approve / Deny (or its outcome, once decided)."""
-    prop = state.proposals.get(p.proposal_id)
-    conds = "".join(f"\n• {esc(c)}" for c in p.safety_conditions) or "\n• _none_"
-    blocks: list[Block] = [
-        _section(f":raised_hand: *{p.action}* `{p.proposal_id}` — risk *{p.risk}*\n```{p.preview[:2500]}```"),
-        _section(f"*Why*: {esc(p.rationale) or '—'}\n*Safety conditions*{conds}"),
+def _proposal_head(p: ProposalMade) -> list[Block]:
+    need = {"R1": "runs without approval", "R4": "never runs (denied by policy)"}.get(
+        p.risk, f"needs {p.approvals_required} approver(s)" + (" other than the proposer" if p.risk == "R3" else "")
+    )
+    return [
+        _section(f":raised_hand: *{p.action}* `{p.proposal_id}` — risk *{p.risk}*, {need}\n```{p.preview[:2500]}```")
     ]
+
+
+def _proposal_checks(p: ProposalMade) -> str:
+    if p.checks:
+        lines = [
+            f"\n{':white_check_mark:' if c.get('ok') else ':x:'} `{esc(str(c.get('name')))}` — {esc(str(c.get('detail', '')))}"
+            for c in p.checks
+        ]
+        return "".join(lines)
+    return "".join(f"\n• `{esc(c)}`" for c in p.safety_conditions) or "\n• _none_"
+
+
+def proposal_message(p: ProposalMade, state: ScopeState, entry: Entry | None = None) -> Outgoing:
+    """A parked action: preview, risk, why, safety conditions as checked, evidence, and Approve / Deny."""
+    prop = state.proposals.get(p.proposal_id)
+    blocks = _proposal_head(p)
+    why = f"*Why*: {esc(p.rationale) or '—'}"
+    if p.reason and p.status != "denied":
+        why += f"\n_{esc(p.reason)}_"
+    blocks.append(
+        _section(f"{why}\n*Safety conditions* (as proposed; checked again before it runs){_proposal_checks(p)}")
+    )
+    facts = []
+    if entry is not None and entry.refs:
+        facts.append("Evidence: " + ", ".join(f"#{r}" for r in entry.refs))
+    if p.compensates_run:
+        facts.append(f"Compensates `{p.compensates_run}`")
+    if p.args_hash:
+        facts.append(f"args `{p.args_hash[:19]}…`")
+    if facts:
+        blocks.append(_context(" · ".join(facts)))
     waiting = p.status == "waiting_for_approval" and (prop is None or prop.status == "waiting_for_approval")
     if waiting:
         value = f"{state.scope}|{p.proposal_id}"
@@ -404,23 +434,31 @@ def proposal_message(p: ProposalMade, state: ScopeState, entry: Entry | None = N
                 ],
             }
         )
-        blocks.append(_context(f"Or: `@decklog approve {p.proposal_id}` · expires {_date(p.expires_at, '{time}')}"))
+        blocks.append(
+            _context(
+                f"Or: `@decklog approve {p.proposal_id}` / `@decklog deny {p.proposal_id} [reason]` · "
+                f"expires {_date(p.expires_at, '{time}')}"
+            )
+        )
     elif p.status == "denied":
-        blocks.append(_context(":no_entry_sign: Denied by policy (R4 is never offered for approval)."))
+        blocks.append(
+            _context(f":no_entry_sign: *Denied by policy*: {esc(p.reason or 'R4 is never offered for approval')}")
+        )
+    elif p.status == "approved" and p.risk == "R1":
+        blocks.append(_context(":zap: R1: runs now, without approval"))
     if entry is not None:
         blocks.append(_by(entry))
     return Outgoing(f"Approval needed: {p.action} ({p.risk})" if waiting else f"Proposal {p.action}", blocks)
 
 
-def proposal_outcome(p: ProposalMade, outcome: str, who: str) -> Outgoing:
-    """The proposal message, updated in place once it is decided."""
-    return Outgoing(
-        f"{p.action}: {outcome}",
-        [
-            _section(f":raised_hand: *{p.action}* `{p.proposal_id}` — risk *{p.risk}*\n```{p.preview[:2500]}```"),
-            _context(f"*{outcome}*" + (f" by {who}" if who else "")),
-        ],
-    )
+def proposal_outcome(p: ProposalMade, outcome: str, who: str, *, details: tuple[str, ...] = ()) -> Outgoing:
+    """The proposal message, updated in place once it is decided: the outcome, then how the run went."""
+    blocks = _proposal_head(p)
+    blocks.append(_section(f"*Safety conditions* (as proposed){_proposal_checks(p)}"))
+    blocks.append(_section(f"*{esc(outcome)}*" + (f" by {who}" if who else "")))
+    if details:
+        blocks.append(_context("\n".join(details)[:3000]))
+    return Outgoing(f"{p.action} {p.proposal_id}: {outcome}", blocks)
 
 
 # -- ephemeral helpers, modals, App Home ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
-from core.entries import Actor, Entry, NewEntry, ThreadLinked
+from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.state import ScopeState
@@ -36,6 +36,11 @@ from core.store import LogStore
 log = logging.getLogger(__name__)
 
 TOPIC = "slack"
+EntryUpdater = Callable[[str, Entry, ScopeState], Awaitable[list[tuple[int, render.Outgoing]]]]
+# Memo topic where an export stashes a report's bytes, keyed by their sha256, before it appends the
+# ``report_exported`` entry (destination "slack") that asks this sender to upload them:
+# {"filename", "title", "comment", "content"}.
+REPORT_STASH = "report"
 PERMANENT_ERRORS = {
     "channel_not_found",
     "is_archived",
@@ -118,6 +123,9 @@ class SlackSender:
         self.channel_prefix = channel_prefix
         self.stats = SlackStats()
         self._channel_ids: dict[str, str] = {}
+        # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
+        # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
+        self.updaters: list[EntryUpdater] = []
 
     # -- the sender protocol ----------------------------------------------------------------------------------
 
@@ -131,11 +139,41 @@ class SlackSender:
                 continue
             if state.thread is None:
                 continue  # no Slack home (no channel configured): the log still has everything
+            if isinstance(entry.payload, ReportExported):
+                if entry.payload.destination == "slack" and not entry.payload.file_id:
+                    await self._upload_report(scope, entry, entry.payload, state)
+                continue
             out = render.entry_reply(entry, state)
             if out is not None:
                 thread_ts = None if state.thread.dedicated_channel else state.thread.ts
                 await self._post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+            for updater in self.updaters:
+                for seq, updated in await updater(scope, entry, state):
+                    await self.update_entry_message(scope, seq, updated)
         await self.refresh_header(scope)
+
+    async def update_entry_message(self, scope: str, seq: int, out: render.Outgoing) -> bool:
+        """chat.update the message an earlier entry was posted as (memo ``post:<seq>``), when its rendering changed.
+
+        False when that entry was never posted (nothing to update). Idempotent: the memo keeps the digest.
+        """
+        key = f"post:{seq}"
+        memo = await self.store.memo_get(scope, TOPIC, key)
+        if not memo or not memo.get("ts"):
+            return False
+        digest = _digest(out)
+        if memo.get("digest") == digest:
+            return True
+        try:
+            await self.client.chat_update(
+                channel=memo["channel"], ts=memo["ts"], text=out.text[:3000], blocks=out.blocks
+            )
+        except SlackApiError as exc:
+            self._raise_for(exc, memo["channel"])
+            raise
+        self.stats.updates += 1
+        await self.store.memo_put(scope, TOPIC, key, {**memo, "digest": digest})
+        return True
 
     async def refresh_header(self, scope: str) -> None:
         """chat.update the header when its rendering changed since the last update (idempotent)."""
@@ -252,6 +290,84 @@ class SlackSender:
             cursor = (resp.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 raise PermanentFailure(f"DECKLOG_ALERTS_CHANNEL: no channel named #{name} visible to the bot")
+
+    # -- report uploads, once per (thread, bytes) -------------------------------------------------------------
+
+    async def _upload_report(self, scope: str, entry: Entry, p: ReportExported, state: ScopeState) -> None:
+        """Upload a stashed report into the thread (files upload v2) unless these bytes are already there.
+
+        Keyed by the report's sha256: a redelivery after an upload whose outcome is unknown first looks for the
+        file in the thread (the upload's comment carries the digest). The file id is recorded in a second
+        ``report_exported`` entry (system actor, ``file_id`` set) that refers to the request.
+        """
+        assert state.thread is not None
+        key = f"upload:{p.sha256}"
+        channel = state.thread.channel
+        thread_ts = None if state.thread.dedicated_channel else state.thread.ts
+        memo = await self.store.memo_get(scope, TOPIC, key)
+        if memo and memo.get("file_id"):
+            self.stats.skipped_duplicates += 1
+            return
+        if memo and memo.get("state") == "uploading":
+            found = await self._find_upload(channel, thread_ts, p.sha256, float(memo.get("at", 0)))
+            if found:
+                self.stats.reconciled += 1
+                await self._uploaded(scope, entry, p, found)
+                return
+        stash = await self.store.memo_get(scope, REPORT_STASH, p.sha256) or {}
+        content = stash.get("content")
+        if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
+            raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
+        await self.pacer.wait(channel)
+        await self.store.memo_put(scope, TOPIC, key, {"state": "uploading", "at": time.time()})
+        try:
+            resp = await self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                content=content,
+                filename=str(stash.get("filename") or f"report.{p.format}"),
+                title=str(stash.get("title") or "Post-incident report"),
+                initial_comment=str(stash.get("comment") or f"Post-incident report — sha256 {p.sha256}"),
+            )
+        except SlackApiError as exc:
+            await self.store.memo_put(scope, TOPIC, key, {"state": "not_uploaded"})
+            self._raise_for(exc, channel)
+            raise
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ConnectionError(f"uploading report {p.sha256[:12]}…: outcome unknown") from exc
+        self.stats.posts += 1
+        file = resp.get("file") or (resp.get("files") or [{}])[0]
+        await self._uploaded(scope, entry, p, str(file.get("id", "")))
+
+    async def _uploaded(self, scope: str, entry: Entry, p: ReportExported, file_id: str) -> None:
+        await self.store.memo_put(scope, TOPIC, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id})
+        receipt = NewEntry.make(
+            "report_exported",
+            Actor.system("slack"),
+            ReportExported(format=p.format, sha256=p.sha256, bytes=p.bytes, destination="slack", file_id=file_id),
+            refs=(entry.seq,),
+            idempotency_key=f"slack:upload:{p.sha256}",
+        )
+        await self.store.append(scope, [receipt])
+        await self.store.memo_put(scope, REPORT_STASH, p.sha256, {"uploaded": file_id})  # drop the bytes
+
+    async def _find_upload(self, channel: str, thread_ts: str | None, sha256: str, since: float) -> str | None:
+        """The id of a file an earlier attempt shared: a message with files whose text carries the digest."""
+        oldest = f"{max(0.0, since - 120):.6f}"
+        try:
+            if thread_ts:
+                resp = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=oldest, limit=200)
+            else:
+                resp = await self.client.conversations_history(channel=channel, oldest=oldest, limit=200)
+        except SlackApiError as exc:
+            self._raise_for(exc, channel)
+            raise
+        messages: list[dict[str, Any]] = resp.get("messages", [])
+        for msg in messages:
+            files = msg.get("files") or []
+            if files and sha256 in (msg.get("text") or ""):
+                return str(files[0].get("id", "")) or None
+        return None
 
     # -- posting exactly once ---------------------------------------------------------------------------------
 

@@ -1,8 +1,6 @@
-"""Block actions: header controls, the scope picker, suggestion and proposal buttons."""
+"""Block actions: header controls, the scope picker, suggestion and proposal buttons (acked at once; work lazy)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
@@ -10,6 +8,7 @@ from adapters.slack import grammar
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import Action
+from adapters.slack.listeners.errors import Req, Work, ack_now, lazy
 from core.entries import Actor
 from core.errors import InvalidInput
 
@@ -21,84 +20,95 @@ def _split(value: str) -> tuple[str, str]:
     return scope, item
 
 
-async def _context(deps: SlackDeps, body: dict[str, Any]) -> tuple[Actor, Where, str]:
+async def _who(deps: SlackDeps, req: Req) -> tuple[Actor, Where, str]:
+    body = req.body
     user = body["user"]["id"]
     channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id", "")
     message = body.get("message") or {}
     where = Where(channel=channel, user=user, thread_ts=message.get("thread_ts", ""), message_ts=message.get("ts", ""))
-    action = body["actions"][0]
-    key = f"slack:act:{action.get('action_ts', '')}:{user}:{action['action_id']}"
-    return await deps.human(user, body["user"].get("username") or body["user"].get("name") or ""), where, key
+    key = f"slack:act:{req.action.get('action_ts', '')}:{user}:{req.action.get('action_id', '')}"
+    actor = await deps.human(user, body["user"].get("username") or body["user"].get("name") or "")
+    return actor, where, key
+
+
+async def _tell(req: Req, text: str) -> None:
+    await req.respond(text=text, response_type="ephemeral", replace_original=False)
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
-    async def reply(respond: Any, text: str) -> None:
-        await respond(text=text, response_type="ephemeral", replace_original=False)
-
-    @app.action(Action.SEVERITY)
-    async def on_severity(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, _where, key = await _context(deps, body)
-        scope = action.get("block_id", "").removeprefix("header:")
-        severity = int(action["selected_option"]["value"])
+    async def on_severity(req: Req) -> None:
+        actor, _where, key = await _who(deps, req)
+        scope = req.action.get("block_id", "").removeprefix("header:")
+        severity = int(req.action["selected_option"]["value"])
         result = await deps.service.set_severity(scope, severity, actor, idempotency_key=key)
-        await reply(respond, f"`{scope}` is SEV{result.state.severity}.")
+        await _tell(req, f"`{scope}` is SEV{result.state.severity}.")
 
-    @app.action(Action.RESOLVE)
-    async def on_resolve(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, _where, key = await _context(deps, body)
-        await deps.service.resolve(action["value"], actor, idempotency_key=key)
-        await reply(respond, f":white_check_mark: `{action['value']}` is resolved.")
+    async def on_resolve(req: Req) -> None:
+        actor, _where, key = await _who(deps, req)
+        await deps.service.resolve(req.action["value"], actor, idempotency_key=key)
+        await _tell(req, f":white_check_mark: `{req.action['value']}` is resolved.")
 
-    @app.action(Action.EXPORT)
-    async def on_export(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, _where, key = await _context(deps, body)
+    async def on_export(req: Req) -> None:
+        actor, _where, key = await _who(deps, req)
         if deps.hooks.export is None:
-            await reply(respond, "Reports are not available here.")
+            await _tell(req, "Reports are not available here.")
             return
-        await reply(respond, await deps.hooks.export(action["value"], "md", actor, key))
+        await _tell(req, await deps.hooks.export(req.action["value"], "md", actor, key))
 
-    @app.action(Action.PICK_SCOPE)
-    async def on_pick(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, where, key = await _context(deps, body)
-        scope, _, text = action["selected_option"]["value"].partition(" ")
-        cmd = grammar.parse(f"{text} {scope}")
-        result = await deps.runner.run(cmd, actor, where, key)
-        await respond(text=result.text, blocks=result.blocks or None, response_type="ephemeral", replace_original=True)
+    async def on_pick(req: Req) -> None:
+        actor, where, key = await _who(deps, req)
+        scope, _, text = req.action["selected_option"]["value"].partition(" ")
+        result = await deps.runner.run(grammar.parse(f"{text} {scope}"), actor, where, key)
+        await req.respond(
+            text=result.text, blocks=result.blocks or None, response_type="ephemeral", replace_original=True
+        )
 
-    @app.action(Action.SUGGESTION_ACCEPT)
-    @app.action(Action.SUGGESTION_DISMISS)
-    async def on_suggestion(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, _where, _key = await _context(deps, body)
-        scope, sid = _split(action["value"])
-        verdict = "accepted" if action["action_id"] == Action.SUGGESTION_ACCEPT else "dismissed"
+    async def on_suggestion(req: Req) -> None:
+        actor, _where, _key = await _who(deps, req)
+        scope, sid = _split(req.action["value"])
+        verdict = "accepted" if req.action["action_id"] == Action.SUGGESTION_ACCEPT else "dismissed"
         result = await deps.service.suggestion_feedback(
             scope, sid, verdict, actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
         )
-        await reply(respond, f"Suggestion {verdict}." if result.entries else "That suggestion was already answered.")
+        await _tell(
+            req,
+            f"Suggestion {verdict}."
+            if result.entries and not result.duplicate
+            else "That suggestion was already answered.",
+        )
 
-    @app.action(Action.PROPOSAL_APPROVE)
-    @app.action(Action.PROPOSAL_DENY)
-    async def on_proposal(ack: Any, body: dict[str, Any], action: dict[str, Any], respond: Any) -> None:
-        await ack()
-        deps.count("actions")
-        actor, _where, key = await _context(deps, body)
-        scope, pid = _split(action["value"])
+    async def on_proposal(req: Req) -> None:
+        actor, _where, key = await _who(deps, req)
+        scope, pid = _split(req.action["value"])
         if deps.hooks.decide is None:
-            await reply(respond, "Approvals are not available here.")
+            await _tell(req, "Approvals are not available here.")
             return
-        text = await deps.hooks.decide(scope, pid, action["action_id"] == Action.PROPOSAL_APPROVE, actor, "", key)
-        await reply(respond, text)
+        approve = req.action["action_id"] == Action.PROPOSAL_APPROVE
+        await _tell(req, await deps.hooks.decide(scope, pid, approve, actor, "", key))
 
-    @app.action(Action.HOME_OPEN)
-    async def on_home_link(ack: Any) -> None:
-        await ack()
+    async def on_home_link(req: Req) -> None:
+        return None  # a link button: Slack opens the URL; nothing to record
+
+    handlers: dict[Action, Work] = {
+        Action.SEVERITY: on_severity,
+        Action.RESOLVE: on_resolve,
+        Action.EXPORT: on_export,
+        Action.PICK_SCOPE: on_pick,
+        Action.SUGGESTION_ACCEPT: on_suggestion,
+        Action.SUGGESTION_DISMISS: on_suggestion,
+        Action.PROPOSAL_APPROVE: on_proposal,
+        Action.PROPOSAL_DENY: on_proposal,
+        Action.HOME_OPEN: on_home_link,
+    }
+    for action_id, work in handlers.items():
+        deps_counted = _counted(deps, work)
+        app.action(action_id.value)(ack=ack_now, lazy=[lazy(deps, deps_counted)])
+
+
+def _counted(deps: SlackDeps, work: Work) -> Work:
+    async def counted(req: Req) -> None:
+        deps.count("actions")
+        await work(req)
+
+    counted.__name__ = work.__name__
+    return counted

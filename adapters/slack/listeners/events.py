@@ -14,14 +14,15 @@ from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
+from adapters.slack.listeners.errors import Req, lazy
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
-    @app.event("message")
-    async def on_message(event: dict[str, Any]) -> None:
+    async def on_message(req: Req) -> None:
+        event = req.event
         deps.count("events")
         subtype = event.get("subtype")
         if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
@@ -51,8 +52,8 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         if result.duplicate:
             deps.count("duplicate_deliveries")
 
-    @app.event("app_mention")
-    async def on_mention(event: dict[str, Any], context: Any, client: AsyncWebClient) -> None:
+    async def on_mention(req: Req) -> None:
+        event, context, client = req.event, req.context, req.client
         deps.count("events")
         channel, user = event["channel"], event.get("user", "")
         thread_ts = event.get("thread_ts") or ""
@@ -72,8 +73,8 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 channel=channel, user=user, thread_ts=thread_ts or None, text=reply_text, blocks=blocks
             )
 
-    @app.event("reaction_added")
-    async def on_reaction(event: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_reaction(req: Req) -> None:
+        event, client = req.event, req.client
         deps.count("events")
         item = event.get("item") or {}
         name = event.get("reaction", "")
@@ -109,12 +110,22 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
             scope, sid, verdict, await deps.human(user), idempotency_key=f"slack:feedback:{scope}:{sid}"
         )
 
-    @app.event("app_home_opened")
-    async def on_home(event: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_home(req: Req) -> None:
         deps.count("events")
-        if event.get("tab", "home") != "home":
+        if req.event.get("tab", "home") != "home":
             return
-        await client.views_publish(user_id=event["user"], view=await home_view(deps))
+        await req.client.views_publish(user_id=req.event["user"], view=await home_view(deps))
+
+    async def no_op() -> None:
+        return None  # events are acknowledged automatically; the work is lazy
+
+    for name, work in (
+        ("message", on_message),
+        ("app_mention", on_mention),
+        ("reaction_added", on_reaction),
+        ("app_home_opened", on_home),
+    ):
+        app.event(name)(ack=no_op, lazy=[lazy(deps, work)])
 
 
 async def home_view(deps: SlackDeps) -> dict[str, Any]:

@@ -1,0 +1,326 @@
+"""The sandbox page's HTTP routes: the page itself, the workspace as JSON, live updates, and what a person does.
+
+Every person-level input goes through :class:`~adapters.slack.fake.FakeSlack`, which changes the fake workspace
+as Slack would and delivers a signed request to the bot's ``/slack/events`` — the production path. The two
+sample buttons go to the bot's public receivers (:mod:`adapters.slack.sandbox.samples`).
+
+    GET  /                                the page (plain HTML, CSS and JavaScript from this package)
+    GET  /sandbox/assets/{name}           its CSS and JavaScript
+    GET  /sandbox/state                   workspace_snapshot() + version + sandbox info
+    GET  /sandbox/events                  Server-Sent Events fed by the workspace change feed
+    GET  /sandbox/files/{id}/{name}       a file the bot uploaded (reports)
+    POST /sandbox/message                 {user, channel, text, thread_ts?}: a message, @mention or /incident
+    POST /sandbox/action                  {user, channel, ts | view_id, action_id, value?, kind: button|select}
+    POST /sandbox/reaction                {user, channel, ts, name, remove?}
+    POST /sandbox/view/submit             {user, view_id, values: {block_id: {action_id: value}}}
+    POST /sandbox/view/close              {user, view_id}
+    POST /sandbox/home                    {user}: open the App Home tab
+    POST /sandbox/channel                 {user, name}: create a channel (decklog is invited)
+    POST /sandbox/sample/alert            {status?: firing|resolved}
+    POST /sandbox/sample/deploy           {user}
+
+Errors are JSON ``{"error": "..."}`` with status 400 (what Slack's client would not let a person do).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from adapters.slack.fake import FakeSlack, FakeSlackWorkspace, Outcome, SlackError, workspace_snapshot
+from adapters.slack.ids import COMMAND
+from adapters.slack.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
+from adapters.slack.sandbox.live import LiveFeed
+from adapters.slack.sandbox.samples import ALERT_ROUTE, CHANGE_ROUTE, SampleSender
+
+JSON = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+HERE = Path(__file__).resolve().parent
+ASSETS = {
+    "sandbox.css": "text/css",
+    "sandbox.js": "text/javascript",
+    "mrkdwn.js": "text/javascript",
+    "blocks.js": "text/javascript",
+}
+PAGE_CSP = (
+    "default-src 'self'; img-src 'self' data: http: https:; style-src 'self'; script-src 'self'; "
+    "frame-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'"
+)
+_REACTION = re.compile(r"^[a-z0-9_+'-]{1,100}$")
+_CHANNEL_REF = re.compile(r"(?<![\w&<#])#([a-z0-9_-]{1,80})\b")
+
+
+class Invalid(Exception):
+    """A request the page should not have sent; answered 400 with the message."""
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _guarded(handler: Handler) -> Handler:
+    async def run(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Invalid as exc:
+            return _error(400, str(exc))
+        except SlackError as exc:
+            return _error(400, exc.code if not str(exc) or str(exc) == exc.code else f"{exc.code}: {exc}")
+        except (LookupError, ValueError, PermissionError) as exc:
+            return _error(400, str(exc).strip("'\""))
+
+    return run
+
+
+async def _body(request: web.Request) -> JSON:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise Invalid("the body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise Invalid("the body must be a JSON object")
+    return data
+
+
+def _text(data: JSON, name: str, *, required: bool = True) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        if required:
+            raise Invalid(f"{name} is required")
+        return ""
+    if not isinstance(value, str):
+        raise Invalid(f"{name} must be a string")
+    return value
+
+
+def _choice(data: JSON) -> str | list[str] | None:
+    value = data.get("value")
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise Invalid("value must be a string or a list of strings")
+
+
+def _done(outcome: Outcome, **extra: Any) -> web.Response:
+    """The person's action happened; ``bot_status`` is the HTTP status the bot answered Slack with."""
+    body: JSON = {"ok": True, "bot_status": outcome.status, **extra}
+    if outcome.message is not None:
+        body["ts"] = outcome.message.ts
+    if outcome.result is not None:
+        body["result"] = outcome.result
+    return web.json_response(body)
+
+
+class SandboxPage:
+    def __init__(
+        self,
+        slack: FakeSlack,
+        env: SandboxEnvironment,
+        samples: SampleSender,
+        live: LiveFeed,
+        *,
+        routes: Callable[[], set[str]],
+    ) -> None:
+        self.slack = slack
+        self.env = env
+        self.samples = samples
+        self.live = live
+        self._routes = routes
+
+    @property
+    def workspace(self) -> FakeSlackWorkspace:
+        return self.slack.workspace
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/", self.index)
+        router.add_get("/sandbox/assets/{name}", self.asset)
+        router.add_get("/sandbox/state", self.state)
+        router.add_get("/sandbox/events", self.live.stream)
+        router.add_get("/sandbox/files/{file_id}/{name}", self.file)
+        posts: dict[str, Handler] = {
+            "/sandbox/message": self.message,
+            "/sandbox/action": self.action,
+            "/sandbox/reaction": self.reaction,
+            "/sandbox/view/submit": self.submit_view,
+            "/sandbox/view/close": self.close_view,
+            "/sandbox/home": self.home,
+            "/sandbox/channel": self.create_channel,
+            "/sandbox/sample/alert": self.sample_alert,
+            "/sandbox/sample/deploy": self.sample_deploy,
+        }
+        for path, handler in posts.items():
+            router.add_post(path, _guarded(handler))
+
+    # -- the page -------------------------------------------------------------------------------------------
+
+    async def index(self, _request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(
+            HERE / "index.html",
+            headers={
+                "Content-Type": "text/html; charset=utf-8",
+                "Cache-Control": "no-cache",
+                "Content-Security-Policy": PAGE_CSP,
+            },
+        )
+
+    async def asset(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if name not in ASSETS:
+            return _error(404, f"no asset named {name!r}")
+        return web.FileResponse(
+            HERE / name, headers={"Content-Type": f"{ASSETS[name]}; charset=utf-8", "Cache-Control": "no-cache"}
+        )
+
+    async def state(self, _request: web.Request) -> web.Response:
+        snapshot = workspace_snapshot(self.workspace)
+        snapshot["version"] = self.live.version
+        snapshot["sandbox"] = self.info()
+        return web.json_response(snapshot)
+
+    def info(self) -> JSON:
+        env, routes = self.env, self._routes()
+        return {
+            "receivers": {"alerts": ALERT_ROUTE in routes, "changes": CHANGE_ROUTE in routes},
+            "deploy": {
+                "url": env.deploy.base_url,
+                "used_by_actions": env.deploy_url_is_sandbox,
+                "service": SAMPLE_SERVICE,
+                "current": env.deploy.current_version(SAMPLE_SERVICE),
+                "history": env.deploy.deploys(SAMPLE_SERVICE)[:6],
+            },
+            # Only a token made up for this run is shown (for the curl example); an operator's never is.
+            "alert_token": env.alert_token if env.alert_token_generated else None,
+            "approvers": list(env.approvers_filled),
+        }
+
+    async def file(self, request: web.Request) -> web.StreamResponse:
+        try:
+            found = self.workspace.files.get(request.match_info["file_id"])
+        except SlackError:
+            return _error(404, "file_not_found")
+        if found.content is None or found.name != request.match_info["name"]:
+            return _error(404, "file_not_found")
+        return web.Response(
+            body=found.content,
+            headers={
+                "Content-Type": str(found.to_api()["mimetype"]),
+                "Content-Security-Policy": "sandbox",  # a report is data: never script on this origin
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+
+    # -- what a person does ---------------------------------------------------------------------------------
+
+    def _person(self, data: JSON) -> str:
+        user = self.workspace.user(_text(data, "user"))
+        if user.is_bot:
+            raise Invalid("the bot cannot be driven from the page")
+        return str(user.id)
+
+    def _channel(self, data: JSON) -> str:
+        return str(self.workspace.channel(_text(data, "channel")).id)
+
+    def _as_typed(self, text: str) -> str:
+        """What Slack's client sends for typed text: ``&<>`` escaped and ``#channel`` names linked (``@name``
+        mentions are encoded by FakeSlack.post_message)."""
+        escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        names = {c.name: c.id for c in self.workspace.directory.channels() if not c.is_im}
+
+        def link(match: re.Match[str]) -> str:
+            channel_id = names.get(match.group(1))
+            return f"<#{channel_id}|{match.group(1)}>" if channel_id else match.group(0)
+
+        return _CHANNEL_REF.sub(link, escaped)
+
+    async def message(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        user, channel = self._person(data), self._channel(data)
+        text = _text(data, "text").strip()
+        thread_ts = _text(data, "thread_ts", required=False) or None
+        if text.startswith("/"):
+            command, _, rest = text.partition(" ")
+            if command != COMMAND:
+                raise Invalid(f"{command} is not a valid command here; decklog's is {COMMAND}")
+            # Slack sends a slash command with its channel only, even when typed in a thread.
+            outcome = await self.slack.run_command(user, channel, rest.strip(), command=COMMAND)
+            return _done(outcome, command=True, in_thread=thread_ts is not None)
+        outcome = await self.slack.post_message(user, channel, self._as_typed(text), thread_ts=thread_ts)
+        return _done(outcome)
+
+    async def action(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        user, action_id, value = self._person(data), _text(data, "action_id"), _choice(data)
+        kind = _text(data, "kind", required=False) or "button"
+        if kind not in ("button", "select"):
+            raise Invalid("kind must be button or select")
+        view_id = _text(data, "view_id", required=False)
+        if view_id:
+            if kind == "button":
+                outcome = await self.slack.click_view_button(user, view_id, action_id, value=_one(value))
+            else:
+                outcome = await self.slack.select_view_option(user, view_id, action_id, value)
+            return _done(outcome)
+        channel, ts = self._channel(data), _text(data, "ts")
+        if kind == "button":
+            outcome = await self.slack.click_button(user, channel, ts, action_id, value=_one(value))
+        else:
+            outcome = await self.slack.select_option(user, channel, ts, action_id, value)
+        return _done(outcome)
+
+    async def reaction(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        user, channel, ts = self._person(data), self._channel(data), _text(data, "ts")
+        name = _text(data, "name").strip(":")
+        if not _REACTION.match(name):
+            raise Invalid(f"{name!r} is not an emoji name")
+        react = self.slack.remove_reaction if data.get("remove") else self.slack.add_reaction
+        return _done(await react(user, channel, ts, name))
+
+    async def submit_view(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        user, view_id = self._person(data), _text(data, "view_id")
+        values = data.get("values") or {}
+        if not isinstance(values, dict):
+            raise Invalid("values must be an object: {block_id: {action_id: value}}")
+        return _done(await self.slack.submit_view(user, view_id, values))
+
+    async def close_view(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        return _done(await self.slack.close_view(self._person(data), _text(data, "view_id")))
+
+    async def home(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        return _done(await self.slack.open_home(self._person(data)))
+
+    async def create_channel(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        user = self._person(data)
+        name = _text(data, "name").strip().lstrip("#").lower()
+        channel = self.workspace.create_channel(name, creator=user, members=(user, self.workspace.bot_user_id))
+        return web.json_response({"ok": True, "channel": channel.id})
+
+    async def sample_alert(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        status = _text(data, "status", required=False) or "firing"
+        if status not in ("firing", "resolved"):
+            raise Invalid("status must be firing or resolved")
+        sent = await self.samples.alert("firing" if status == "firing" else "resolved")
+        return web.json_response({"ok": 200 <= sent.status < 300, **sent.to_json()})
+
+    async def sample_deploy(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        author = self.workspace.user(self._person(data)).name
+        sent = await self.samples.deploy(str(author))
+        return web.json_response({"ok": 200 <= sent.status < 300, **sent.to_json()})
+
+
+def _one(value: str | list[str] | None) -> str | None:
+    if isinstance(value, list):
+        raise Invalid("a button has one value")
+    return value

@@ -1,0 +1,190 @@
+"""Outbox dispatch: commit → sender-invoked latency, and drain throughput, against a raw sqlite3 baseline.
+
+    .venv/bin/python bench/dispatch.py [--quick]
+
+- latency: a producer appends one entry at a time (WAL + synchronous=FULL); the time from the append being
+  acknowledged (committed) to the sender being called with that entry. Targets: p50 ≤ 5 ms, p99 ≤ 20 ms.
+- drain: N entries already committed; the dispatcher starts and delivers them all (reads pending rows, calls the
+  sender in batches, marks them published) — entries/s. Baseline, measured in the same run and interleaved: a raw
+  sqlite3 loop doing the same work on the same schema (select a batch of pending rows joined to their entries,
+  mark them published, commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stats import (  # noqa: E402
+    Sample,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    interleave,
+    markdown_table,
+    median,
+    median_percentile_ms,
+    median_rate,
+    note,
+    paired_ratio,
+    verdict,
+)
+from core.entries import Actor, Entry, NewEntry  # noqa: E402
+from core.outbox import Dispatcher  # noqa: E402
+from core.store import SqliteLogStore  # noqa: E402
+
+ACTOR = Actor.system("bench")
+SCOPE = "incident/bench"
+
+
+class Recorder:
+    name = "rec"
+    batch_size = 64
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self.event = asyncio.Event()
+        self.expect = 0
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        now = time.perf_counter()
+        for e in entries:
+            self.seen.setdefault(e.seq, now)
+        if len(self.seen) >= self.expect:
+            self.event.set()
+
+
+async def _store(root: Path) -> SqliteLogStore:
+    store = SqliteLogStore(root, topics=("rec",))
+    await store.append(SCOPE, [NewEntry.make("declared", ACTOR, {"title": "bench"})], create=True)
+    return store
+
+
+async def _latency(n: int) -> Sample:
+    root = Path(tempfile.mkdtemp(prefix="decklog-bench-"))
+    try:
+        store = await _store(root)
+        rec = Recorder()
+        rec.expect = n + 1
+        dispatcher = Dispatcher(store, [rec])
+        dispatcher.start()
+        committed: dict[int, float] = {}
+        started = time.perf_counter()
+        for i in range(n):
+            result = await store.append(SCOPE, [NewEntry.make("message", ACTOR, {"text": f"m{i}"})])
+            committed[result.entries[0].seq] = time.perf_counter()
+            await asyncio.sleep(0.002)  # a steady trickle, not a burst: we measure wake-up latency
+        await asyncio.wait_for(rec.event.wait(), 60)
+        elapsed = time.perf_counter() - started
+        latencies = [rec.seen[seq] - at for seq, at in committed.items()]
+        await dispatcher.stop()
+        await store.close()
+        return Sample(n, elapsed, latencies)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _drain(n: int) -> Sample:
+    root = Path(tempfile.mkdtemp(prefix="decklog-bench-"))
+    try:
+        store = await _store(root)
+        batch = [NewEntry.make("message", ACTOR, {"text": f"m{i}"}) for i in range(100)]
+        for _ in range(n // 100):
+            await store.append(SCOPE, batch)
+        rec = Recorder()
+        rec.expect = (n // 100) * 100 + 1
+        dispatcher = Dispatcher(store, [rec])
+        dispatcher.start()
+        started = time.perf_counter()
+        dispatcher.wake(SCOPE)
+        await asyncio.wait_for(rec.event.wait(), 120)
+        await dispatcher.idle(60)
+        elapsed = time.perf_counter() - started
+        await dispatcher.stop()
+        await store.close()
+        return Sample(rec.expect, elapsed)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _raw_drain(n: int) -> Sample:
+    """The floor: the same schema and work, in raw sqlite3 with no framework."""
+    root = Path(tempfile.mkdtemp(prefix="decklog-bench-raw-"))
+    try:
+        db = sqlite3.connect(root / "raw.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE entries (seq INTEGER PRIMARY KEY, kind TEXT, payload TEXT)")
+        db.execute(
+            "CREATE TABLE outbox (topic TEXT, seq INTEGER, published_at REAL, parked_at REAL, PRIMARY KEY (topic, seq))"
+        )
+        db.execute("CREATE INDEX pending ON outbox (topic, seq) WHERE published_at IS NULL AND parked_at IS NULL")
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO entries VALUES (?, 'message', ?)", [(i, f'{{"text":"m{i}"}}') for i in range(1, n + 1)])
+        db.executemany("INSERT INTO outbox VALUES ('rec', ?, NULL, NULL)", [(i,) for i in range(1, n + 1)])
+        db.execute("COMMIT")
+        started = time.perf_counter()
+        done = 0
+        while True:
+            rows = db.execute(
+                "SELECT e.seq, e.kind, e.payload FROM outbox o JOIN entries e ON e.seq = o.seq "
+                "WHERE o.topic = 'rec' AND o.published_at IS NULL AND o.parked_at IS NULL ORDER BY o.seq LIMIT 256"
+            ).fetchall()
+            if not rows:
+                break
+            for i in range(0, len(rows), 64):
+                chunk = rows[i : i + 64]
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("UPDATE outbox SET published_at = ? WHERE topic = 'rec' AND seq = ?", [(time.time(), r[0]) for r in chunk])
+                db.execute("COMMIT")
+                done += len(chunk)
+        elapsed = time.perf_counter() - started
+        db.close()
+        return Sample(done, elapsed)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small run (< 20 s)")
+    args = parser.parse_args()
+    rounds = 2 if args.quick else 5
+    lat_n = 200 if args.quick else 1000
+    drain_n = 2000 if args.quick else 10000
+
+    latency = interleave({"latency": lambda: asyncio.run(_latency(lat_n))}, rounds, progress=lambda r, k, s: note(f"round {r} {k}: p50 {s.percentile_ms(50):.2f} ms"))["latency"]
+    drains = interleave(
+        {"decklog": lambda: asyncio.run(_drain(drain_n)), "raw sqlite3": lambda: _raw_drain(drain_n)},
+        rounds,
+        progress=lambda r, k, s: note(f"round {r} {k}: {s.rate:,.0f}/s"),
+    )
+    p50, p99 = median_percentile_ms(latency, 50), median_percentile_ms(latency, 99)
+    ratio = paired_ratio(drains["decklog"], drains["raw sqlite3"])
+    print(f"## Dispatch ({rounds} interleaved rounds, medians; WAL + synchronous=FULL)\n")
+    print(
+        markdown_table(
+            ["measure", "value", "target", ""],
+            [
+                ["commit → sender invoked, p50", f"{fmt_ms(p50)} ms", "≤ 5 ms", verdict(p50 <= 5)],
+                ["commit → sender invoked, p99", f"{fmt_ms(p99)} ms", "≤ 20 ms", verdict(p99 <= 20)],
+                ["drain throughput (decklog)", f"{fmt_rate(median_rate(drains['decklog']))} entries/s", "", ""],
+                ["drain throughput (raw sqlite3, same work)", f"{fmt_rate(median_rate(drains['raw sqlite3']))} entries/s", "", ""],
+                ["decklog / raw sqlite3", fmt_ratio(ratio), "", ""],
+            ],
+        )
+    )
+    print(f"\n(latency samples per round: {lat_n}; drain size: {drain_n}; median of per-round p99s: {median([s.percentile_ms(99) for s in latency]):.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Slack ack latency and declare → header latency, against `decklog serve` on loopback.
+
+    .venv/bin/python bench/slack_ack.py [--quick]
+
+`decklog serve` runs as a subprocess in HTTP mode, pointed (DECKLOG_SLACK_API_URL) at the fake Slack Web API in
+this process; requests are signed exactly as Slack signs them. Measured:
+
+- ack latency p50/p99 with 1 and 16 concurrent clients, for signed slash commands (`/incident status <scope>`)
+  and signed message events in an incident thread (each one appends an entry);
+- declare → header posted: from sending `/incident declare …` to the fake Slack recording the header's
+  chat.postMessage, p50/p99 (sequential declares).
+
+Baseline, measured in the same run and interleaved: a bare Bolt app (bench/_bare_bolt.py: the same aiohttp +
+Bolt adapter, signature verification on, a listener that only acks) — the floor any Bolt app pays. Targets: ack
+p99 ≤ 25 ms at 16 clients (Slack allows 3,000 ms); declare → posted p50 ≤ 20 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from adapters.slack.fake import FakeSlack, SlackDriver  # noqa: E402
+from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict  # noqa: E402
+
+SECRET = "bench-signing-secret"
+TOKEN = "xoxb-bench"
+
+
+def _spawn(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(args, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+    if not match:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def start_decklog(api_url: str, data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DECKLOG_", "SLACK_"))}
+    env.update(
+        {
+            "DECKLOG_DATA_DIR": data_dir,
+            "DECKLOG_PORT": "0",
+            "SLACK_BOT_TOKEN": TOKEN,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "DECKLOG_SLACK_API_URL": api_url,
+            "DECKLOG_ALERTS_CHANNEL": "C0ALERTS",
+            "DECKLOG_FIRST_TURN_DELAY": "3600",
+            "DECKLOG_LOG_LEVEL": "WARNING",
+        }
+    )
+    return _spawn([sys.executable, "-m", "bot.cli", "serve"], env)
+
+
+def start_bare(api_url: str) -> tuple[subprocess.Popen[str], str]:
+    return _spawn([sys.executable, str(ROOT / "bench" / "_bare_bolt.py"), api_url, SECRET, TOKEN], {})
+
+
+async def ack_latency(driver: SlackDriver, kind: str, clients: int, per_client: int, thread: tuple[str, str] | None, scope: str) -> Sample:
+    latencies: list[float] = []
+    counter = 0
+
+    async def client(n: int) -> None:
+        nonlocal counter
+        for _ in range(per_client):
+            counter += 1
+            started = time.perf_counter()
+            if kind == "command":
+                status, _ = await driver.slash_command(f"status {scope}", "U0ALICE", "C0ALERTS")
+            else:
+                assert thread is not None
+                ts = f"{1800000000 + counter}.{n:06d}"
+                event = {"type": "message", "channel": thread[0], "user": "U0BOB", "text": f"note {counter}", "ts": ts,
+                         "thread_ts": thread[1], "channel_type": "channel", "event_ts": ts}
+                status, _ = await driver.event(event, event_id=f"Ev{counter:08d}{n}")
+            latencies.append(time.perf_counter() - started)
+            assert status == 200, status
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(n) for n in range(clients)))
+    return Sample(clients * per_client, time.perf_counter() - started, latencies)
+
+
+async def declare_latency(fake: FakeSlack, driver: SlackDriver, n: int, tag: str) -> Sample:
+    latencies = []
+    for i in range(n):
+        title = f"bench {tag} {i} {time.time_ns()}"
+        before = len(fake.server.calls_to("chat.postMessage"))
+        started = time.perf_counter()
+        await driver.slash_command(f"declare {title}", "U0ALICE", "C0ALERTS")
+        await fake.server.wait_for(lambda b=before, t=title: any(t in c.args.get("text", "") for c in fake.server.calls_to("chat.postMessage")[b:]), timeout=10)
+        latencies.append(time.perf_counter() - started)
+    return Sample(n, sum(latencies), latencies)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    per_client = 20 if args.quick else 100
+    declares = 15 if args.quick else 60
+    rounds = 1 if args.quick else 3
+    results: dict[str, list[Sample]] = {}
+    async with FakeSlack(bot_token=TOKEN) as fake:
+        fake.server.rate_limit_channels(None)
+        with tempfile.TemporaryDirectory(prefix="decklog-bench-") as data_dir:
+            decklog, url = await asyncio.to_thread(start_decklog, fake.base_url, data_dir)
+            bare, bare_url = await asyncio.to_thread(start_bare, fake.base_url)
+            try:
+                d_driver = SlackDriver(f"{url}/slack/events", SECRET, fake.server)
+                b_driver = SlackDriver(f"{bare_url}/slack/events", SECRET, fake.server)
+                fake.use_http(f"{url}/slack/events", SECRET)
+                await d_driver.slash_command("declare Bench incident", "U0ALICE", "C0ALERTS")
+                header = await fake.server.wait_for_call("chat.postMessage", timeout=10)
+                thread = ("C0ALERTS", header.args.get("ts") or "")
+                await fake.server.wait_for(lambda: fake.workspace.history("C0ALERTS"), timeout=10)
+                thread = ("C0ALERTS", fake.workspace.history("C0ALERTS")[-1].ts)
+                scope = "incident/bench-incident"
+                for r in range(rounds):
+                    for clients in (1, 16):
+                        for kind in ("command", "event"):
+                            for name, driver in (("decklog", d_driver), ("bare Bolt", b_driver)) if r % 2 == 0 else (("bare Bolt", b_driver), ("decklog", d_driver)):
+                                s = await ack_latency(driver, kind, clients, per_client, thread, scope)
+                                results.setdefault(f"{name}|{kind}|{clients}", []).append(s)
+                                note(f"round {r} {name} {kind} x{clients}: p50 {s.percentile_ms(50):.2f} ms p99 {s.percentile_ms(99):.2f} ms")
+                    results.setdefault("declare", []).append(await declare_latency(fake, d_driver, declares, str(r)))
+                await d_driver.close()
+                await b_driver.close()
+            finally:
+                for proc in (decklog, bare):
+                    proc.terminate()
+                    proc.wait(timeout=10)
+    rows = []
+    for kind in ("command", "event"):
+        for clients in (1, 16):
+            d = results[f"decklog|{kind}|{clients}"]
+            b = results[f"bare Bolt|{kind}|{clients}"]
+            p50, p99 = median_percentile_ms(d, 50), median_percentile_ms(d, 99)
+            b50, b99 = median_percentile_ms(b, 50), median_percentile_ms(b, 99)
+            target = verdict(p99 <= 25) if clients == 16 else ""
+            rows.append([f"ack, signed {'slash command' if kind == 'command' else 'message event'}", str(clients),
+                         fmt_ms(p50), fmt_ms(p99), fmt_ms(b50), fmt_ms(b99), f"{p99 / b99:.2f}×" if b99 else "n/a", target])
+    dec = results["declare"]
+    print(f"## Slack acks ({rounds} interleaved rounds, medians of per-round percentiles, ms)\n")
+    print(markdown_table(["request", "clients", "decklog p50", "decklog p99", "bare Bolt p50", "bare Bolt p99", "p99 ratio", "p99 ≤ 25 ms @16"], rows))
+    p50 = median_percentile_ms(dec, 50)
+    print(f"\ndeclare → header posted on the fake: p50 {fmt_ms(p50)} ms ({verdict(p50 <= 20)} ≤ 20 ms), p99 {fmt_ms(median_percentile_ms(dec, 99))} ms over {declares} sequential declares per round")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
