@@ -23,6 +23,7 @@ class SlackConfig(_Section):
     alerts_channel: str = ""  # DECKLOG_ALERTS_CHANNEL wins when set
     dedicated_channel_prefix: str = "inc-"
     pace_per_channel_s: float = Field(1.0, ge=0)
+    header_update_interval_s: float = Field(2.0, ge=0)
 
 
 class AlertsConfig(_Section):

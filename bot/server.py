@@ -126,6 +126,8 @@ class DecklogServer:
             alerts_channel=alerts_channel,
             pacer=ChannelPacer(rt.config.slack.pace_per_channel_s),
             channel_prefix=rt.config.slack.dedicated_channel_prefix,
+            alarm=self.alarm,
+            header_interval=rt.config.slack.header_update_interval_s,
         )
         rt.dispatcher.register(self.slack_sender)
         counters: dict[str, int] = {}

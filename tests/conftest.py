@@ -58,6 +58,7 @@ def test_config(**sections: dict[str, Any]) -> DecklogConfig:
     base = load_config(project_root() / "decklog.example.toml")
     data = base.model_dump()
     data["slack"]["pace_per_channel_s"] = 0.0
+    data["slack"]["header_update_interval_s"] = 0.0
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
     return DecklogConfig.model_validate(data)

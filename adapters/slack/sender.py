@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
 from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
+from core.alarm import Alarm
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.state import ScopeState
@@ -114,6 +115,8 @@ class SlackSender:
         alerts_channel: str | None,
         pacer: ChannelPacer,
         channel_prefix: str = "inc-",
+        alarm: Alarm | None = None,
+        header_interval: float = 2.0,
     ) -> None:
         self.client = client
         self.store = store
@@ -123,6 +126,9 @@ class SlackSender:
         self.channel_prefix = channel_prefix
         self.stats = SlackStats()
         self._channel_ids: dict[str, str] = {}
+        self.alarm = alarm
+        self.header_interval = header_interval
+        self._last_header: dict[str, float] = {}
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
         self.updaters: list[EntryUpdater] = []
@@ -176,7 +182,16 @@ class SlackSender:
         return True
 
     async def refresh_header(self, scope: str) -> None:
-        """chat.update the header when its rendering changed since the last update (idempotent)."""
+        """chat.update the header when its rendering changed since the last update (idempotent).
+
+        At most one update per ``header_interval`` per scope: during an alert storm the header shows the repeat
+        counter moving without an update per alert; a deferred refresh (an alarm) renders the final state.
+        """
+        if self.alarm is not None:
+            wait = self._last_header.get(scope, 0.0) + self.header_interval - time.monotonic()
+            if wait > 0:
+                self.alarm.set(f"header:{scope}", wait, lambda: self._deferred_refresh(scope))
+                return
         state = await self.store.get_state(scope)
         memo = await self.store.memo_get(scope, TOPIC, "header")
         if not memo or not memo.get("ts"):
@@ -190,7 +205,15 @@ class SlackSender:
         except SlackApiError as exc:
             self._raise_for(exc, memo["channel"])
         self.stats.updates += 1
+        self._last_header[scope] = time.monotonic()
         await self.store.memo_put(scope, TOPIC, "header", {**memo, "digest": digest})
+
+    async def _deferred_refresh(self, scope: str) -> None:
+        try:
+            await self.refresh_header(scope)
+        except RetryAfter as exc:
+            if self.alarm is not None:
+                self.alarm.set(f"header:{scope}", exc.seconds, lambda: self._deferred_refresh(scope))
 
     # -- the header and its thread ----------------------------------------------------------------------------
 
