@@ -52,7 +52,7 @@ def child(path: str, key: object) -> str:
     name = str(key)
     if _IDENT.fullmatch(name):
         return f"{path}.{name}" if path else name
-    quoted = '"' + name[:60].replace("\\", "\\\\").replace('"', '\\"') + '"'
+    quoted = '"' + utf8_safe(name[:60]).replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"{path}[{quoted}]"
 
 
@@ -131,13 +131,18 @@ def req_list(obj: Mapping[str, object], key: str, path: str) -> Sequence[object]
 # --------------------------------------------------------------------------------------------------- strings
 
 
-def clean(text: str, limit: int) -> str:
-    """Trim, replace unencodable characters (lone surrogates), cap at ``limit`` characters with ``…``."""
-    text = text.strip()
+def utf8_safe(text: str) -> str:
+    """``text`` with characters UTF-8 cannot encode (lone surrogates, from ``\\udXXX`` escapes) replaced by ``?``."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def clean(text: str, limit: int) -> str:
+    """Trim, replace unencodable characters (lone surrogates), cap at ``limit`` characters with ``…``."""
+    text = utf8_safe(text.strip())
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
     return text
@@ -404,8 +409,7 @@ def build(model: type[M], path: str, **fields: object) -> M:
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:
-    """A request header, looked up case-insensitively in any mapping (a plain dict or aiohttp's
-    CIMultiDict)."""
+    """A request header, looked up case-insensitively (works for a plain dict and for aiohttp's headers)."""
     value = headers.get(name)
     if value is not None:
         return value

@@ -33,8 +33,7 @@ from core.signals import AlertSignal, PayloadError
 
 SOURCE: Final = "alertmanager"
 
-#: Extra per-alert data for a flavour of the payload: ``(alert object, its path) → (links, summary
-#: addendum)``.
+#: Per-alert extras of a payload flavour: ``(alert, its path) → (extra links, summary addendum)``.
 Extras = Callable[[Mapping[str, object], str], tuple[list[tuple[str, str]], str]]
 
 _STATUSES: Final = ("firing", "resolved")

@@ -146,9 +146,10 @@ def parse(payload: object) -> list[AlertSignal]:
     else:
         status = "resolved" if alert_type.lower() == "success" else "firing"
 
-    labels = _tags(top, "tags")
-    if "scope" in top and top.get("scope") is not None:
-        labels.update(_tags(top, "scope"))
+    labels = _tags(top, "scope")  # the alerting group (multi-alert monitors) wins over the monitor's tags
+    for name, value in _tags(top, "tags").items():
+        if len(labels) < f.LABELS_MAX:
+            labels.setdefault(name, value)
     for name, value in (
         ("host", _value(top, "hostname", f.LABEL_VALUE_MAX)),
         ("metric", _value(top, "metric", f.LABEL_VALUE_MAX)),

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from adapters.alerts import _fields as f
@@ -43,32 +44,38 @@ from core.signals import AlertSignal, AlertStatus, PayloadError
 SOURCE: Final = "pagerduty"
 SIGNATURE_HEADER: Final = "X-PagerDuty-Signature"
 
-_FIXED: Final[Mapping[str, AlertStatus]] = {
-    "incident.triggered": "firing",
-    "incident.unacknowledged": "firing",
-    "incident.reopened": "firing",
-    "incident.acknowledged": "acknowledged",
-    "incident.resolved": "resolved",
-}
+_FIXED: Final[Mapping[str, AlertStatus]] = MappingProxyType(
+    {
+        "incident.triggered": "firing",
+        "incident.unacknowledged": "firing",
+        "incident.reopened": "firing",
+        "incident.acknowledged": "acknowledged",
+        "incident.resolved": "resolved",
+    }
+)
 _FROM_DATA: Final = frozenset(
     {"incident.escalated", "incident.reassigned", "incident.delegated", "incident.priority_updated"}
 )
-_DATA_STATUS: Final[Mapping[str, AlertStatus]] = {
-    "triggered": "firing",
-    "acknowledged": "acknowledged",
-    "resolved": "resolved",
-}
-_VERB: Final[Mapping[str, str]] = {
-    "incident.triggered": "Triggered",
-    "incident.unacknowledged": "Unacknowledged",
-    "incident.reopened": "Reopened",
-    "incident.acknowledged": "Acknowledged",
-    "incident.resolved": "Resolved",
-    "incident.escalated": "Escalated",
-    "incident.reassigned": "Reassigned",
-    "incident.delegated": "Delegated",
-    "incident.priority_updated": "Priority updated",
-}
+_DATA_STATUS: Final[Mapping[str, AlertStatus]] = MappingProxyType(
+    {
+        "triggered": "firing",
+        "acknowledged": "acknowledged",
+        "resolved": "resolved",
+    }
+)
+_VERB: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "incident.triggered": "Triggered",
+        "incident.unacknowledged": "Unacknowledged",
+        "incident.reopened": "Reopened",
+        "incident.acknowledged": "Acknowledged",
+        "incident.resolved": "Resolved",
+        "incident.escalated": "Escalated",
+        "incident.reassigned": "Reassigned",
+        "incident.delegated": "Delegated",
+        "incident.priority_updated": "Priority updated",
+    }
+)
 
 
 def _reference_summary(obj: Mapping[str, object], key: str, path: str) -> str:

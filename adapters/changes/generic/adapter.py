@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Final, cast
+from typing import Final, Literal, cast
 
 from adapters.alerts import _fields as f
-from adapters.changes.github.adapter import ChangeStatus
 from core.signals import ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "generic"
+ChangeStatus = Literal["started", "succeeded", "failed", "pushed"]
 STATUSES: Final = ("started", "succeeded", "failed", "pushed")
 COMMITS_MAX: Final = 100
 PATHS_MAX: Final = 300

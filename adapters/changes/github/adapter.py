@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final, Literal
 
 from adapters.alerts import _fields as f
@@ -53,16 +54,18 @@ MESSAGE_MAX: Final = 2000
 
 ChangeStatus = Literal["started", "succeeded", "failed", "pushed"]
 
-_STATES: Final[Mapping[str, ChangeStatus | None]] = {
-    "success": "succeeded",
-    "failure": "failed",
-    "error": "failed",
-    "pending": "started",
-    "queued": "started",
-    "in_progress": "started",
-    "waiting": "started",
-    "inactive": None,
-}
+_STATES: Final[Mapping[str, ChangeStatus | None]] = MappingProxyType(
+    {
+        "success": "succeeded",
+        "failure": "failed",
+        "error": "failed",
+        "pending": "started",
+        "queued": "started",
+        "in_progress": "started",
+        "waiting": "started",
+        "inactive": None,
+    }
+)
 
 
 def _login(obj: Mapping[str, object] | None, key: str, path: str) -> str:
@@ -210,9 +213,8 @@ def parse(payload: object, event_type: str | None) -> list[ChangeSignal]:
 
 
 def verify_signature(secret: str, raw_body: bytes, header_value: str | None) -> bool:
-    """True when ``X-Hub-Signature-256`` is ``sha256=`` + the HMAC-SHA256 hex of ``raw_body`` under
-    ``secret``.
-    An empty secret or a missing/garbled header never verifies."""
+    """True when ``X-Hub-Signature-256`` is ``sha256=`` + the HMAC-SHA256 hex of ``raw_body`` under ``secret``
+    (compared in constant time). An empty secret or a missing/garbled header never verifies."""
     if not secret or not header_value:
         return False
     scheme, _, signature = header_value.strip().partition("=")
