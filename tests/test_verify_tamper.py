@@ -28,7 +28,7 @@ async def scope_file(tmp_path: Path) -> Path:
     try:
         await store.append(SCOPE, [NewEntry.make("declared", ALICE, {"title": "Payments 5xx"})], create=True)
         for seq in range(2, LAST + 1):
-            kind, payload = "message", {"text": f"note {seq}"}
+            kind, payload = "message", dict[str, object](text=f"note {seq}")
             if seq % 5 == 0:
                 kind, payload = "severity_changed", {"severity": 1 + seq % 4}
             elif seq % 7 == 0:

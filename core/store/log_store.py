@@ -9,6 +9,7 @@ committed share the next one (group commit).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -316,7 +317,8 @@ class SqliteLogStore:
                 self._files.move_to_end(key)
                 sf.users += 1
                 return sf
-            await self._released.wait()
+            with contextlib.suppress(TimeoutError):  # re-check now and then, even if a release went unsignalled
+                await asyncio.wait_for(self._released.wait(), 0.25)
 
     async def _evict_one(self) -> bool:
         """Close the least recently used file that nobody uses; False when every open file is in use."""

@@ -1,0 +1,352 @@
+"""Acknowledged appends per second and latency of the SQLite log store, against baselines measured in the same run.
+
+Subjects (``SqliteLogStore``, WAL + synchronous=FULL, ``message`` entries, each append awaited until committed):
+1 producer / 1 scope, 16 producers / 1 scope (group commit), 16 producers / 16 scopes (one file each).
+Baselines: raw ``sqlite3`` single-row INSERT+COMMIT (WAL + FULL, one thread), and the ``eventsourcing``
+library's SQLite application recorder (one event per aggregate-version insert, its own default settings) with
+1 and with 16 writer threads.
+
+The disk is noisy, so cases run interleaved for several rounds and ratios are medians of within-round ratios.
+Usage: ``.venv/bin/python bench/append.py [--quick] [--rounds N] [--seconds S] [--dir DIR]``.
+Progress goes to stderr; stdout is a Markdown table to paste into the README. No number here is ever asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import sqlite3
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from _stats import (
+    Sample,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    fmt_us,
+    interleave,
+    markdown_table,
+    median,
+    median_cpu_us,
+    median_percentile_ms,
+    median_rate,
+    note,
+    paired_ratio,
+    verdict,
+)
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+from core.entries import Actor, NewEntry
+from core.store import SqliteLogStore
+from core.store.sqlite_file import make_engine
+
+TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
+MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})
+DECLARED = NewEntry.make("declared", Actor.human("U0ALICE", "alice"), {"title": "bench"})
+# a row of about the size decklog writes per entry (ids, actor, payload, refs, hashes)
+ROW = json.dumps({"kind": "message", "actor": {"id": "U0ALICE"}, "payload": {"text": TEXT}, "hash": "f" * 128})
+EVENT_STATE = ROW.encode()
+EVENT_TOPIC = "bench.domain:Incident.MessagePosted"
+
+# group commit at work: appends per committed transaction, per decklog case, one value per round
+APPENDS_PER_COMMIT: dict[tuple[int, int], list[float]] = {}
+
+RAW = "raw sqlite3 (WAL, FULL, 1 thread)"
+ES1 = "eventsourcing SQLite (1 thread)"
+ES16 = "eventsourcing SQLite (16 threads)"
+ONE = "decklog 1 producer / 1 scope"
+SIXTEEN = "decklog 16 producers / 1 scope"
+SPREAD = "decklog 16 producers / 16 scopes"
+
+
+@dataclass(frozen=True)
+class Options:
+    seconds: float
+    warmup: float
+    workdir: Path | None
+
+
+def workspace(options: Options) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="decklog-bench-", dir=options.workdir)
+
+
+# -- subjects ---------------------------------------------------------------------------------------------------------
+
+
+def decklog_case(producers: int, scopes: int, options: Options) -> Callable[[], Sample]:
+    def run() -> Sample:
+        return asyncio.run(_decklog(producers, scopes, options))
+
+    return run
+
+
+async def _decklog(producers: int, scopes: int, options: Options) -> Sample:
+    with workspace(options) as tmp:
+        store = SqliteLogStore(Path(tmp), topics=("index", "slack"))
+        try:
+            names = [f"incident/bench-{i}" for i in range(scopes)]
+            for name in names:
+                await store.append(name, [DECLARED], create=True)
+            latencies: list[float] = []
+
+            async def producer(i: int, until: float, record: bool) -> None:
+                scope = names[i % scopes]
+                while time.perf_counter() < until:
+                    start = time.perf_counter()
+                    await store.append(scope, [MESSAGE])
+                    if record:
+                        latencies.append(time.perf_counter() - start)
+
+            warm_until = time.perf_counter() + options.warmup
+            await asyncio.gather(*(producer(i, warm_until, False) for i in range(producers)))
+            cpu, began = time.process_time(), time.perf_counter()
+            until = began + options.seconds
+            await asyncio.gather(*(producer(i, until, True) for i in range(producers)))
+            elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
+            for name in names:
+                report = await store.verify(name)
+                assert report.ok, report  # a benchmark of a broken log would be worthless
+            files = [store._files[name].file for name in names if name in store._files]  # white-box counters
+            commits = sum(f.batches for f in files)
+            APPENDS_PER_COMMIT.setdefault((producers, scopes), []).append(
+                sum(f.requests for f in files) / commits if commits else math.nan
+            )
+        finally:
+            await store.close()
+    return Sample(len(latencies), elapsed, latencies, cpu)
+
+
+# -- baselines --------------------------------------------------------------------------------------------------------
+
+
+def raw_sqlite_case(options: Options) -> Callable[[], Sample]:
+    def run() -> Sample:
+        with workspace(options) as tmp:
+            conn = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("CREATE TABLE log (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+
+                def insert() -> None:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("INSERT INTO log (body) VALUES (?)", (ROW,))
+                    conn.execute("COMMIT")
+
+                return _threads(1, lambda _i: insert, options)
+            finally:
+                conn.close()
+
+    return run
+
+
+def eventsourcing_case(threads: int, options: Options) -> Callable[[], Sample]:
+    def run() -> Sample:
+        with workspace(options) as tmp:
+            datastore = SQLiteDatastore(str(Path(tmp) / "es.db"), pool_size=threads, max_overflow=threads)
+            try:
+                recorder = SQLiteApplicationRecorder(datastore)
+                recorder.create_table()
+
+                def writer(_i: int) -> Callable[[], None]:
+                    originator, version = uuid.uuid4(), [0]
+
+                    def insert() -> None:
+                        version[0] += 1
+                        event = StoredEvent(originator, version[0], EVENT_TOPIC, EVENT_STATE)
+                        recorder.insert_events([event])
+
+                    return insert
+
+                return _threads(threads, writer, options)
+            finally:
+                datastore.close()
+
+    return run
+
+
+def _threads(count: int, make: Callable[[int], Callable[[], None]], options: Options) -> Sample:
+    """Run ``count`` threads, each calling its operation in a loop: a warm-up, then ``options.seconds`` timed."""
+    latencies: list[list[float]] = [[] for _ in range(count)]
+    barrier = threading.Barrier(count + 1, timeout=60)
+    window: list[float] = []
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            op = make(i)
+            barrier.wait()
+            while time.perf_counter() < window[0]:
+                op()
+            barrier.wait()
+            mine = latencies[i]
+            while time.perf_counter() < window[1]:
+                start = time.perf_counter()
+                op()
+                mine.append(time.perf_counter() - start)
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        warm_until = time.perf_counter() + options.warmup
+        window.extend([warm_until, warm_until + options.seconds])  # the timed window follows the warm-up
+        barrier.wait()
+        barrier.wait()
+        cpu, began = time.process_time(), time.perf_counter()
+    except threading.BrokenBarrierError:
+        window[:] = [0.0, 0.0]
+        cpu, began = time.process_time(), time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
+    if errors:
+        raise errors[0]
+    flat = [x for per in latencies for x in per]
+    return Sample(len(flat), elapsed, flat, cpu)
+
+
+# -- settings actually in force ---------------------------------------------------------------------------------------
+
+
+def settings_in_force(options: Options) -> dict[str, str]:
+    """Read back the durability settings each contender really runs with (not what it is supposed to)."""
+    out: dict[str, str] = {}
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    with workspace(options) as tmp:
+        engine = make_engine(Path(tmp) / "decklog.db")
+        with engine.connect() as conn:
+            journal = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+            sync = conn.exec_driver_sql("PRAGMA synchronous").scalar()
+        engine.dispose()
+        out["decklog"] = f"journal_mode={journal}, synchronous={names.get(int(sync or 0))}"
+        datastore = SQLiteDatastore(str(Path(tmp) / "es.db"))
+        try:
+            SQLiteApplicationRecorder(datastore).create_table()
+            with datastore.transaction(commit=False) as cursor:
+                cursor.execute("PRAGMA journal_mode")
+                journal = cursor.fetchone()[0]
+                cursor.execute("PRAGMA synchronous")
+                sync = cursor.fetchone()[0]
+        finally:
+            datastore.close()
+        compiled = sqlite3.connect(":memory:").execute("PRAGMA compile_options").fetchall()
+        defaults = [o[0] for o in compiled if "SYNCHRONOUS" in o[0]]
+        out["eventsourcing"] = (
+            f"journal_mode={journal}, synchronous={names.get(int(sync))} — it sets no synchronous pragma, so this "
+            f"is SQLite's compiled-in default ({', '.join(defaults) or 'not listed'})"
+        )
+    return out
+
+
+# -- report -----------------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a small run (< 20 s) to check the script works")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 9; quick 2)")
+    parser.add_argument("--seconds", type=float, help="timed seconds per case per round (default 1; quick 0.3)")
+    parser.add_argument("--dir", type=Path, help="where to put the database files (default: the system temp dir)")
+    args = parser.parse_args()
+    rounds = args.rounds or (2 if args.quick else 9)
+    seconds = args.seconds or (0.3 if args.quick else 1.0)
+    options = Options(seconds=seconds, warmup=min(0.5, seconds / 4), workdir=args.dir)
+
+    settings = settings_in_force(options)
+    load_before = os.getloadavg()[0]
+    cases: dict[str, Callable[[], Sample]] = {
+        RAW: raw_sqlite_case(options),
+        ES1: eventsourcing_case(1, options),
+        ES16: eventsourcing_case(16, options),
+        ONE: decklog_case(1, 1, options),
+        SIXTEEN: decklog_case(16, 1, options),
+        SPREAD: decklog_case(16, 16, options),
+    }
+    note(f"{len(cases)} cases × {rounds} rounds × {seconds:g} s, interleaved; settings: {settings}")
+    started = time.perf_counter()
+    results = interleave(
+        cases,
+        rounds,
+        progress=lambda r, name, s: note(
+            f"  round {r + 1}: {name:<36} {s.rate:>9,.0f}/s  p50 {s.percentile_ms(50):6.2f} ms"
+            f"  p99 {s.percentile_ms(99):6.2f} ms"
+        ),
+    )
+    took = time.perf_counter() - started
+    load_after = os.getloadavg()[0]
+
+    es_for = {ONE: ES1, SIXTEEN: ES16, SPREAD: ES16}
+    rows: list[list[str]] = []
+    for name, samples in results.items():
+        rates = [s.rate for s in samples]
+        p99 = median_percentile_ms(samples, 99)
+        row = [
+            name,
+            fmt_rate(median_rate(samples)),
+            f"{fmt_rate(min(rates))}–{fmt_rate(max(rates))}",
+            fmt_ms(median_percentile_ms(samples, 50)),
+            fmt_ms(p99),
+            fmt_us(median_cpu_us(samples)),
+            fmt_ratio(paired_ratio(samples, results[RAW])),
+        ]
+        if name in es_for:
+            vs_es = paired_ratio(samples, results[es_for[name]])
+            row.append(f"{fmt_ratio(vs_es)} (vs {'1' if es_for[name] == ES1 else '16'} thr.)")
+            targets = [f"p99 ≤ 10 ms {verdict(p99 <= 10.0)}"]
+            if name != ONE:
+                targets.append(f"≥ 0.6× raw {verdict(paired_ratio(samples, results[RAW]) >= 0.6)}")
+                targets.append(f"≥ 1.5× ES {verdict(vs_es >= 1.5)}")
+            row.append(", ".join(targets))
+        else:
+            row += ["", "baseline"]
+        rows.append(row)
+
+    headers = ["case", "appends/s (median)", "rounds min–max", "p50 ms", "p99 ms", "CPU µs/append", "× raw sqlite3"]
+    headers += ["× eventsourcing", "targets (informational)"]
+    print(f"### Append throughput — {'quick' if args.quick else 'full'} run")
+    print()
+    print(
+        f"{rounds} interleaved rounds × {seconds:g} s per case; medians over rounds; ratios are medians of "
+        f"within-round ratios. Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"eventsourcing {metadata.version('eventsourcing')}, {os.cpu_count()} CPUs; {took:.0f} s in all; "
+        f"1-min load average {load_before:.1f} before, {load_after:.1f} after."
+    )
+    if max(load_before, load_after) > (os.cpu_count() or 1):
+        print()
+        print(
+            "> **The machine was busy with other work during this run** (load above the CPU count): throughput and"
+            " latency of the CPU-heavier cases suffer most; CPU µs/append is the figure least affected."
+        )
+    print()
+    print(markdown_table(headers, rows))
+    print()
+    print(f"- decklog: {settings['decklog']}; every append awaited until committed; `verify` ok after each run.")
+    print(f"- eventsourcing: {settings['eventsourcing']}; `SQLiteApplicationRecorder.insert_events`, one event each.")
+    print("- raw sqlite3: `BEGIN IMMEDIATE; INSERT one row; COMMIT` on one connection, rows of about the same size.")
+    print("- The × eventsourcing column compares with the eventsourcing run of the same producer count.")
+    print("- CPU µs/append: process CPU time (all threads) in the timed window divided by acknowledged appends.")
+    grouped = ", ".join(
+        f"{p} producer{'s' if p > 1 else ''} / {n} scope{'s' if n > 1 else ''}: {median(v):.1f}"
+        for (p, n), v in sorted(APPENDS_PER_COMMIT.items())
+    )
+    print(f"- decklog appends per commit (group commit; median over rounds, whole run incl. warm-up): {grouped}.")
+
+
+if __name__ == "__main__":
+    main()
