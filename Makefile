@@ -25,11 +25,14 @@ run: $(VENV)/.runtime
 	DECKLOG_DATA_DIR=$${DECKLOG_DATA_DIR:-./data} DECKLOG_HOST=$${DECKLOG_HOST:-$(HOST)} \
 	DECKLOG_PORT=$${DECKLOG_PORT:-$(PORT)} $(VENV)/bin/decklog serve
 
-## browser: install Debian's chromium for the sandbox browser tests (best effort; tests skip with a reason without it)
+## browser: install Debian's chromium (+ an emoji font, for readable screenshots) for the sandbox browser tests
+## (best effort; the tests skip with a reason without it)
+BROWSER_PACKAGES ?= chromium fonts-noto-color-emoji
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  (apt-get install -y -qq chromium >/dev/null 2>&1 || \
-	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1)) || \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  (apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1)) || \
 	  echo "note: could not install chromium; browser tests will be skipped"; }
 
 ## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser)

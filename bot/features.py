@@ -11,4 +11,16 @@ if TYPE_CHECKING:
 
 
 def all_features() -> list[Feature]:
-    return []
+    from adapters.slack.sandbox import sandbox_feature
+    from bot.actions import actions_feature
+    from bot.agents import agents_feature
+    from bot.api import api_feature
+    from bot.reports import reports_feature
+
+    return [
+        sandbox_feature,  # first: in sandbox mode it fills the settings later features read (deploy URL, alert token)
+        api_feature,  # the read-only REST API under /api/scopes
+        reports_feature,  # the Slack export hook (the upload itself is the Slack sender's)
+        agents_feature,  # debounced agent turns, context agents, ask (the runtime: server.web[bot.agents.AGENTS])
+        actions_feature,  # after agents: the action desk plugs itself in as their Proposer and catalog
+    ]

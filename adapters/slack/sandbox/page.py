@@ -35,7 +35,7 @@ from adapters.slack.fake import FakeSlack, FakeSlackWorkspace, Outcome, SlackErr
 from adapters.slack.ids import COMMAND
 from adapters.slack.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
 from adapters.slack.sandbox.live import LiveFeed
-from adapters.slack.sandbox.samples import ALERT_ROUTE, CHANGE_ROUTE, SampleSender
+from adapters.slack.sandbox.samples import ALERT_PATH, CHANGE_PATH, SampleSender, installed
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -67,10 +67,8 @@ def _guarded(handler: Handler) -> Handler:
     async def run(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except Invalid as exc:
+        except (Invalid, SlackError) as exc:  # a SlackError reads "code" or "code: detail"
             return _error(400, str(exc))
-        except SlackError as exc:
-            return _error(400, exc.code if not str(exc) or str(exc) == exc.code else f"{exc.code}: {exc}")
         except (LookupError, ValueError, PermissionError) as exc:
             return _error(400, str(exc).strip("'\""))
 
@@ -186,7 +184,7 @@ class SandboxPage:
     def info(self) -> JSON:
         env, routes = self.env, self._routes()
         return {
-            "receivers": {"alerts": ALERT_ROUTE in routes, "changes": CHANGE_ROUTE in routes},
+            "receivers": {"alerts": installed(routes, ALERT_PATH), "changes": installed(routes, CHANGE_PATH)},
             "deploy": {
                 "url": env.deploy.base_url,
                 "used_by_actions": env.deploy_url_is_sandbox,

@@ -25,8 +25,8 @@ from core.entries import Actor, NewEntry, Observation
 from core.service import ScopeService
 
 JSON = dict[str, Any]
-ALERT_ROUTE = "/alerts/{source}"
-CHANGE_ROUTE = "/changes/{source}"
+ALERT_PATH = "/alerts/alertmanager"
+CHANGE_PATH = "/changes/generic"
 
 _LABELS = {
     "alertname": "PaymentsHigh5xxRate",
@@ -43,6 +43,11 @@ _DEPLOY_NOTES = (
     ("Lower PSP connect timeout to 800ms", ["config/payments/timeouts.yaml"]),
     ("Retry declined charges once with backoff", ["payments/charges/retry.py"]),
 )
+
+
+def installed(routes: set[str], path: str) -> bool:
+    """Whether the bot routes ``path`` (``/alerts/alertmanager``): as ``/alerts/{source}`` or as itself."""
+    return path in routes or path.rsplit("/", 1)[0] + "/{source}" in routes
 
 
 def _iso(at: datetime) -> str:
@@ -156,8 +161,8 @@ class SampleSender:
         payload = alertmanager_payload(status, self._alert_started or now, now)
         if status == "resolved":
             self._alert_started = None
-        if ALERT_ROUTE in self._routes():
-            return await self._post("/alerts/alertmanager", payload)
+        if installed(self._routes(), ALERT_PATH):
+            return await self._post(ALERT_PATH, payload)
         if status == "resolved":
             return Sent(501, "none", note="the alert receiver (/alerts/{source}) is not installed yet")
         return await self._alert_via_core(payload)
@@ -170,14 +175,14 @@ class SampleSender:
         record = self._deploy.record_deploy(
             SAMPLE_SERVICE, version, author=author, commit=payload["commits"][0]["id"], at=payload["at"]
         )
-        if CHANGE_ROUTE not in self._routes():
+        if not installed(self._routes(), CHANGE_PATH):
             return Sent(
                 201,
                 "deploy service",
                 record,
                 note="the change receiver (/changes/{source}) is not installed yet: decklog was not told",
             )
-        sent = await self._post("/changes/generic", payload)
+        sent = await self._post(CHANGE_PATH, payload)
         return Sent(sent.status, sent.via, {"deploy": record, "decklog": sent.body}, sent.note)
 
     async def _post(self, path: str, payload: JSON) -> Sent:

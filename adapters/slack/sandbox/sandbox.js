@@ -96,6 +96,7 @@ function connect() {
   source.addEventListener("open", () => setLive(true));
   source.addEventListener("hello", () => {
     setLive(true);
+    app.version = -1; // a new connection may be a restarted server, whose versions start again
     refresh();
   });
   source.addEventListener("change", () => refresh());
@@ -461,7 +462,10 @@ function renderTools() {
     `<div><b>${escapeHtml(deploy.service || "payments")}</b> is at <code>${escapeHtml(deploy.current || "—")}</code></div>` +
     `<ul class="deploys">${history}</ul>` +
     `<div class="muted">fake deploy service ${escapeHtml(deploy.url || "")}` +
-    `${deploy.used_by_actions ? " · the rollback_deploy action runs here" : ""}</div>`;
+    `${deploy.used_by_actions ? " · the rollback_deploy action runs here" : ""}</div>` +
+    ((info.approvers || []).length
+      ? `<div class="muted">approvers: ${info.approvers.map((id) => escapeHtml(app.snap.people[id]?.user?.name || id)).join(", ")}</div>`
+      : "");
   if ($("deploy-info").dataset.html !== html) {
     $("deploy-info").innerHTML = html;
     $("deploy-info").dataset.html = html;
@@ -574,6 +578,12 @@ function modalNode(view) {
       view.submit ? h("button", { type: "submit", class: "bk-button primary" }, view.submit.text) : null,
     ),
   );
+  form.addEventListener("input", (event) => {
+    const input = event.target.closest(".bk-input");
+    if (!input) return;
+    input.classList.remove("has-error");
+    input.querySelector(".bk-error").textContent = "";
+  });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const { values, missing } = collectInputs(form);
@@ -782,7 +792,18 @@ function wire() {
     else goToMessage({ channel: link.dataset.channel, ts: link.dataset.ts, thread_ts: link.dataset.threadTs || null });
   });
   document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") closePopovers();
+    if (event.key !== "Escape") return;
+    const deny = document.querySelector(".confirm-overlay .dialog-actions button");
+    if (deny) {
+      deny.click(); // the confirmation's deny button
+      return;
+    }
+    if (document.querySelector(".popover")) {
+      closePopovers();
+      return;
+    }
+    const modal = document.querySelector("#modal-root .dialog");
+    if (modal) post("/sandbox/view/close", { user: app.me, view_id: modal.dataset.viewId });
   });
   window.addEventListener("hashchange", () => {
     readHash();
