@@ -1,6 +1,6 @@
 """The baseline for bench/slack_ack.py: a bare Bolt app on aiohttp that verifies signatures and only acks.
 
-    python bench/_bare_bolt.py API_URL SIGNING_SECRET BOT_TOKEN   (prints its URL, serves until killed)
+python bench/_bare_bolt.py API_URL SIGNING_SECRET BOT_TOKEN   (prints its URL, serves until killed)
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stats import (  # noqa: E402
+from bench._stats import (
     Sample,
     fmt_ms,
     fmt_rate,
@@ -38,9 +38,9 @@ from bench._stats import (  # noqa: E402
     paired_ratio,
     verdict,
 )
-from core.entries import Actor, Entry, NewEntry  # noqa: E402
-from core.outbox import Dispatcher  # noqa: E402
-from core.store import SqliteLogStore  # noqa: E402
+from core.entries import Actor, Entry, NewEntry
+from core.outbox import Dispatcher
+from core.store import SqliteLogStore
 
 ACTOR = Actor.system("bench")
 SCOPE = "incident/bench"
@@ -129,7 +129,9 @@ def _raw_drain(n: int) -> Sample:
         )
         db.execute("CREATE INDEX pending ON outbox (topic, seq) WHERE published_at IS NULL AND parked_at IS NULL")
         db.execute("BEGIN")
-        db.executemany("INSERT INTO entries VALUES (?, 'message', ?)", [(i, f'{{"text":"m{i}"}}') for i in range(1, n + 1)])
+        db.executemany(
+            "INSERT INTO entries VALUES (?, 'message', ?)", [(i, f'{{"text":"m{i}"}}') for i in range(1, n + 1)]
+        )
         db.executemany("INSERT INTO outbox VALUES ('rec', ?, NULL, NULL)", [(i,) for i in range(1, n + 1)])
         db.execute("COMMIT")
         started = time.perf_counter()
@@ -144,7 +146,10 @@ def _raw_drain(n: int) -> Sample:
             for i in range(0, len(rows), 64):
                 chunk = rows[i : i + 64]
                 db.execute("BEGIN IMMEDIATE")
-                db.executemany("UPDATE outbox SET published_at = ? WHERE topic = 'rec' AND seq = ?", [(time.time(), r[0]) for r in chunk])
+                db.executemany(
+                    "UPDATE outbox SET published_at = ? WHERE topic = 'rec' AND seq = ?",
+                    [(time.time(), r[0]) for r in chunk],
+                )
                 db.execute("COMMIT")
                 done += len(chunk)
         elapsed = time.perf_counter() - started
@@ -162,7 +167,11 @@ def main() -> None:
     lat_n = 200 if args.quick else 1000
     drain_n = 2000 if args.quick else 10000
 
-    latency = interleave({"latency": lambda: asyncio.run(_latency(lat_n))}, rounds, progress=lambda r, k, s: note(f"round {r} {k}: p50 {s.percentile_ms(50):.2f} ms"))["latency"]
+    latency = interleave(
+        {"latency": lambda: asyncio.run(_latency(lat_n))},
+        rounds,
+        progress=lambda r, k, s: note(f"round {r} {k}: p50 {s.percentile_ms(50):.2f} ms"),
+    )["latency"]
     drains = interleave(
         {"decklog": lambda: asyncio.run(_drain(drain_n)), "raw sqlite3": lambda: _raw_drain(drain_n)},
         rounds,
@@ -178,12 +187,19 @@ def main() -> None:
                 ["commit → sender invoked, p50", f"{fmt_ms(p50)} ms", "≤ 5 ms", verdict(p50 <= 5)],
                 ["commit → sender invoked, p99", f"{fmt_ms(p99)} ms", "≤ 20 ms", verdict(p99 <= 20)],
                 ["drain throughput (decklog)", f"{fmt_rate(median_rate(drains['decklog']))} entries/s", "", ""],
-                ["drain throughput (raw sqlite3, same work)", f"{fmt_rate(median_rate(drains['raw sqlite3']))} entries/s", "", ""],
+                [
+                    "drain throughput (raw sqlite3, same work)",
+                    f"{fmt_rate(median_rate(drains['raw sqlite3']))} entries/s",
+                    "",
+                    "",
+                ],
                 ["decklog / raw sqlite3", fmt_ratio(ratio), "", ""],
             ],
         )
     )
-    print(f"\n(latency samples per round: {lat_n}; drain size: {drain_n}; median of per-round p99s: {median([s.percentile_ms(99) for s in latency]):.2f} ms)")
+    print(
+        f"\n(latency samples per round: {lat_n}; drain size: {drain_n}; median of per-round p99s: {median([s.percentile_ms(99) for s in latency]):.2f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -16,12 +16,16 @@ GENERAL, ALERTS = "C0GENERAL", "C0ALERTS"
 
 
 def posts(fake: FakeSlack, **match: Any) -> list[Any]:
-    return [c for c in fake.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())] if hasattr(
-        fake, "calls_to"
-    ) else [c for c in fake.server.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())]
+    return (
+        [c for c in fake.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())]
+        if hasattr(fake, "calls_to")
+        else [c for c in fake.server.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())]
+    )
 
 
-async def declare(server: DecklogServer, text: str = "declare Payments 5xx elevated sev2", channel: str = GENERAL) -> Any:
+async def declare(
+    server: DecklogServer, text: str = "declare Payments 5xx elevated sev2", channel: str = GENERAL
+) -> Any:
     fake = server.sandbox
     out = await fake.run_command(ALICE, channel, text)
     assert out.status == 200
@@ -273,9 +277,7 @@ async def test_every_entry_reply_carries_the_entry_id_in_metadata(make_server: S
     server = await make_server()
     fake = server.sandbox
     scope, state = await declare(server)
-    await server.runtime.service.record(
-        scope, "hypothesis", {"text": "the 03:05 deploy broke payments"}, _agent()
-    )
+    await server.runtime.service.record(scope, "hypothesis", {"text": "the 03:05 deploy broke payments"}, _agent())
     call = await fake.server.wait_for_call(
         "chat.postMessage", lambda args: "Hypothesis" in args.get("text", ""), timeout=5
     )
