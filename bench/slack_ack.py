@@ -31,8 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.slack.fake import FakeSlack, SlackDriver  # noqa: E402
-from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict  # noqa: E402
+from adapters.slack.fake import FakeSlack, SlackDriver
+from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
