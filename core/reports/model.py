@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.entries import Actor
 
 Origin = Literal["human", "agent", "system"]
+MilestoneName = Literal["declared", "first_human_response", "mitigated", "resolved"]
 FORMAT_VERSION = 1
 
 
@@ -71,7 +72,7 @@ class Impact(_Model):
 
 
 class Milestone(_Model):
-    name: Literal["declared", "first_human_response", "mitigated", "resolved"]
+    name: MilestoneName
     label: str
     reached: bool
     seq: int | None = None
@@ -188,8 +189,9 @@ class ProposalLine(_Model):
     proposal_id: str
     seq: int
     at: str
-    by: Actor
+    by: Actor  # who recorded the proposal
     origin: Origin
+    proposer: str  # on whose behalf (a proposal re-evaluated after drift keeps its original proposer)
     action: str
     risk: str
     preview: str = ""
@@ -201,6 +203,9 @@ class ProposalLine(_Model):
     approvals_required: int = 1
     expires_at: str = ""
     compensates_run: str = ""
+    inputs_digest: str = ""  # what the scope looked like when proposed (an approval is void if it drifted)
+    checks: tuple[dict[str, Any], ...] = ()  # the safety conditions as evaluated when proposed
+    reason: str = ""  # why the policy decided as it did (e.g. why an R4 action is denied)
     status: str  # waiting_for_approval | approved | denied | expired | voided | superseded | withdrawn | ran
     closed_reason: str = ""
     approvals: tuple[ApprovalLine, ...] = ()

@@ -1,0 +1,301 @@
+"""The read-only REST API (DESIGN §9): scopes, their timelines and their reports, as JSON over HTTP.
+
+    GET /api/scopes?kind=&status=&severity=&text=&limit=
+    GET /api/scopes/{kind}/{name}
+    GET /api/scopes/{kind}/{name}/timeline?after=SEQ&limit=N[&kind=K,K]
+    GET /api/scopes/{kind}/{name}/report.{md,json,html}
+
+Every error is ``{"error": "..."}`` with its status: 400 (a bad parameter, named), 401 (a bearer token is
+required when ``DECKLOG_API_TOKEN`` is set), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
+report appends nothing: a GET is safe, so only explicit exports (CLI, Slack) are recorded in the log.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from bot.reports import render_report
+from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
+from core.errors import InvalidInput, NotFound
+from core.ids import SCOPE_KINDS, ScopeId
+from core.index import ScopeRow
+from core.reports import FORMATS, MEDIA_TYPES, filename
+from core.service import parse_severity
+from core.state import ScopeState
+
+if TYPE_CHECKING:
+    from bot.server import DecklogServer
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+PREFIX = "/api/scopes"
+ALLOWED = "GET, HEAD"
+STATUSES = ("open", "recorded", *INCIDENT_STATUSES, *CHANGE_STATUSES)
+MAX_SEQ = 2**53
+LIST_LIMIT, LIST_MAX = 100, 500
+TIMELINE_LIMIT, TIMELINE_MAX = 100, 1000
+_INT = re.compile(r"^[0-9]{1,16}$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+# -- query parameters ---------------------------------------------------------------------------------------------
+
+
+class Query:
+    """The query string, checked: unknown or repeated parameters are refused, each error names its parameter."""
+
+    def __init__(self, request: web.Request, known: tuple[str, ...]) -> None:
+        self.values: dict[str, str] = {}
+        for name in request.query:
+            if name not in known:
+                allowed = ", ".join(known) if known else "none"
+                raise InvalidInput(f"unknown query parameter {name!r} (allowed: {allowed})", field=name)
+            values = request.query.getall(name)
+            if len(values) > 1:
+                raise InvalidInput("given more than once", field=name)
+            self.values[name] = values[0]
+
+    def text(self, name: str, *, max_len: int = 200) -> str | None:
+        value = self.values.get(name)
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            raise InvalidInput("must not be empty", field=name)
+        if len(value) > max_len:
+            raise InvalidInput(f"at most {max_len} characters", field=name)
+        return value
+
+    def integer(self, name: str, *, default: int, low: int, high: int) -> int:
+        raw = self.values.get(name)
+        if raw is None:
+            return default
+        if not _INT.match(raw.strip()):
+            raise InvalidInput(f"must be an integer from {low} to {high}, not {raw!r}", field=name)
+        value = int(raw.strip())
+        if not low <= value <= high:
+            raise InvalidInput(f"must be from {low} to {high}, not {value}", field=name)
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...]) -> str | None:
+        value = self.text(name)
+        if value is not None and value not in choices:
+            raise InvalidInput(f"must be one of {', '.join(choices)}, not {value!r}", field=name)
+        return value
+
+
+# -- shapes -------------------------------------------------------------------------------------------------------
+
+
+def row_of(state: ScopeState) -> ScopeRow:
+    """The listing row of a scope, from its (fresher) state rather than the index."""
+    thread = state.thread
+    return ScopeRow(
+        id=state.scope,
+        kind=state.kind,
+        title=state.title,
+        status=state.status,
+        severity=state.severity,
+        services=state.services,
+        created_at=state.created_at,
+        updated_at=state.updated_at,
+        resolved_at=state.resolved_at,
+        version=state.version,
+        thread_channel=thread.channel if thread else "",
+        thread_ts=thread.ts if thread else "",
+        permalink=thread.permalink if thread else "",
+        pending_approvals=sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval"),
+    )
+
+
+def links(scope: str) -> dict[str, Any]:
+    base = f"{PREFIX}/{scope}"
+    return {
+        "self": base,
+        "timeline": f"{base}/timeline",
+        "reports": {fmt: f"{base}/report.{fmt}" for fmt in FORMATS},
+    }
+
+
+def scope_json(state: ScopeState) -> dict[str, Any]:
+    body = row_of(state).to_json()
+    body.update(
+        acknowledged_at=state.acknowledged_at or None,
+        mitigated_at=state.mitigated_at or None,
+        roles={role: {"user_id": h.user_id, "user_name": h.user_name} for role, h in sorted(state.roles.items())},
+        linked=list(state.linked),
+        obligations=[
+            {
+                "id": o.id,
+                "text": o.text,
+                "purpose": o.purpose,
+                "status": o.status,
+                "holder": o.holder or None,
+                "fence": o.fence,
+            }
+            for o in state.obligations.values()
+        ],
+        proposals=[
+            {"id": p.id, "action": p.action, "risk": p.risk, "status": p.status, "approvals": list(p.approvals)}
+            for p in state.proposals.values()
+        ],
+        alerts={"firing": len(state.firing_alerts), "total": len(state.alerts)},
+        links=links(state.scope),
+    )
+    return body
+
+
+# -- the API ------------------------------------------------------------------------------------------------------
+
+
+class ScopesApi:
+    def __init__(self, server: DecklogServer) -> None:
+        self.server = server
+        token = server.settings.api_token
+        self.token = token.get_secret_value().encode("utf-8") if token is not None else None
+
+    @property
+    def store(self) -> Any:
+        return self.server.runtime.store
+
+    def guard(self, handler: Handler) -> Handler:
+        """Method check (405), bearer token (401), then the handler; core errors become 400 / 404."""
+
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            try:
+                if request.method not in ("GET", "HEAD"):
+                    raise ApiError(
+                        405, f"{request.method} is not allowed here (allowed: {ALLOWED})", {"Allow": ALLOWED}
+                    )
+                self._authorize(request)
+                return await handler(request)
+            except ApiError as exc:
+                return error(exc.status, exc.message, exc.headers)
+            except InvalidInput as exc:
+                return error(400, exc.message)
+            except NotFound as exc:
+                return error(404, exc.message)
+
+        return guarded
+
+    def _authorize(self, request: web.Request) -> None:
+        if self.token is None:
+            return
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            raise ApiError(401, "a bearer token is required", {"WWW-Authenticate": 'Bearer realm="decklog"'})
+        if not hmac.compare_digest(credentials.strip().encode("utf-8"), self.token):
+            raise ApiError(
+                401,
+                "the bearer token is not valid",
+                {"WWW-Authenticate": 'Bearer realm="decklog", error="invalid_token"'},
+            )
+
+    async def _state(self, request: web.Request) -> ScopeState:
+        kind, name = request.match_info["kind"], request.match_info["name"]
+        try:
+            scope = str(ScopeId.parse(f"{kind}/{name}"))
+        except InvalidInput:
+            raise NotFound(f"no such scope: {kind}/{name}") from None
+        state: ScopeState = await self.store.get_state(scope)
+        return state
+
+    # -- routes ---------------------------------------------------------------------------------------------------
+
+    async def list_scopes(self, request: web.Request) -> web.StreamResponse:
+        q = Query(request, ("kind", "status", "severity", "text", "limit"))
+        kind = q.choice("kind", SCOPE_KINDS)
+        status = q.choice("status", STATUSES)
+        sev = q.text("severity", max_len=10)
+        severity = parse_severity(sev, field="severity") if sev is not None else None
+        text = q.text("text")
+        limit = q.integer("limit", default=LIST_LIMIT, low=1, high=LIST_MAX)
+        rows = await self.server.runtime.index.list_scopes(
+            kind=kind,
+            status=None if status == "open" else status,
+            open_only=status == "open",
+            severity=severity,
+            text=text,
+            limit=limit,
+        )
+        return web.json_response({"scopes": [r.to_json() for r in rows], "count": len(rows)})
+
+    async def get_scope(self, request: web.Request) -> web.StreamResponse:
+        Query(request, ())
+        return web.json_response(scope_json(await self._state(request)))
+
+    async def timeline(self, request: web.Request) -> web.StreamResponse:
+        q = Query(request, ("after", "limit", "kind"))
+        after = q.integer("after", default=0, low=0, high=MAX_SEQ)
+        limit = q.integer("limit", default=TIMELINE_LIMIT, low=1, high=TIMELINE_MAX)
+        kinds: list[str] = []
+        raw_kinds = q.text("kind", max_len=2000)
+        if raw_kinds is not None:
+            kinds = [k.strip() for k in raw_kinds.split(",") if k.strip()]
+            unknown = [k for k in kinds if k not in PAYLOADS]
+            if unknown or not kinds:
+                raise InvalidInput(f"unknown entry kind {(unknown or [raw_kinds])[0]!r}", field="kind")
+        state = await self._state(request)
+        entries = await self.store.read(state.scope, after=after, limit=limit + 1, kinds=kinds)
+        more = len(entries) > limit
+        entries = entries[:limit]
+        cursor = entries[-1].seq if more else None
+        body: dict[str, Any] = {
+            "scope": state.scope,
+            "entries": [e.to_json() for e in entries],
+            "next": cursor,
+            "next_url": None,
+        }
+        if cursor is not None:
+            extra = f"&kind={','.join(kinds)}" if kinds else ""
+            body["next_url"] = f"{PREFIX}/{state.scope}/timeline?after={cursor}&limit={limit}{extra}"
+        return web.json_response(body)
+
+    async def report(self, request: web.Request) -> web.StreamResponse:
+        Query(request, ())
+        fmt = request.match_info["fmt"]
+        if fmt not in FORMATS:
+            raise NotFound(f"no such report format: {fmt!r} (one of: {', '.join(FORMATS)})")
+        state = await self._state(request)
+        body, sha, parsed = await render_report(self.store, state.scope, fmt)
+        etag = f'"{sha}"'
+        headers = {
+            "ETag": etag,
+            "X-Decklog-Report-Sha256": sha,
+            "Cache-Control": "no-cache",
+            "Content-Disposition": f'inline; filename="{filename(state.scope, parsed)}"',
+        }
+        if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+            return web.Response(status=304, headers=headers)
+        headers["Content-Type"] = MEDIA_TYPES[parsed]
+        return web.Response(body=body, headers=headers)
+
+    async def no_route(self, request: web.Request) -> web.StreamResponse:
+        return error(404, f"no such API route: {request.path}")
+
+
+async def api_feature(server: DecklogServer) -> None:
+    """Register the REST API routes (all under ``/api/scopes``)."""
+    api = ScopesApi(server)
+    router = server.web.router
+    router.add_route("*", PREFIX, api.guard(api.list_scopes))
+    router.add_route("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope))
+    router.add_route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline))
+    router.add_route("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report))
+    router.add_route("*", PREFIX + "/{tail:.*}", api.no_route)

@@ -1,0 +1,149 @@
+"""Exporting post-incident reports: read a scope's log (+ linked scopes + chain verification), build, record.
+
+- ``render_report(store, scope, fmt)`` — the bytes and their sha256; a pure read (the REST API uses it).
+- ``export_report(rt, scope, fmt, destination=…)`` — the same, plus a ``report_exported`` entry (the CLI uses it);
+  ``record_export(store, scope, fmt, body, destination=…)`` is that second half alone.
+- ``export_to_slack(rt, scope, fmt, actor)`` — the Slack export hook: stashes the bytes, records the export; the
+  Slack sender uploads them into the thread (an outbox effect, so a crash delays the upload but never doubles it).
+
+Idempotency: a ``report_exported`` entry's key is ``report:<format>:<sha256>:<destination>``, so exporting the
+same bytes to the same place again appends nothing (the log does not grow with repeated exports), while new bytes
+(the log moved on) or a new destination are recorded. The body never depends on ``report_exported`` entries, so
+two exports in a row give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.entries import Actor, NewEntry, ReportExported, ScopeLinked
+from core.errors import InvalidInput, NotFound
+from core.ids import ScopeId
+from core.reports import Format, ScopeLog, build_report, digest, filename, parse_format, render
+from core.store import LogStore
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+    from bot.server import DecklogServer
+
+# Destinations that are not file paths.
+NAMED_DESTINATIONS = ("stdout", "slack")
+
+
+async def read_logs(store: LogStore, scope: str) -> tuple[ScopeLog, list[ScopeLog]]:
+    """A scope's entries and verification, and those of every scope it links to (missing ones marked)."""
+    scope = str(ScopeId.parse(scope))
+    entries = tuple(await store.read(scope))
+    if not entries:
+        raise NotFound(f"no such scope: {scope}")
+    main = ScopeLog(scope, entries, await store.verify(scope))
+    linked: list[ScopeLog] = []
+    seen: set[str] = set()
+    for e in entries:
+        if not isinstance(e.payload, ScopeLinked) or e.payload.scope in seen:
+            continue
+        other = e.payload.scope
+        seen.add(other)
+        try:
+            linked.append(ScopeLog(other, tuple(await store.read(other)), await store.verify(other)))
+        except (NotFound, InvalidInput):
+            linked.append(ScopeLog(other, found=False))
+    return main, linked
+
+
+async def render_report(store: LogStore, scope: str, fmt: str) -> tuple[bytes, str, Format]:
+    """The report's bytes, their sha256 and the parsed format. Reads only: nothing is appended."""
+    parsed = parse_format(fmt)
+    main, linked = await read_logs(store, scope)
+    body = render(build_report(main, linked), parsed)
+    return body, digest(body), parsed
+
+
+def export_key(fmt: str, sha256: str, destination: str) -> str:
+    """The idempotency key of a ``report_exported`` entry: one entry per (format, bytes, destination)."""
+    where = destination
+    if len(where) > 120 or any(c.isspace() for c in where):
+        where = "sha256:" + hashlib.sha256(destination.encode("utf-8")).hexdigest()[:32]
+    return f"report:{fmt}:{sha256}:{where}"
+
+
+def normalize_destination(destination: str) -> str:
+    """``stdout`` / ``slack`` as they are; anything else is a file path, recorded absolute."""
+    if destination in NAMED_DESTINATIONS or "://" in destination:
+        return destination
+    return str(Path(destination).expanduser().resolve())
+
+
+async def export_report(
+    rt: Runtime, scope: str, fmt: str, *, destination: str, actor: Actor | None = None
+) -> tuple[bytes, str]:
+    """Build the report and record a ``report_exported`` entry (once per format, bytes and destination).
+
+    Returns ``(bytes, sha256 hex)``; writing the bytes to ``destination`` is the caller's job (a caller that can
+    fail to write should ``render_report`` first, write, then ``record_export``).
+    """
+    body, sha, parsed = await render_report(rt.store, scope, fmt)
+    await record_export(rt.store, scope, parsed, body, destination=destination, actor=actor)
+    return body, sha
+
+
+async def record_export(
+    store: LogStore, scope: str, fmt: Format, body: bytes, *, destination: str, actor: Actor | None = None
+) -> bool:
+    """Append ``report_exported`` for ``body`` sent to ``destination``; False when it was already recorded."""
+    where = normalize_destination(destination)
+    sha = digest(body)
+    entry = NewEntry.make(
+        "report_exported",
+        actor or Actor.system("export"),
+        ReportExported(format=fmt, sha256=sha, bytes=len(body), destination=where),
+        idempotency_key=export_key(fmt, sha, where),
+    )
+    result = await store.append(str(ScopeId.parse(scope)), [entry])
+    return not result.duplicate
+
+
+async def export_to_slack(rt: Runtime, scope: str, fmt: str, actor: Actor) -> str:
+    """Record an export to the scope's Slack thread; the Slack sender uploads it. Returns the reply to show."""
+    from adapters.slack.sender import REPORT_STASH  # here, so that the CLI's export does not load slack_sdk
+
+    parsed = parse_format(fmt)
+    scope = str(ScopeId.parse(scope))
+    state = await rt.store.get_state(scope)
+    if state.thread is None:
+        return (
+            f"`{scope}` has no Slack thread yet, so there is nowhere to upload its report; "
+            f"`decklog export {scope} --format {parsed}` writes it to a file."
+        )
+    body, sha, _ = await render_report(rt.store, scope, parsed)
+    name = filename(scope, parsed)
+    stash: dict[str, Any] = {
+        "filename": name,
+        "title": f"Post-incident report — {state.title or scope} ({parsed})",
+        "comment": f":page_facing_up: Post-incident report of `{scope}` ({parsed}, {len(body)} bytes) — sha256 `{sha}`",
+        "content": body.decode("utf-8"),
+    }
+    # The bytes first, then the entry that asks for the upload: a crash in between leaves an unused stash only.
+    await rt.store.memo_put(scope, REPORT_STASH, sha, stash)
+    entry = NewEntry.make(
+        "report_exported",
+        actor,
+        ReportExported(format=parsed, sha256=sha, bytes=len(body), destination="slack"),
+        idempotency_key=export_key(parsed, sha, "slack"),
+    )
+    result = await rt.store.append(scope, [entry])
+    if result.duplicate:
+        return f"This {parsed} report is already in the thread (sha256 `{sha}`): nothing changed since it was exported."
+    return f":page_facing_up: Uploading the {parsed} report to the thread — sha256 `{sha}`."
+
+
+async def reports_feature(server: DecklogServer) -> None:
+    """Wire the Slack export hook (``/incident export``, ``@decklog export``, the header's Export button)."""
+    rt = server.runtime
+
+    async def export(scope: str, fmt: str, actor: Actor, _key: str) -> str:
+        return await export_to_slack(rt, scope, fmt, actor)
+
+    server.hooks.export = export

@@ -1,0 +1,79 @@
+"""Post-incident reports: a deterministic function of a scope's log (and its linked scopes' logs).
+
+``build_report(ScopeLog, linked)`` derives a ``Report``; ``render(report, fmt)`` turns it into Markdown, JSON or
+self-contained HTML bytes; ``digest(body)`` is the sha256 that names those bytes. The same log always gives
+byte-identical output: no wall-clock time, no entry ids, sorted JSON keys, log order everywhere, and
+``report_exported`` entries (the record of earlier exports) are not part of a report.
+
+    report = build_report(ScopeLog(scope, tuple(entries), verify), linked=[...])
+    body = render(report, "md")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal, get_args
+
+from core.errors import InvalidInput
+from core.reports.as_html import render_html
+from core.reports.as_markdown import render_markdown
+from core.reports.build import EXCLUDED_KINDS, ScopeLog, build_report, report_entries
+from core.reports.model import Report
+
+Format = Literal["md", "json", "html"]
+FORMATS: tuple[Format, ...] = get_args(Format)
+MEDIA_TYPES: dict[Format, str] = {
+    "md": "text/markdown; charset=utf-8",
+    "json": "application/json",
+    "html": "text/html; charset=utf-8",
+}
+
+
+def parse_format(value: str) -> Format:
+    """``md`` / ``json`` / ``html`` (``markdown`` is accepted for ``md``), else ``InvalidInput`` naming ``format``."""
+    text = value.strip().lower()
+    text = "md" if text == "markdown" else text
+    for fmt in FORMATS:
+        if fmt == text:
+            return fmt
+    raise InvalidInput(f"unknown report format {value!r} (one of: {', '.join(FORMATS)})", field="format")
+
+
+def render(report: Report, fmt: Format) -> bytes:
+    """The report as UTF-8 bytes in ``fmt``; always ends with a newline."""
+    if fmt == "json":
+        text = json.dumps(report.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    elif fmt == "html":
+        text = render_html(report)
+    elif fmt == "md":
+        text = render_markdown(report)
+    else:  # pragma: no cover - Format is closed
+        raise InvalidInput(f"unknown report format {fmt!r}", field="format")
+    return text.encode("utf-8")
+
+
+def digest(body: bytes) -> str:
+    """The hex sha256 that names a report's bytes (recorded in ``report_exported``)."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def filename(scope: str, fmt: Format) -> str:
+    """``incident/payments-5xx`` → ``incident-payments-5xx-report.md``."""
+    return f"{scope.replace('/', '-')}-report.{fmt}"
+
+
+__all__ = [
+    "EXCLUDED_KINDS",
+    "FORMATS",
+    "MEDIA_TYPES",
+    "Format",
+    "Report",
+    "ScopeLog",
+    "build_report",
+    "digest",
+    "filename",
+    "parse_format",
+    "render",
+    "report_entries",
+]
