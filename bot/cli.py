@@ -21,7 +21,7 @@ from bot.config import load_config
 from bot.settings import Settings, SettingsError, load_settings
 from core.clock import iso
 from core.entries import Actor, parse_payload
-from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
+from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound, StorageError
 from core.ids import ScopeId
 from core.service import parse_severity
 
@@ -175,18 +175,32 @@ async def cmd_timeline(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     scope = str(ScopeId.parse(args.scope))
     _require_data(settings, scope)
-    from bot.reports import export_report  # the report feature wires itself here
+    from bot.reports import record_export, render_report
 
     async with _runtime(settings) as rt:
-        body, digest = await export_report(rt, scope, args.format, destination=str(args.output or "stdout"))
+        body, digest, fmt = await render_report(rt.store, scope, args.format)
+        # Deliver first, then record: a report_exported entry must never claim a file that was not written.
+        if args.output:
+            _write_atomically(args.output, body)
+        else:
+            sys.stdout.buffer.write(body)
+            sys.stdout.flush()
+        await record_export(rt.store, scope, fmt, body, destination=str(args.output or "stdout"), actor=_cli_actor())
         await _drain_index(rt, scope)
     if args.output:
-        args.output.write_bytes(body)
         print(f"{args.output} sha256:{digest}")
-    else:
-        sys.stdout.buffer.write(body)
-        sys.stdout.flush()
     return EXIT_OK
+
+
+def _write_atomically(path: Path, body: bytes) -> None:
+    target = path.expanduser()
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(body)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:

@@ -92,6 +92,7 @@ class Dispatcher:
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
         self._started = False
+        self._stopped = False
         self.last_activity = time.monotonic()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -108,9 +109,10 @@ class Dispatcher:
 
     @property
     def alive(self) -> bool:
-        return self._started
+        return self._started and not self._stopped
 
     async def stop(self) -> None:
+        self._stopped = True
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()
@@ -144,6 +146,8 @@ class Dispatcher:
     # -- draining ---------------------------------------------------------------------------------------------
 
     def wake(self, scope: str, topics: Sequence[str] | None = None) -> None:
+        if self._stopped:
+            return  # shutting down: the boot sweep of the next start delivers what is pending
         for name in topics or list(self.senders):
             key = (scope, name)
             if key in self._running:

@@ -42,6 +42,8 @@ from core.entries import (
 )
 
 OPEN_STATUSES = ("investigating", "identified", "mitigated", "monitoring")
+# Entries a person records that are not a response to the incident (an export, a bookkeeping note).
+NOT_A_RESPONSE = frozenset({"declared", "report_exported", "delivery_failed", "thread_linked", "agent_turn"})
 
 
 class _Frozen(BaseModel):
@@ -184,7 +186,7 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
     changes["kind_counts"] = _with(state.kind_counts, entry.kind, state.kind_counts.get(entry.kind, 0) + 1)
     p = entry.payload
     human = entry.actor.type == "human"
-    if human and entry.kind != "declared":
+    if human and entry.kind not in NOT_A_RESPONSE:
         changes["last_human_seq"] = entry.seq
         if not state.acknowledged_at:
             changes["acknowledged_at"] = at
@@ -357,7 +359,7 @@ def _fold_proposal(state: ScopeState, entry: Entry, p: ProposalMade) -> dict[str
         preview=p.preview,
         args_hash=p.args_hash,
         risk=p.risk,
-        proposer=entry.actor.id,
+        proposer=p.proposer or entry.actor.id,
         proposed_seq=entry.seq,
         status=p.status,
         approvals_required=p.approvals_required,

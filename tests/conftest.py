@@ -72,7 +72,12 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
     started: list[DecklogServer] = []
 
     async def make(
-        *, config: DecklogConfig | None = None, socket_mode: bool = False, data_dir: Path | None = None, **settings: Any
+        *,
+        config: DecklogConfig | None = None,
+        socket_mode: bool = False,
+        data_dir: Path | None = None,
+        features: list[Any] | None = None,
+        **settings: Any,
     ) -> DecklogServer:
         values: dict[str, Any] = {
             "data_dir": data_dir or tmp_path / "data",
@@ -82,7 +87,9 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             "turn_debounce": 0.05,
         }
         values.update(settings)
-        server = DecklogServer(Settings(**values), socket_mode=socket_mode, config=config or test_config())
+        server = DecklogServer(
+            Settings(**values), socket_mode=socket_mode, config=config or test_config(), features=features
+        )
         await server.start()
         started.append(server)
         return server

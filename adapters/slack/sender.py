@@ -27,8 +27,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
-from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
 from core.alarm import Alarm
+from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.state import ScopeState
