@@ -101,6 +101,7 @@ class DecklogServer:
         self._background: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Awaitable[None]]] = []
         self.signing_secret: str | None = None
+        self._stopped = False
 
     @property
     def config(self) -> DecklogConfig:
@@ -167,6 +168,9 @@ class DecklogServer:
         return self.url
 
     async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
         for stopper in reversed(self._stoppers):
             try:
                 await stopper()

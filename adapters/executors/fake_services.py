@@ -17,12 +17,17 @@ byte-identical stored response and applies nothing; the same key with another bo
 Faults are injected from Python (``fail_next``, ``refuse_next``, ``delay_next``, ``apply_then_drop_next``,
 ``drop_next``); each fault is consumed by the next effect request (or the next read with ``on="read"``).
 Everything received is recorded in ``.calls`` and every applied effect in ``.effects``.
+
+The deploy service's state (history, effects, idempotency keys, fences) round-trips through plain data
+(``to_dict`` / ``from_dict`` / ``load_dict``), so the local sandbox can keep it across restarts; ``on_change``
+tells the keeper when to save. No file I/O here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 from collections import deque
@@ -66,6 +71,8 @@ _IMPACT_OF_COMPONENT_STATUS: Mapping[str, str] = MappingProxyType(
     {"degraded_performance": "minor", "partial_outage": "major", "major_outage": "critical"}
 )
 _IMPACT_ORDER = ("none", "maintenance", "minor", "major", "critical")
+DEPLOY_STATE_FORMAT = "decklog-fake-deploy-service"
+DEPLOY_STATE_VERSION = 1
 
 
 def _now() -> str:
@@ -450,6 +457,8 @@ class FakeDeployService(_LoopbackService):
         self._fences: dict[tuple[str, str], int] = {}
         self.protocol_errors: list[str] = []
         """Requests that broke the executor wire protocol (they were answered 400)."""
+        self.on_change: Callable[[], None] | None = None
+        """Called (synchronously) after the deploy history or the applied effects may have changed."""
 
     def _add_routes(self, app: web.Application) -> None:
         app.router.add_post(self._rollback_path, self._on_rollback)
@@ -492,6 +501,7 @@ class FakeDeployService(_LoopbackService):
             "at": at or _now(),
         }
         self._deploys.setdefault(service, []).append(record)
+        self._changed()
         return dict(record)
 
     def deploys(self, service: str | None = None) -> list[dict[str, Any]]:
@@ -506,6 +516,105 @@ class FakeDeployService(_LoopbackService):
     def current_version(self, service: str) -> str | None:
         history = self._deploys.get(service)
         return str(history[-1]["version"]) if history else None
+
+    # ---- round trip (no I/O: keeping the data somewhere is the caller's business)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The deploy history, applied effects, idempotency keys (with their stored responses, so replays and
+        ``/reconcile`` answer as before) and fences, as JSON-ready data. Not included: the request log
+        (``calls``, which holds headers), ``protocol_errors``, queued faults, and whether a request is in flight
+        (a restored key that was in flight reconciles as ``not_applied``, as it would after a crash)."""
+        effects = list(self.effects)
+        position = {id(e): i for i, e in enumerate(effects)}
+        keys = {}
+        for key, state in self._keys.items():
+            keys[key] = {
+                "fingerprint": state.fingerprint,
+                "status": state.status,
+                "body": state.body.decode("utf-8") if state.body is not None else None,
+                "effect": position.get(id(state.effect)) if state.effect is not None else None,
+            }
+        return {
+            "format": DEPLOY_STATE_FORMAT,
+            "version": DEPLOY_STATE_VERSION,
+            "deploy_seq": self._deploy_seq,
+            "deploys": {service: [dict(d) for d in history] for service, history in self._deploys.items()},
+            "effects": [dataclasses.asdict(e) for e in effects],
+            "keys": keys,
+            "fences": [[scope, action, fence] for (scope, action), fence in self._fences.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, **options: Any) -> FakeDeployService:
+        """A (not started) service with :meth:`to_dict`'s state; ``options`` as the constructor's."""
+        service = cls(**options)
+        service.load_dict(data)
+        return service
+
+    def load_dict(self, data: Any) -> None:
+        """Replace the state with :meth:`to_dict`'s data (all or nothing; call before ``start``); ``ValueError``
+        when ``data`` is not such data."""
+        if not isinstance(data, dict) or data.get("format") != DEPLOY_STATE_FORMAT:
+            raise ValueError("not a fake deploy service state")
+        if data.get("version") != DEPLOY_STATE_VERSION:
+            raise ValueError(f"deploy service state version {data.get('version')!r} is not {DEPLOY_STATE_VERSION}")
+        try:
+            seq = data["deploy_seq"]
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+                raise ValueError("deploy_seq must be a non-negative integer")
+            deploys: dict[str, list[dict[str, Any]]] = {}
+            for service, history in dict(data["deploys"]).items():
+                if not isinstance(history, list) or not all(
+                    isinstance(d, dict) and d.get("service") == service and isinstance(d.get("version"), str)
+                    for d in history
+                ):
+                    raise ValueError(f"the deploy history of {service!r} is damaged")
+                deploys[str(service)] = [dict(d) for d in history]
+            effects = [
+                Effect(
+                    idempotency_key=e["idempotency_key"],
+                    kind=str(e["kind"]),
+                    request=e["request"],
+                    response=dict(e["response"]),
+                    at=str(e["at"]),
+                )
+                for e in data["effects"]
+            ]
+            keys: dict[str, _KeyState] = {}
+            for key, raw in dict(data["keys"]).items():
+                index, body = raw["effect"], raw["body"]
+                keys[str(key)] = _KeyState(
+                    fingerprint=str(raw["fingerprint"]),
+                    status=None if raw["status"] is None else int(raw["status"]),
+                    body=None if body is None else str(body).encode("utf-8"),
+                    effect=None if index is None else effects[int(index)],
+                )
+            fences = {(str(scope), str(action)): int(fence) for scope, action, fence in data["fences"]}
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ValueError(f"the deploy service state is damaged ({exc.__class__.__name__}: {exc})") from None
+        self._deploy_seq, self._deploys, self.effects, self._keys, self._fences = seq, deploys, effects, keys, fences
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    async def _effect(
+        self,
+        request: web.Request,
+        call: Call,
+        *,
+        kind: str,
+        fingerprint_of: Any,
+        apply: Callable[[], Outcome],
+        success_status: int = 200,
+    ) -> web.Response:
+        try:
+            return await super()._effect(
+                request, call, kind=kind, fingerprint_of=fingerprint_of, apply=apply, success_status=success_status
+            )
+        finally:
+            self._changed()
 
     # ---- handlers
 

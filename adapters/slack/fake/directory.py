@@ -7,11 +7,13 @@ Slack's own error codes (``user_not_found``, ``channel_not_found``, ``name_taken
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .changes import Change, ChangeFeed
 from .errors import SlackError
 from .ids import IdMint, TsClock
 from .model import Channel, Identity, User
+from .records import check_type, record_from_dict, record_to_dict
 
 __all__ = ["Directory"]
 
@@ -137,3 +139,37 @@ class Directory:
         channel.members.append(user_id)
         self._feed.emit(Change("member_joined", channel=channel.id, user=user_id, data=channel.to_api()))
         return True
+
+    # -- round trip ------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """People, channels (direct-message channels included) and who has which DM, as plain data."""
+        return {
+            "users": [record_to_dict(u) for u in self._users.values()],
+            "channels": [record_to_dict(c) for c in self._channels.values()],
+            "ims": dict(self._ims),
+        }
+
+    def load_dict(self, data: Any) -> None:
+        """Replace everything with :meth:`to_dict`'s data (all or nothing); ``ValueError`` when it is not that."""
+        if not isinstance(data, dict):
+            raise ValueError("the directory must be an object")
+        users = [record_from_dict(User, u) for u in _list(data, "users")]
+        channels = [record_from_dict(Channel, c) for c in _list(data, "channels")]
+        ims = data.get("ims", {})
+        check_type(ims, "dict[str, str]", "directory.ims")
+        by_id = {c.id: c for c in channels}
+        if len(by_id) != len(channels) or len({u.id for u in users}) != len(users):
+            raise ValueError("the directory repeats a user or channel id")
+        if any(by_id.get(cid) is None or not by_id[cid].is_im for cid in ims.values()):
+            raise ValueError("directory.ims names a channel that is not a direct-message channel")
+        self._users = {u.id: u for u in users}
+        self._channels = by_id
+        self._ims = dict(ims)
+
+
+def _list(data: dict[str, Any], name: str) -> list[Any]:
+    value = data.get(name)
+    if not isinstance(value, list):
+        raise ValueError(f"{name} must be a list")
+    return value

@@ -12,6 +12,7 @@ from .changes import Change, ChangeFeed
 from .errors import SlackError
 from .ids import IdMint, TsClock
 from .model import SlackFile
+from .records import record_from_dict, record_to_dict
 
 __all__ = ["FileStore"]
 
@@ -22,7 +23,7 @@ class FileStore:
         self._clock = clock
         self._feed = feed
         self._files: dict[str, SlackFile] = {}
-        self._completed: set[str] = set()
+        self._completed: dict[str, None] = {}  # an ordered set: ids of completed uploads
 
     def reserve(self, *, filename: str, length: int, user: str, alt_txt: str | None = None) -> SlackFile:
         file = SlackFile(
@@ -60,7 +61,7 @@ class FileStore:
             raise SlackError("file_upload_not_completed", f"nothing was uploaded for {file_id}")
         if title:
             file.title = title
-        self._completed.add(file_id)
+        self._completed[file_id] = None
         self._feed.emit(Change("file_uploaded", user=file.user, data=file.to_api()))
         return file
 
@@ -72,3 +73,19 @@ class FileStore:
 
     def all(self) -> list[SlackFile]:
         return [self._files[i] for i in self._completed]
+
+    # -- round trip ------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every file (reserved or completed, bytes as base64) and which uploads completed, as plain data."""
+        return {"files": [record_to_dict(f) for f in self._files.values()], "completed": list(self._completed)}
+
+    def load_dict(self, data: Any) -> None:
+        """Replace everything with :meth:`to_dict`'s data (all or nothing); ``ValueError`` when it is not that."""
+        if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+            raise ValueError("the files must be an object with a list of files")
+        files = {f.id: f for f in (record_from_dict(SlackFile, raw) for raw in data["files"])}
+        completed = data.get("completed", [])
+        if not isinstance(completed, list) or any(not isinstance(i, str) or i not in files for i in completed):
+            raise ValueError("files.completed must list ids of known files")
+        self._files, self._completed = files, dict.fromkeys(completed)

@@ -8,10 +8,10 @@ counter.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["IdMint", "TsClock", "format_ts", "parse_ts"]
 
@@ -65,17 +65,45 @@ class TsClock:
         """Seconds since the epoch as this clock sees them (for ``event_time`` and ``created`` fields)."""
         return self._last / _MICROS if self._deterministic else self._wall()
 
+    def to_dict(self) -> dict[str, Any]:
+        """The clock's position: a clock restored from it never mints a ts at or before one it minted."""
+        return {"deterministic": self._deterministic, "last": self._last, "step_micros": self._step}
+
+    def load_dict(self, data: Mapping[str, Any]) -> None:
+        """Take the position of :meth:`to_dict`; ``ValueError`` when ``data`` is not one."""
+        deterministic, last, step = data.get("deterministic"), data.get("last"), data.get("step_micros")
+        if not (isinstance(deterministic, bool) and isinstance(last, int) and isinstance(step, int)):
+            raise ValueError(f"not a TsClock state: {dict(data)!r}")
+        if not _is_int(last) or not _is_int(step) or last < 0 or step < 1:
+            raise ValueError(f"not a TsClock state: {dict(data)!r}")
+        self._deterministic, self._last, self._step = deterministic, last, step
+
 
 class IdMint:
     """Mints Slack-looking ids: ``mint("C")`` → ``"C0A0001"``; ``token()`` → a random url-safe string."""
 
     def __init__(self) -> None:
-        self._counters: dict[str, itertools.count[int]] = {}
+        self._counters: dict[str, int] = {}  # prefix -> the last number minted
 
     def mint(self, prefix: str) -> str:
-        counter = self._counters.setdefault(prefix, itertools.count(1))
-        return f"{prefix}0A{next(counter):04d}"
+        number = self._counters.get(prefix, 0) + 1
+        self._counters[prefix] = number
+        return f"{prefix}0A{number:04d}"
+
+    def to_dict(self) -> dict[str, int]:
+        """The last number minted per prefix: a mint restored from it never repeats an id."""
+        return dict(self._counters)
+
+    def load_dict(self, data: Mapping[str, Any]) -> None:
+        """Take the counters of :meth:`to_dict`; ``ValueError`` when ``data`` is not one."""
+        if not all(isinstance(k, str) and _is_int(v) and v >= 0 for k, v in data.items()):
+            raise ValueError(f"not IdMint counters: {dict(data)!r}")
+        self._counters = dict(data)
 
     @staticmethod
     def token(nbytes: int = 12) -> str:
         return secrets.token_hex(nbytes)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -11,8 +11,9 @@ from typing import Any
 
 from .changes import Change, ChangeFeed
 from .errors import SlackError
-from .ids import TsClock
+from .ids import TsClock, parse_ts
 from .model import Ephemeral, Identity, Message
+from .records import record_from_dict, record_to_dict
 
 __all__ = ["MessageStore"]
 
@@ -240,3 +241,34 @@ class MessageStore:
         if ephemeral is not None:
             self._ephemerals.remove(ephemeral)
             self._feed.emit(Change("ephemeral_deleted", channel=ephemeral.channel, ts=ts, user=ephemeral.user))
+
+    # -- round trip ------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> JSON:
+        """Every message per channel (in order, threads, reactions, metadata, files) and every ephemeral."""
+        return {
+            "channels": {c: [record_to_dict(m) for m in by_ts.values()] for c, by_ts in self._by_channel.items()},
+            "ephemerals": [record_to_dict(e) for e in self._ephemerals],
+        }
+
+    def load_dict(self, data: Any) -> None:
+        """Replace everything with :meth:`to_dict`'s data (all or nothing); ``ValueError`` when it is not that."""
+        if not isinstance(data, dict) or not isinstance(data.get("channels"), dict):
+            raise ValueError("the messages must be an object with channels")
+        by_channel: dict[str, dict[str, Message]] = {}
+        for channel, messages in data["channels"].items():
+            if not isinstance(messages, list):
+                raise ValueError(f"the messages of {channel} must be a list")
+            by_ts: dict[str, Message] = {}
+            for raw in messages:
+                message = record_from_dict(Message, raw)
+                if message.channel != channel or message.ts in by_ts:
+                    raise ValueError(f"message {message.ts} is misfiled or repeated in {channel}")
+                parse_ts(message.ts)
+                by_ts[message.ts] = message
+            by_channel[channel] = by_ts
+        ephemerals = data.get("ephemerals", [])
+        if not isinstance(ephemerals, list):
+            raise ValueError("the ephemerals must be a list")
+        loaded = [record_from_dict(Ephemeral, e) for e in ephemerals]
+        self._by_channel, self._ephemerals = by_channel, loaded

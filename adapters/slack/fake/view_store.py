@@ -13,6 +13,7 @@ from .changes import Change, ChangeFeed
 from .errors import SlackError
 from .ids import IdMint
 from .model import Identity, View
+from .records import record_from_dict, record_to_dict
 
 __all__ = ["ViewStore"]
 
@@ -133,3 +134,27 @@ class ViewStore:
 
     def _all(self) -> list[View]:
         return [*self._homes.values(), *(v for stack in self._stacks.values() for v in stack)]
+
+    # -- round trip ------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> JSON:
+        """Every App Home tab and every open modal stack, as plain data."""
+        return {
+            "homes": {user: record_to_dict(view) for user, view in self._homes.items()},
+            "stacks": {user: [record_to_dict(v) for v in stack] for user, stack in self._stacks.items()},
+        }
+
+    def load_dict(self, data: Any) -> None:
+        """Replace everything with :meth:`to_dict`'s data (all or nothing); ``ValueError`` when it is not that."""
+        if not isinstance(data, dict):
+            raise ValueError("the views must be an object")
+        homes, stacks = data.get("homes", {}), data.get("stacks", {})
+        if not isinstance(homes, dict) or not isinstance(stacks, dict):
+            raise ValueError("views.homes and views.stacks must be objects")
+        loaded_homes = {str(user): record_from_dict(View, v) for user, v in homes.items()}
+        loaded_stacks: dict[str, list[View]] = {}
+        for user, stack in stacks.items():
+            if not isinstance(stack, list) or len(stack) > MAX_STACK:
+                raise ValueError(f"the modal stack of {user} must be a list of at most {MAX_STACK}")
+            loaded_stacks[str(user)] = [record_from_dict(View, v) for v in stack]
+        self._homes, self._stacks = loaded_homes, loaded_stacks

@@ -5,15 +5,24 @@ It is what the fake server serves and what tests and the local sandbox inspect: 
 ``#general`` ``C0GENERAL``), messages and threads, reactions, ephemeral messages, modals and App Home views,
 files, trigger ids, and a live change feed (``add_listener`` / ``subscribe``).
 
+``to_dict`` / ``from_dict`` (and ``load_dict``, in place) round-trip the whole state through plain JSON-ready
+data — people, channels, messages, threads, reactions, metadata, files, ephemerals, App Home tabs and modals,
+the ts clock and the id counters, so a restored workspace never mints an id or a ts it minted before. Trigger
+ids and the change feed's history are per-process and not part of it; neither are tokens or secrets (the
+workspace holds none). Keeping the data somewhere is the caller's business.
+
 >>> ws = FakeSlackWorkspace()
 >>> msg = ws.post_as_user("alice", "#alerts", "payments are down")
 >>> [m.text for m in ws.history("C0ALERTS")]
+['payments are down']
+>>> [m.text for m in FakeSlackWorkspace.from_dict(ws.to_dict()).history("C0ALERTS")]
 ['payments are down']
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +33,7 @@ from .file_store import FileStore
 from .ids import IdMint, TsClock
 from .message_store import MessageStore
 from .model import Channel, Ephemeral, Identity, Message, User, View
+from .records import record_from_dict
 from .triggers import TriggerBook
 from .view_store import ViewStore
 
@@ -37,6 +47,8 @@ _SEED_USERS = (
     ("U0CAROL", "carol", "Carol Chen"),
 )
 _SEED_CHANNELS = (("C0ALERTS", "alerts"), ("C0GENERAL", "general"))
+STATE_FORMAT = "decklog-fake-slack-workspace"
+STATE_VERSION = 1
 
 
 class FakeSlackWorkspace:
@@ -171,6 +183,67 @@ class FakeSlackWorkspace:
 
     def issue_trigger(self, user: str) -> str:
         return self.triggers.issue(self.user(user).id)
+
+    # -- round trip ------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> JSON:
+        """The whole workspace as JSON-ready data (a deep copy); :meth:`from_dict` rebuilds it exactly."""
+        return {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "identity": dataclasses.asdict(self.identity),
+            "clock": self.clock.to_dict(),
+            "ids": self.ids.to_dict(),
+            "directory": self.directory.to_dict(),
+            "messages": self.messages.to_dict(),
+            "views": self.views.to_dict(),
+            "files": self.files.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, *, trigger_ttl: float = 3.0) -> FakeSlackWorkspace:
+        """A workspace rebuilt from :meth:`to_dict`'s data; ``ValueError`` when ``data`` is not such data (another
+        format or version, a damaged record, a reference to nothing)."""
+        if not isinstance(data, dict):
+            raise ValueError("a workspace state must be an object")
+        if data.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a fake Slack workspace state (format {data.get('format')!r})")
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"workspace state version {data.get('version')!r} is not {STATE_VERSION}")
+        workspace = cls(identity=record_from_dict(Identity, data.get("identity")), trigger_ttl=trigger_ttl, seed=False)
+        workspace._load_state(data)
+        return workspace
+
+    def load_dict(self, data: Any) -> None:
+        """Replace this workspace's state, in place, with :meth:`to_dict`'s data (all or nothing), keeping the
+        objects that servers and listeners hold; emits one ``workspace_loaded`` change. ``ValueError`` when
+        ``data`` does not fit (see :meth:`from_dict`) or belongs to another team or app."""
+        checked = type(self).from_dict(data)  # every check, on a throwaway copy: a bad state changes nothing here
+        if checked.identity != self.identity:
+            raise ValueError(
+                f"the state is of another workspace ({checked.identity.team_id}/{checked.identity.app_id})"
+            )
+        self._load_state(data)
+        self.feed.emit(Change("workspace_loaded"))
+
+    def _load_state(self, data: JSON) -> None:
+        for name in ("clock", "ids", "directory", "messages", "views", "files"):
+            if not isinstance(data.get(name), dict):
+                raise ValueError(f"the workspace state has no {name}")
+        self.clock.load_dict(data["clock"])
+        self.ids.load_dict(data["ids"])
+        self.directory.load_dict(data["directory"])
+        self.messages.load_dict(data["messages"])
+        self.views.load_dict(data["views"])
+        self.files.load_dict(data["files"])
+        known = {c.id for c in self.directory.channels()}
+        strays = {m.channel for m in self.messages.all()} - known
+        if strays:
+            raise ValueError(f"messages in unknown channels: {', '.join(sorted(strays))}")
+        bot = next((u for u in self.directory.users() if u.id == self.identity.bot_user_id), None)
+        if bot is None:
+            raise ValueError(f"the state has no bot user {self.identity.bot_user_id}")
+        self.bot_user = bot
 
     # -- live changes ----------------------------------------------------------------------------------------
 

@@ -5,10 +5,14 @@ to try it.
 serves a page on the bot's own port (``http://127.0.0.1:8080/`` by default) that shows that workspace —
 channels, threads, Block Kit messages, reactions, modals, App Home — and lets a person act in it. Every input
 reaches the bot as a signed Slack request through ``/slack/events``; the sample alert and deploy go through the
-bot's public receivers. See :mod:`adapters.slack.sandbox.page` for the routes and
-:mod:`adapters.slack.sandbox.environment` for the settings it fills (deploy URL, alert token, approvers).
+bot's public receivers. See :mod:`adapters.slack.sandbox.page` for the routes,
+:mod:`adapters.slack.sandbox.environment` for the settings it fills (deploy URL, status page URL, alert token,
+approvers) and :mod:`adapters.slack.sandbox.persistence` for how the workspace and the deploy service outlive a
+restart (``DATA_DIR/sandbox/``).
 
-It must run before the features that read those settings (``bot.features`` lists it first).
+It must run before the features that read those settings (``bot.features`` lists it first), and it restores the
+workspace before the server starts its dispatcher, so the Slack sender never posts into a workspace that has
+not been restored yet.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from adapters.slack.fake import FakeSlack
 from adapters.slack.sandbox.environment import SandboxEnvironment, prepare
 from adapters.slack.sandbox.live import LiveFeed
 from adapters.slack.sandbox.page import SandboxPage
+from adapters.slack.sandbox.persistence import SandboxPersistence, sandbox_dir
 from adapters.slack.sandbox.samples import SampleSender
 
 if TYPE_CHECKING:
     from bot.server import DecklogServer
 
-__all__ = ["SANDBOX_KEY", "SandboxEnvironment", "SandboxPage", "sandbox_feature"]
+__all__ = ["SANDBOX_KEY", "SandboxEnvironment", "SandboxPage", "SandboxPersistence", "sandbox_feature"]
 
 SANDBOX_KEY: web.AppKey[SandboxPage] = web.AppKey("sandbox_page", SandboxPage)
 
@@ -36,8 +41,12 @@ async def sandbox_feature(server: DecklogServer) -> None:
     if server.mode != "sandbox" or not isinstance(server.sandbox, FakeSlack):
         return
     slack: FakeSlack = server.sandbox
-    env = await prepare(server.settings, server.config, slack.workspace)
+    keeper = SandboxPersistence(sandbox_dir(server.settings.data_dir))
+    keeper.restore_workspace(slack.workspace)  # before the dispatcher starts: senders see the old threads
+    env = await prepare(server.settings, server.config, slack.workspace, persistence=keeper)
     server.on_stop(env.stop)
+    keeper.watch(slack.workspace, env.deploy)
+    server.on_stop(keeper.close)  # stoppers run in reverse: this one before the services stop
 
     def routes() -> set[str]:
         return {resource.canonical for resource in server.web.router.resources()}
@@ -55,7 +64,13 @@ async def sandbox_feature(server: DecklogServer) -> None:
     page = SandboxPage(slack, env, samples, live, routes=routes)
     page.add_routes(server.web.router)
     server.web[SANDBOX_KEY] = page
-    _publish(server, sandbox_deploy_url=env.deploy.base_url, sandbox_alert_token=env.alert_token)
+    _publish(
+        server,
+        sandbox_deploy_url=env.deploy.base_url,
+        sandbox_alert_token=env.alert_token,
+        sandbox_statuspage_url=env.statuspage_url,
+        sandbox_persistence=keeper,
+    )
 
 
 def _publish(server: Any, **values: object) -> None:

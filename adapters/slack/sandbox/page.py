@@ -192,6 +192,11 @@ class SandboxPage:
                 "current": env.deploy.current_version(SAMPLE_SERVICE),
                 "history": env.deploy.deploys(SAMPLE_SERVICE)[:6],
             },
+            "statuspage": {
+                "url": env.statuspage_url,  # without its key
+                "used_by_actions": env.statuspage is not None,
+                "incidents": len(env.statuspage.incidents) if env.statuspage is not None else 0,
+            },
             # Only a token made up for this run is shown (for the curl example); an operator's never is.
             "alert_token": env.alert_token if env.alert_token_generated else None,
             "approvers": list(env.approvers_filled),

@@ -146,7 +146,8 @@ class SampleSender:
         self._deploy = deploy
         self._service = service
         self._session: aiohttp.ClientSession | None = None
-        self._deploys = 0
+        # sample deploys made so far (a restored deploy history counts: versions go on from there)
+        self._deploys = max(0, sum(d["kind"] == "deploy" for d in deploy.deploys(SAMPLE_SERVICE)) - 1)
         self._alert_started: datetime | None = None
 
     async def close(self) -> None:
@@ -171,6 +172,10 @@ class SampleSender:
         self._deploys += 1
         now = datetime.now(UTC)
         version = f"v{now:%Y.%m.%d}-{self._deploys + 1}"
+        known = {str(d["version"]) for d in self._deploy.deploys(SAMPLE_SERVICE)}
+        while version in known:  # never reuse a version the (restored) history already has
+            self._deploys += 1
+            version = f"v{now:%Y.%m.%d}-{self._deploys + 1}"
         payload = generic_change_payload(version, author, now, self._deploys)
         record = self._deploy.record_deploy(
             SAMPLE_SERVICE, version, author=author, commit=payload["commits"][0]["id"], at=payload["at"]
