@@ -57,6 +57,8 @@ check: lint typecheck test
 bench: $(VENV)/.dev
 	$(PY) bench/append.py
 	$(PY) bench/dispatch.py
+	$(PY) bench/slack_ack.py
+	$(PY) bench/claims.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -15,11 +15,13 @@ def all_features() -> list[Feature]:
     from bot.actions import actions_feature
     from bot.agents import agents_feature
     from bot.api import api_feature
+    from bot.receivers import receivers_feature
     from bot.reports import reports_feature
 
     return [
         sandbox_feature,  # first: in sandbox mode it fills the settings later features read (deploy URL, alert token)
         api_feature,  # the read-only REST API under /api/scopes
+        receivers_feature,  # POST /alerts/{source} and /changes/{source}; alert summaries; change ↔ incident links
         reports_feature,  # the Slack export hook (the upload itself is the Slack sender's)
         agents_feature,  # debounced agent turns, context agents, ask (the runtime: server.web[bot.agents.AGENTS])
         actions_feature,  # after agents: the action desk plugs itself in as their Proposer and catalog

@@ -95,6 +95,7 @@ class DecklogServer:
         self.bolt: AsyncApp
         self.sandbox: Any = None  # adapters.slack.fake.FakeSlack in sandbox mode
         self.socket_handler: Any = None
+        self.actions: Any = None  # core.actions.ActionDesk, set by the actions feature
         self.url = ""
         self.started_at = time.time()
         self._runner: web.AppRunner | None = None

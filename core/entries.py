@@ -259,6 +259,12 @@ class ProposalMade(Payload):
     status: Literal["waiting_for_approval", "approved", "denied"] = "waiting_for_approval"
     approvals_required: int = 1
     compensates_run: str = ""
+    # on whose behalf (a proposal re-evaluated after drift keeps its original proposer); empty: the entry's actor
+    proposer: str = ""
+    # why the policy decided as it did (R4: why it is denied; re-evaluated: what drifted)
+    reason: str = ""
+    # the safety conditions as evaluated at proposal time: {name, ok, detail, inputs}
+    checks: tuple[dict[str, Any], ...] = ()
 
 
 class Approval(Payload):

@@ -211,7 +211,8 @@ def reject_stale(
             FenceRejected(
                 obligation_id=obligation_id,
                 fence=error.fence,
-                current_fence=max(error.current, state.max_fence),
+                # the obligation's current fence when it is still open; else the scope's latest
+                current_fence=error.current or state.max_fence,
                 holder=holder,
                 attempted=attempted,
                 reason=error.message,

@@ -265,10 +265,7 @@ def entry_reply(entry: Entry, state: ScopeState) -> Outgoing | None:
                 ],
             )
         case ApprovalRefused():
-            return Outgoing(
-                f"Refused {p.user_id}",
-                [_context(f":no_entry: <@{p.user_id}> may not decide `{p.proposal_id}`: {esc(p.reason)}")],
-            )
+            return None  # the person was told ephemerally; the attempt is in the log and the report
         case ProposalClosed():
             return Outgoing(
                 f"{p.proposal_id} {p.outcome}",
@@ -363,24 +360,20 @@ def _by(entry: Entry) -> Block:
 
 def _observation(entry: Entry, p: Observation, state: ScopeState) -> Outgoing | None:
     if p.fingerprint:
-        alert = state.alerts.get(p.fingerprint)
-        if alert is not None and alert.last_seq != entry.seq:
-            pass  # an older entry being redelivered; still render it
-        is_first = alert is not None and alert.first_seq == entry.seq
-        if p.alert_status == "firing" and not is_first:
-            return None  # a repeat: collapsed into the header's counter
-        icon = {"firing": ":rotating_light:", "resolved": ":white_check_mark:", "acknowledged": ":eyes:"}.get(
-            p.alert_status, ":mag:"
-        )
-        links = " ".join(f"<{u}|link>" for u in p.links[:3])
-        return Outgoing(
-            f"{p.alert_status}: {p.text}",
-            [
-                _section(f"{icon} *{p.alert_status or 'observed'}* — {esc(p.text)} {links}".strip()),
-                _context(f"{p.source} · {p.service or 'unknown service'} · `{p.fingerprint[:40]}`"),
-            ],
-        )
-    return Outgoing(f"Observed: {p.text}", [_section(f":mag: {esc(p.text)}"), _by(entry)])
+        # No message per alert: the alert that opened the incident is its header, and every later one (a new
+        # fingerprint joining, a repeat, a resolve) is counted on the header and in the per-minute summary below.
+        return None
+    if p.source == "decklog:alerts" and isinstance(p.data.get("summary"), dict):
+        return _alert_summary(p)
+    icon = ":package:" if p.source == "change" else ":mag:"
+    return Outgoing(f"Observed: {p.text}", [_section(f"{icon} {esc(p.text)}"), _by(entry)])
+
+
+def _alert_summary(p: Observation) -> Outgoing:
+    """One concise line for an incident's alerts of the last minute (``core.alerts.summary``)."""
+    counts = p.data["summary"]
+    icon = ":white_check_mark:" if counts.get("total") and not counts.get("firing") else ":bell:"
+    return Outgoing(p.text, [_context(f"{icon} {esc(p.text)}")])
 
 
 def _proposal_head(p: ProposalMade) -> list[Block]:

@@ -1,0 +1,127 @@
+"""The ``http`` executor: decklog's webhook wire protocol for actions (DESIGN §7).
+
+``POST <url>`` with JSON ``{action, params, scope, run_id, fence, idempotency_key}`` and an ``Idempotency-Key``
+header. 2xx = applied (the body is recorded; its sha256 is the effect digest); 4xx = refused, nothing applied;
+5xx, a timeout or a lost connection = uncertain. A connection that could not be opened at all = failed (nothing
+was sent). The optional reconcile lookup: ``GET <reconcile_url>/<idempotency_key>`` → 200
+``{"status": "applied" | "not_applied", ...}``, 404 = not applied; anything else (or ``"in_flight": true``) = still
+unknown. Nothing here retries an effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from core.actions.executor import (
+    ExecutionOutcome,
+    ExecutionRequest,
+    ReconcileOutcome,
+    digest_bytes,
+    digest_json,
+)
+
+MAX_RECORDED_BYTES = 64 * 1024
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A response body as something to record: its JSON object, or the (capped) text."""
+    if len(raw) > MAX_RECORDED_BYTES:
+        return {"truncated": raw[:MAX_RECORDED_BYTES].decode("utf-8", "replace"), "bytes": len(raw)}
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"text": raw.decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"body": value}
+
+
+def reason_of(body: Mapping[str, Any], status: int) -> str:
+    for key in ("reason", "error", "message", "detail"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return f"HTTP {status}: {value}"
+    return f"HTTP {status}"
+
+
+class HttpExecutor:
+    kind = "http"
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        url: str,
+        reconcile_url: str = "",
+        timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.session = session
+        self.url = url
+        self.reconcile_url = reconcile_url.rstrip("/")
+        self.timeout = timeout
+        self.headers = {k: v for k, v in (headers or {}).items() if v}
+
+    @property
+    def can_reconcile(self) -> bool:
+        return bool(self.reconcile_url)
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        body = json.dumps(request.wire(), separators=(",", ":")).encode()
+        headers = {
+            **self.headers,
+            "Content-Type": "application/json",
+            "Idempotency-Key": request.idempotency_key,
+        }
+        try:
+            async with self.session.post(
+                self.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            ) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except TimeoutError:
+            return ExecutionOutcome("uncertain", error=f"no answer within {self.timeout:g}s")
+        except aiohttp.ClientConnectorError as exc:
+            return ExecutionOutcome(
+                "failed", error=f"could not connect to {self.url}: {exc.os_error or exc}; nothing was sent"
+            )
+        except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
+        parsed = parse_body(raw)
+        if 200 <= status <= 299:
+            return ExecutionOutcome("applied", status, parsed, digest_bytes(raw))
+        if 400 <= status <= 499:
+            return ExecutionOutcome("refused", status, parsed, error=reason_of(parsed, status))
+        return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
+
+    async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
+        if not self.reconcile_url:
+            return ReconcileOutcome("unknown", error="no reconcile lookup is configured")
+        url = f"{self.reconcile_url}/{quote(request.idempotency_key, safe='')}"
+        try:
+            async with self.session.get(
+                url, headers=self.headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+            ) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except TimeoutError:
+            return ReconcileOutcome("unknown", error=f"the lookup did not answer within {self.timeout:g}s")
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            return ReconcileOutcome("unknown", error=f"the lookup failed ({exc.__class__.__name__})")
+        body = parse_body(raw)
+        if status == 404:
+            return ReconcileOutcome("not_applied", body)
+        if status != 200:
+            return ReconcileOutcome("unknown", body, error=reason_of(body, status))
+        said = body.get("status")
+        if said == "applied":
+            effect = body.get("effect")
+            return ReconcileOutcome("applied", body, digest_json(effect if effect is not None else body))
+        if said == "not_applied" and not body.get("in_flight"):
+            return ReconcileOutcome("not_applied", body)
+        why = "the request is still in flight at the target" if body.get("in_flight") else f"status {said!r}"
+        return ReconcileOutcome("unknown", body, error=why)

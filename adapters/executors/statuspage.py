@@ -1,0 +1,154 @@
+"""The ``statuspage`` executor: creates or updates the incident of a decklog scope on a Statuspage-compatible API.
+
+One Statuspage incident per decklog scope, found by its ``metadata.decklog.scope``: the first run creates it
+(``POST /v1/pages/{page}/incidents``), later runs update it (``PATCH …/incidents/{id}``); once it is resolved, a
+new run opens a new one. Requests carry ``Authorization: OAuth <api key>`` and the run's ``Idempotency-Key``;
+each write stamps ``metadata.decklog.idempotency_key``, which is how ``reconcile`` finds out whether an uncertain
+write landed. The URL is the API base (``https://api.statuspage.io``, with ``page_id`` configured) or a page's URL
+(``…/v1/pages/<page_id>``); the key may also come as the URL's user part (``https://KEY@host/…``).
+
+Parameters (``[actions.params]``): ``status`` (investigating | identified | monitoring | resolved), ``message``
+(the update's text), optional ``name`` (the incident title) and ``impact`` (none | minor | major | critical).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import aiohttp
+
+from adapters.executors.http import parse_body, reason_of
+from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_bytes, digest_json
+
+
+def page_base(url: str, page_id: str) -> tuple[str, str]:
+    """(the page's API URL ``…/v1/pages/<id>``, the API key from the URL's user part or "")."""
+    parts = urlsplit(url)
+    key = unquote(parts.username or "")
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    path = parts.path.rstrip("/")
+    if "/pages/" not in path:
+        if not page_id:
+            raise ValueError("a Statuspage executor needs page_id (or a URL ending in /v1/pages/<page_id>)")
+        path = f"{path}/v1/pages/{page_id}"
+    return urlunsplit((parts.scheme, netloc, path, "", "")), key
+
+
+class StatuspageExecutor:
+    kind = "statuspage"
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        url: str,
+        page_id: str = "",
+        api_key: str = "",
+        timeout: float = 10.0,
+    ) -> None:
+        self.session = session
+        self.base, url_key = page_base(url, page_id)
+        self.api_key = api_key or url_key
+        self.timeout = timeout
+
+    @property
+    def can_reconcile(self) -> bool:
+        return True
+
+    def _headers(self, key: str | None = None) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"OAuth {self.api_key}"
+        if key:
+            headers["Idempotency-Key"] = key
+        return headers
+
+    async def _current(self, scope: str) -> tuple[dict[str, Any] | None, str]:
+        """The latest incident of ``scope`` on the page (or None) — or an error text when the list failed."""
+        try:
+            async with self.session.get(
+                f"{self.base}/incidents",
+                params={"limit": "100"},
+                headers=self._headers(),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            ) as resp:
+                raw, status = await resp.read(), resp.status
+        except TimeoutError:
+            return None, f"listing incidents did not answer within {self.timeout:g}s"
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            return None, f"listing incidents failed ({exc.__class__.__name__})"
+        if status != 200:
+            return None, reason_of(parse_body(raw), status)
+        try:
+            incidents = json.loads(raw)
+        except ValueError:
+            return None, "listing incidents answered something that is not JSON"
+        mine = [i for i in incidents if isinstance(i, dict) and _decklog(i).get("scope") == scope]
+        return (mine[0] if mine else None), ""
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        current, problem = await self._current(request.scope)
+        if problem:
+            return ExecutionOutcome("failed", error=f"{problem}; nothing was sent")
+        p = request.params
+        fields: dict[str, Any] = {
+            "status": p.get("status", "investigating"),
+            "body": p.get("message", ""),
+            "metadata": {
+                "decklog": {
+                    "scope": request.scope,
+                    "run_id": request.run_id,
+                    "fence": request.fence,
+                    "idempotency_key": request.idempotency_key,
+                }
+            },
+        }
+        if p.get("impact"):
+            fields["impact_override"] = p["impact"]
+        if current is not None and current.get("status") != "resolved":
+            method, url = "PATCH", f"{self.base}/incidents/{current['id']}"
+            if p.get("name"):
+                fields["name"] = p["name"]
+        else:
+            method, url = "POST", f"{self.base}/incidents"
+            fields["name"] = p.get("name") or f"Incident {request.scope.split('/', 1)[-1]}"
+        body = json.dumps({"incident": fields}, separators=(",", ":")).encode()
+        try:
+            async with self.session.request(
+                method,
+                url,
+                data=body,
+                headers=self._headers(request.idempotency_key),
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+            ) as resp:
+                raw, status = await resp.read(), resp.status
+        except TimeoutError:
+            return ExecutionOutcome("uncertain", error=f"no answer within {self.timeout:g}s")
+        except aiohttp.ClientConnectorError as exc:
+            return ExecutionOutcome("failed", error=f"could not connect: {exc.os_error or exc}; nothing was sent")
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
+        parsed = parse_body(raw)
+        if 200 <= status <= 299:
+            return ExecutionOutcome("applied", status, parsed, digest_bytes(raw))
+        if 400 <= status <= 499:
+            return ExecutionOutcome("refused", status, parsed, error=reason_of(parsed, status))
+        return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
+
+    async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
+        current, problem = await self._current(request.scope)
+        if problem:
+            return ReconcileOutcome("unknown", error=problem)
+        if current is not None and _decklog(current).get("idempotency_key") == request.idempotency_key:
+            return ReconcileOutcome("applied", {"status": "applied", "incident": current}, digest_json(current))
+        return ReconcileOutcome("not_applied", {"status": "not_applied"})
+
+
+def _decklog(incident: dict[str, Any]) -> dict[str, Any]:
+    meta = incident.get("metadata") or {}
+    found = meta.get("decklog") if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else {}

@@ -1,0 +1,290 @@
+"""The actions feature: the action desk wired into ``decklog serve``.
+
+It builds the catalog from ``[[actions]]`` in decklog.toml and the environment (``DECKLOG_DEPLOY_API_URL``,
+``DECKLOG_STATUSPAGE_API_URL``; ``DECKLOG_EXECUTOR_TIMEOUT`` overrides every executor's timeout;
+``DECKLOG_APPROVERS`` adds approvers), the executors (``adapters/executors``), and the desk; then it
+
+- registers the ``actions`` outbox sender, which runs approved proposals (at-least-once delivery; fences and
+  idempotency keys make that one effect) and, when no agents feature verifies, the rule-based verification;
+- keeps each proposal's Slack message in step with its outcome (an updater on the Slack sender);
+- schedules the sweep (lease expiry, approval expiry, runs nobody is running, verifications that fell due);
+- answers Approve / Deny / ``approve`` / ``deny`` / ``compensate`` (``server.hooks.decide`` / ``.compensate``);
+- exposes the desk as ``server.actions`` (the agents feature's ``Proposer`` and action catalog).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from adapters.executors.http import HttpExecutor
+from adapters.executors.statuspage import StatuspageExecutor
+from adapters.slack import render
+from bot.settings import SettingsError
+from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
+from core.agents.ports import ActionInfo as AgentActionInfo
+from core.entries import (
+    ActionResult,
+    ActionStarted,
+    Approval,
+    Entry,
+    ObligationOpened,
+    Observation,
+    ProposalClosed,
+    ProposalMade,
+)
+from core.errors import DecklogError
+from core.state import ScopeState
+from core.store import LogStore
+
+if TYPE_CHECKING:
+    from bot.server import DecklogServer
+
+log = logging.getLogger("decklog.actions")
+
+
+def build_catalog(server: DecklogServer) -> Catalog:
+    """The catalog of this process: decklog.toml's actions with the environment (and settings) substituted."""
+    s = server.settings
+    env = dict(os.environ)
+    env["DECKLOG_DEPLOY_API_URL"] = s.deploy_api_url or ""
+    env["DECKLOG_STATUSPAGE_API_URL"] = s.statuspage_api_url or ""
+    try:
+        return Catalog.from_config(server.config.actions, env=env, timeout_override=s.executor_timeout)
+    except DecklogError as exc:
+        raise SettingsError(f"DECKLOG_CONFIG: {server.config.path}: {exc}") from None
+
+
+def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession) -> Executor:
+    if spec.type == "statuspage":
+        return StatuspageExecutor(
+            session, url=spec.url, page_id=spec.page_id, api_key=spec.api_key, timeout=spec.timeout_s
+        )
+    return HttpExecutor(
+        session, url=spec.url, reconcile_url=spec.reconcile_url, timeout=spec.timeout_s, headers=spec.headers
+    )
+
+
+def build_policy(server: DecklogServer) -> ApproverPolicy:
+    a = server.config.approvals
+    approvers = tuple(dict.fromkeys((*a.approvers, *server.settings.approver_ids)))
+    return ApproverPolicy(
+        approvers=approvers, groups=a.user_groups, r3_approvals=a.r3_approvals, expiry_minutes=a.expiry_minutes
+    )
+
+
+class ActionsSender:
+    """Outbox topic ``actions``: runs what was approved; verifies by the rules when nothing else does."""
+
+    name = "actions"
+    batch_size = 32
+
+    def __init__(self, desk: ActionDesk, *, verify_here: bool | None = None, server: object = None) -> None:
+        self.desk = desk
+        self._verify_here = verify_here
+        self._server = server
+
+    @property
+    def verify_here(self) -> bool:
+        """The rule-based verifier acts on new evidence unless an agents feature does verification turns."""
+        if self._verify_here is not None:
+            return self._verify_here
+        server = self._server
+        hooks = getattr(server, "hooks", None)
+        return getattr(server, "agents", None) is None and getattr(hooks, "ask", None) is None
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        verify = False
+        for entry in entries:
+            p = entry.payload
+            if (isinstance(p, ProposalMade) and p.status == "approved") or (
+                isinstance(p, Approval) and p.decision == "approved"
+            ):
+                await self._run(scope, p.proposal_id, entry.seq)
+            elif (isinstance(p, ObligationOpened) and p.purpose == "verification") or (
+                isinstance(p, Observation) and p.alert_status == "resolved"
+            ):
+                verify = True
+        if verify and self.verify_here:
+            for line in await self.desk.verify(scope):
+                log.info("actions: verified %s %s", scope, line)
+
+    async def _run(self, scope: str, proposal_id: str, seq: int) -> None:
+        try:
+            report = await self.desk.execute(scope, proposal_id, receipt=f"outbox:{scope}#{seq}")
+        except DecklogError as exc:
+            log.info("actions: %s %s could not run: %s", scope, proposal_id, exc)
+            return
+        if report.status != "not_runnable":
+            log.info("actions: %s %s → %s %s %s", scope, proposal_id, report.status, report.run_id, report.detail)
+
+
+class ProposalMessages:
+    """Keeps a proposal's Slack message in step with what happened to it (an updater of the Slack sender)."""
+
+    KINDS = ("proposal", "approval", "proposal_closed", "action_started", "action_result")
+
+    def __init__(self, store: LogStore) -> None:
+        self.store = store
+
+    async def __call__(self, scope: str, entry: Entry, state: ScopeState) -> list[tuple[int, render.Outgoing]]:
+        p = entry.payload
+        if not isinstance(p, Approval | ProposalClosed | ActionStarted | ActionResult):
+            return []
+        entries = await self.store.read(scope, kinds=self.KINDS)
+        if isinstance(p, ActionResult):
+            pid = next(
+                (
+                    e.payload.proposal_id
+                    for e in entries
+                    if isinstance(e.payload, ActionStarted) and e.payload.run_id == p.run_id
+                ),
+                "",
+            )
+        else:
+            pid = p.proposal_id
+        made = next((e for e in entries if isinstance(e.payload, ProposalMade) and e.payload.proposal_id == pid), None)
+        if made is None or not isinstance(made.payload, ProposalMade):
+            return []
+        return [(made.seq, proposal_rendering(made, entries, state))]
+
+
+def proposal_rendering(made: Entry, entries: Sequence[Entry], state: ScopeState) -> render.Outgoing:
+    """The proposal's message as of now: still parked (with buttons), or its outcome and its runs."""
+    prop = made.payload
+    assert isinstance(prop, ProposalMade)
+    pid = prop.proposal_id
+    approvals = [e.payload for e in entries if isinstance(e.payload, Approval) and e.payload.proposal_id == pid]
+    closed = [e.payload for e in entries if isinstance(e.payload, ProposalClosed) and e.payload.proposal_id == pid]
+    runs = [e.payload for e in entries if isinstance(e.payload, ActionStarted) and e.payload.proposal_id == pid]
+    run_ids = {r.run_id for r in runs}
+    results = [e.payload for e in entries if isinstance(e.payload, ActionResult) and e.payload.run_id in run_ids]
+    yes = [a for a in approvals if a.decision == "approved"]
+    details = [f":white_check_mark: approved by <@{a.approver}>" for a in yes]
+    for run in runs:
+        details.append(f":gear: run `{run.run_id}` under fence {run.fence} (key `{run.idempotency_key}`)")
+    for res in results:
+        digest = f" · effect `{res.effect_digest[:19]}…`" if res.effect_digest else ""
+        why = f": {render.esc(res.error[:200])}" if res.error else ""
+        details.append(f"run `{res.run_id}` *{res.outcome}*{' (reconciled)' if res.reconciled else ''}{digest}{why}")
+    who = ", ".join(f"<@{a.approver}>" for a in yes)
+    current = state.proposals.get(pid)
+    if not closed and not results and current is not None and current.status == "waiting_for_approval":
+        out = render.proposal_message(prop, state, made)
+        if yes:
+            extra = render._context(f"Approved so far by {who} ({len(yes)} of {prop.approvals_required})")
+            out = render.Outgoing(out.text, [*out.blocks[:-1], extra, out.blocks[-1]])
+        return out
+    denied = next((a for a in approvals if a.decision == "denied"), None)
+    if closed:
+        c = closed[-1]
+        outcome = {"expired": "Expired", "voided": "Void", "superseded": "Superseded", "withdrawn": "Withdrawn"}[
+            c.outcome
+        ]
+        return render.proposal_outcome(
+            prop, f"{outcome}: {c.reason}" if c.reason else outcome, "", details=tuple(details)
+        )
+    if denied is not None:
+        reason = f" — {denied.reason}" if denied.reason else ""
+        return render.proposal_outcome(prop, f"Denied{reason}", f"<@{denied.approver}>", details=tuple(details))
+    final = results[-1].outcome if results else ""
+    outcome = {
+        "": "Approved — running" if runs else "Approved — starting",
+        "applied": "Approved and applied",
+        "refused": "Approved — refused by the target; nothing changed",
+        "failed": "Approved — the target could not be reached; nothing changed",
+        "not_applied": "Approved — not applied",
+        "skipped": "Approved — not run: the safety conditions no longer held",
+        "uncertain": "Approved — outcome uncertain; asking the target",
+        "abandon_uncertain": "Approved — outcome unknown (recorded as an open question; not retried)",
+    }.get(final, f"Approved — {final}")
+    if prop.risk == "R1":
+        outcome = outcome.replace("Approved and applied", "Applied").replace("Approved — ", "")
+    return render.proposal_outcome(prop, outcome, who, details=tuple(details))
+
+
+class AgentCatalog:
+    """The desk's available actions in the shape the agents' ``ActionCatalogView`` port expects."""
+
+    def __init__(self, desk: ActionDesk) -> None:
+        self.desk = desk
+
+    def available(self) -> list[AgentActionInfo]:
+        return [
+            AgentActionInfo(
+                name=a.name,
+                description=a.description,
+                risk=a.risk,
+                params_schema=a.params_schema,
+                safety_conditions=a.safety_conditions,
+            )
+            for a in self.desk.available()
+        ]
+
+
+def _plug_into_agents(server: DecklogServer, desk: ActionDesk) -> None:
+    """When the agents feature runs in this process, its proposals go to the desk (instead of suggestions)."""
+    try:
+        from bot.agents import AGENTS
+    except ImportError:
+        return
+    runtime = server.web.get(AGENTS)
+    if runtime is not None:
+        runtime.use_proposer(desk)
+        runtime.use_catalog(AgentCatalog(desk))
+
+
+async def actions_feature(server: DecklogServer) -> None:
+    """Wire the desk: catalog, executors, sender, Slack hooks and message updates, sweeps, ``server.actions``."""
+    rt = server.runtime
+    catalog = build_catalog(server)
+    session = aiohttp.ClientSession()
+    server.on_stop(session.close)
+    executors: Mapping[str, Executor] = {
+        spec.name: build_executor(spec.executor, session) for spec in catalog if spec.available
+    }
+    for spec in catalog:
+        if not spec.available:
+            log.warning("action %s is unavailable: %s (it will not be proposed)", spec.name, spec.unavailable_reason)
+    desk = ActionDesk(
+        rt.store,
+        rt.index,
+        catalog,
+        executors,
+        build_policy(server),
+        clock=rt.clock,
+        lease_seconds=server.config.obligations.lease_seconds,
+        # Slack user group ids (S…) as approvers need a GroupResolver over usergroups.users.list, which needs the
+        # usergroups:read scope in manifest.yml first; until then only user ids and [approvals.user_groups] count.
+    )
+    rt.dispatcher.register(ActionsSender(desk, server=server))
+    server.slack_sender.updaters.append(ProposalMessages(rt.store))
+    server.hooks.decide = desk.decide
+    server.hooks.compensate = desk.compensate
+    setattr(server, "actions", desk)  # noqa: B010 - the desk, for other features and tests
+    _plug_into_agents(server, desk)
+
+    async def sweep() -> None:
+        try:
+            report = await desk.sweep()
+        except Exception:
+            log.exception("actions: the sweep failed; the next one will try again")
+            return
+        if report.leases_expired or report.proposals_expired or report.runs or report.verifications:
+            log.info(
+                "actions sweep: %d leases expired, %d approvals expired, runs %s, verifications %s",
+                report.leases_expired,
+                report.proposals_expired,
+                [(r.status, r.run_id) for r in report.runs],
+                report.verifications,
+            )
+
+    lease = server.config.obligations.lease_seconds
+    expiry_s = server.config.approvals.expiry_minutes * 60
+    interval = max(0.5, min(15.0, lease / 4, expiry_s / 10))
+    server.alarm.every("actions:sweep", interval, sweep)
+    server.spawn(sweep())

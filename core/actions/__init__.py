@@ -1,0 +1,37 @@
+"""Actions under delegated authority: the catalog, the approval policy, safety conditions, the runner, the desk.
+
+Nothing here performs I/O of its own except through ports: the log store, and ``Executor`` adapters
+(``adapters/executors/``). See ``ActionDesk`` for the entry points.
+"""
+
+from core.actions.catalog import ActionSpec, Catalog, CompensationSpec, ExecutorSpec
+from core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
+from core.actions.desk import ActionDesk, ActionInfo, GroupResolver, Proposed, SweepReport
+from core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
+from core.actions.policy import ApproverPolicy
+from core.actions.runner import RunAuthority, Runner, RunReport, idempotency_key
+
+__all__ = [
+    "CONDITIONS",
+    "ActionDesk",
+    "ActionInfo",
+    "ActionSpec",
+    "ApproverPolicy",
+    "Catalog",
+    "ChangeFact",
+    "CheckResult",
+    "CompensationSpec",
+    "Evidence",
+    "ExecutionOutcome",
+    "ExecutionRequest",
+    "Executor",
+    "ExecutorSpec",
+    "GroupResolver",
+    "Proposed",
+    "ReconcileOutcome",
+    "RunAuthority",
+    "RunReport",
+    "Runner",
+    "SweepReport",
+    "idempotency_key",
+]

@@ -1,0 +1,154 @@
+"""The action catalog from decklog.toml, parameter normalisation, and the safety conditions as pure checks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from bot.config import load_config
+from bot.settings import SettingsError, project_root
+from core.actions import Catalog, ChangeFact, Evidence
+from core.actions.catalog import substitute
+from core.actions.conditions import describe_drift, evaluate, inputs_digest
+from core.actions.params import ParamSpec, args_hash, normalise, preview
+from core.errors import InvalidInput
+from core.state import AlertState, RunState, empty_state
+from tests.actions_support import effect_action
+from tests.conftest import test_config
+
+
+def test_the_shipped_example_declares_the_rollback_and_the_status_page_update() -> None:
+    config = load_config(project_root() / "decklog.example.toml")
+    unset = Catalog.from_config(config.actions, env={})
+    assert {a.name: a.available for a in unset} == {
+        "rollback_deploy": False,
+        "restore_deploy": False,
+        "status_page_update": False,
+    }
+    assert unset.get("rollback_deploy").unavailable_reason == "DECKLOG_DEPLOY_API_URL is not set"
+    env = {
+        "DECKLOG_DEPLOY_API_URL": "http://deploy.internal:8080/",
+        "DECKLOG_STATUSPAGE_API_URL": "https://api.statuspage.io",
+        "DECKLOG_STATUSPAGE_PAGE_ID": "kctbh9vrtdwd",
+    }
+    catalog = Catalog.from_config(config.actions, env=env, timeout_override=3.5)
+    rollback = catalog.get("rollback_deploy")
+    assert rollback.risk == "R2" and rollback.available
+    assert rollback.executor.url == "http://deploy.internal:8080/rollback"
+    assert rollback.executor.reconcile_url == "http://deploy.internal:8080/reconcile"
+    assert rollback.safety_conditions == ("alert_still_firing", "change_is_latest_on_service", "no_other_run_in_flight")
+    assert rollback.compensation is not None and rollback.compensation.action == "restore_deploy"
+    status = catalog.get("status_page_update")
+    assert status.risk == "R2" and status.executor.type == "statuspage" and status.executor.page_id == "kctbh9vrtdwd"
+    assert {a.executor.timeout_s for a in catalog} == {3.5}  # DECKLOG_EXECUTOR_TIMEOUT overrides every timeout
+    no_page = Catalog.from_config(config.actions, env={"DECKLOG_STATUSPAGE_API_URL": "https://api.statuspage.io"})
+    assert "page id" in no_page.get("status_page_update").unavailable_reason
+    page_url = Catalog.from_config(
+        config.actions, env={"DECKLOG_STATUSPAGE_API_URL": "https://KEY@api.statuspage.io/v1/pages/abc"}
+    )
+    assert page_url.get("status_page_update").available
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"risk": "R5"}, "actions[0] (poke).risk"),
+        ({"safety_conditions": ["moon_is_full"]}, "unknown safety condition 'moon_is_full'"),
+        ({"params": {"target": {"type": "colour"}}}, "actions[0] (poke).params.target.type"),
+        ({"params": {"Target": {}}}, "lower_snake_case"),
+        ({"executor": {"type": "ftp", "url": "ftp://x"}}, "executor.type"),
+        ({"verify": "vibes"}, "verify"),
+        ({"surprise": 1}, "surprise"),
+        ({"compensation": {"action": "undo_poke"}}, "unknown action 'undo_poke'"),
+    ],
+)
+def test_a_bad_action_table_names_the_key_at_fault(change: dict[str, Any], where: str) -> None:
+    action = {**effect_action(), **change}
+    with pytest.raises(InvalidInput, match=re.escape(where)):
+        Catalog.from_config([action], env={"DEPLOY": "http://x"})
+
+
+def test_twice_the_same_name_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="declared twice"):
+        Catalog.from_config([effect_action(), effect_action()], env={"DEPLOY": "http://x"})
+
+
+async def test_a_bad_catalog_stops_start_up_with_the_config_path(make_server: Any) -> None:
+    config = test_config().model_copy(update={"actions": ({**effect_action(), "risk": "R9"},)})
+    with pytest.raises(SettingsError, match=r"DECKLOG_CONFIG: .*risk"):
+        await make_server(config=config)
+
+
+def test_environment_references() -> None:
+    assert substitute("${A}/x", {"A": "http://h/"}) == ("http://h/x", [])
+    assert substitute("$A and ${B:-dflt}", {"A": "1"}) == ("1 and dflt", [])
+    assert substitute("${MISSING}/x", {}) == ("/x", ["MISSING"])
+
+
+def test_normalising_makes_equal_arguments_equal() -> None:
+    specs = {
+        "service": ParamSpec(required=True, lowercase=True, pattern="[a-z0-9-]+"),
+        "replicas": ParamSpec(type="integer", min=0, max=50, default=3),
+        "force": ParamSpec(type="boolean", default=False),
+        "note": ParamSpec(),
+    }
+    a = normalise(specs, {"service": "  Payments ", "replicas": "4", "force": "yes"})
+    b = normalise(specs, {"force": True, "replicas": 4, "service": "payments"})
+    assert a == b == {"force": True, "replicas": 4, "service": "payments"}
+    assert preview("scale", a) == 'scale(force=true, replicas=4, service="payments")'
+    assert args_hash("scale", a) == args_hash("scale", b) != args_hash("scale", {**a, "replicas": 5})
+    assert normalise(specs, {"service": "x", "note": "  two   words "})["note"] == "two words"
+    for bad, message in (
+        ({"service": "pay ments"}, "does not match"),
+        ({"service": "x", "replicas": 51}, "at most 50"),
+        ({"service": "x", "replicas": 1.5}, "must be an integer"),
+        ({"service": "x", "force": "maybe"}, "true or false"),
+        ({"service": ["x"]}, "must be text"),
+    ):
+        with pytest.raises(InvalidInput, match=message):
+            normalise(specs, bad)
+
+
+def _state(**alerts: str) -> Any:
+    state = empty_state("incident/payments-5xx")
+    return state.model_copy(
+        update={
+            "alerts": {
+                fp: AlertState(fingerprint=fp, status=status, service="payments", title=f"alert {fp}")
+                for fp, status in alerts.items()
+            },
+            "linked": ("change/r4",),
+        }
+    )
+
+
+def test_the_conditions_judge_recorded_facts() -> None:
+    changes = Evidence(
+        (
+            ChangeFact("change/r3", ("payments",), "2026-09-19T02:00:00Z"),
+            ChangeFact("change/r4", ("payments",), "2026-09-19T03:00:00Z"),
+            ChangeFact("change/x1", ("search",), "2026-09-19T03:05:00Z"),
+        )
+    )
+    names = ("alert_still_firing", "change_is_latest_on_service", "no_other_run_in_flight", "incident_open")
+    params = {"service": "payments"}
+    ok = evaluate(names, _state(a="firing", b="resolved"), changes, params)
+    assert [r.ok for r in ok] == [True, True, True, True]
+    assert ok[1].detail == "change/r4 is the latest change on payments"
+    older = evaluate(names, _state(a="firing"), changes, {**params, "change": "change/r3"})
+    assert not older[1].ok and "change/r4 came after it" in older[1].detail
+    quiet = evaluate(names, _state(a="resolved"), changes, params)
+    assert not quiet[0].ok and quiet[0].detail == "every alert on payments has resolved"
+    busy = _state(a="firing").model_copy(
+        update={"runs": {"run-1": RunState(run_id="run-1", action="rollback_deploy", outcome="uncertain")}}
+    )
+    assert (
+        evaluate(["no_other_run_in_flight"], busy, changes, params)[0].detail
+        == "run run-1 (rollback_deploy) is uncertain"
+    )
+    assert inputs_digest(ok) == inputs_digest(evaluate(names, _state(a="firing", b="resolved"), changes, params))
+    assert inputs_digest(ok) != inputs_digest(quiet)
+    drift = describe_drift([r.to_json() for r in ok], quiet)
+    assert drift.startswith("alert_still_firing: was “1 alert(s) firing on payments")
