@@ -42,7 +42,7 @@ class ChangesConfig(_Section):
 class AgentsConfig(_Section):
     first_turn_delay: float | None = Field(None, ge=0)  # DECKLOG_FIRST_TURN_DELAY wins when set
     turn_debounce: float | None = Field(None, ge=0)
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_steps: int = Field(6, ge=1, le=20)
     max_tokens: int = Field(1024, ge=64)
     turn_timeout_s: float = Field(60, gt=0)

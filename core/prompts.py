@@ -56,9 +56,7 @@ class PromptLibrary:
             raise PromptError(f"prompt {name!r} does not use the variable(s) {', '.join(unused)}")
         return text
 
-    def _expand(
-        self, name: str, values: Mapping[str, str], used: set[str], *, depth: int, collect_only: bool
-    ) -> str:
+    def _expand(self, name: str, values: Mapping[str, str], used: set[str], *, depth: int, collect_only: bool) -> str:
         if depth > _MAX_DEPTH:
             raise PromptError(f"prompt {name!r}: partials nested deeper than {_MAX_DEPTH} (a cycle?)")
         template = self.source(name)

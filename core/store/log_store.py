@@ -259,6 +259,9 @@ class _ScopeFile:
 
     def _init_schema(self, conn: Connection) -> None:
         t.metadata.create_all(conn)
+        for table in t.metadata.tables.values():  # indexes added after a file was created
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
 
     def _begin_batch(self, conn: Connection) -> _Batch:
         cur = raw_cursor(conn)

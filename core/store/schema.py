@@ -26,6 +26,9 @@ entries = sa.Table(
     sa.Column("hash", sa.String, nullable=False),
 )
 
+# Views read the newest entries of a few kinds (read_last(kinds=...)): without this, a rare kind scans the log.
+sa.Index("entries_kind_seq", entries.c.kind, entries.c.seq)
+
 state = sa.Table(
     "state",
     metadata,

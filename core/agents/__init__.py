@@ -1,0 +1,56 @@
+"""Agent turns: short-lived executions with no memory that read task-scoped views, reason, and append entries.
+
+- ``reasoner``: the ``Reasoner`` protocol, ``TurnInput`` / ``TurnOutput`` and the intents a turn returns.
+- ``rules``: ``RuleBasedReasoner``, the deterministic default (no API key).
+- ``runtime``: ``TurnRuntime`` — runs a turn, records its outputs and its ``agent_turn`` under a compare-and-set.
+- ``scheduler``: ``TurnScheduler`` (debounce, boot re-arm) and ``AgentsSender`` (the ``agents`` outbox sender).
+- ``context``: ``ContextAgents`` — similar past incidents and recent changes, appended as evidence.
+- ``tools``: the R1 read tools and the intent tools a model reasoner calls.
+- ``ports``: ``Proposer`` and ``ActionCatalogView`` (the action desk plugs in there).
+"""
+
+from core.agents.context import ContextAgents
+from core.agents.ports import ActionCatalogView, ActionInfo, EmptyCatalog, Proposer, SuggestingProposer
+from core.agents.reasoner import (
+    HypothesisIntent,
+    ObligationIntent,
+    ProposalIntent,
+    Reasoner,
+    ReasonerError,
+    SuggestionIntent,
+    TurnInput,
+    TurnOutput,
+    Usage,
+    VerificationIntent,
+)
+from core.agents.rules import RuleBasedReasoner
+from core.agents.runtime import TurnRaced, TurnResult, TurnRuntime
+from core.agents.scheduler import AgentsSender, TurnScheduler
+from core.agents.tools import ToolBox, ToolResult
+
+__all__ = [
+    "ActionCatalogView",
+    "ActionInfo",
+    "AgentsSender",
+    "ContextAgents",
+    "EmptyCatalog",
+    "HypothesisIntent",
+    "ObligationIntent",
+    "ProposalIntent",
+    "Proposer",
+    "Reasoner",
+    "ReasonerError",
+    "RuleBasedReasoner",
+    "SuggestingProposer",
+    "SuggestionIntent",
+    "ToolBox",
+    "ToolResult",
+    "TurnInput",
+    "TurnOutput",
+    "TurnRaced",
+    "TurnResult",
+    "TurnRuntime",
+    "TurnScheduler",
+    "Usage",
+    "VerificationIntent",
+]

@@ -1,0 +1,328 @@
+"""The default reasoner: deterministic rules over task-scoped views. Works with no API key.
+
+Each rule first checks the stored state cheaply, and only then reads the one view it needs:
+
+1. investigation — an alerting incident linked to a change scope on the same service → the hypothesis
+   "suspect <change>" (evidence: the link and the first alerts) and an obligation to roll it back *only if the
+   recorded safety conditions hold* (action ``rollback_deploy``), once per change.
+2. action — an open rollback obligation with an action, never proposed before → a proposal through the
+   ``Proposer`` port (it parks for approval; nothing runs here).
+3. verification — an open "verification" obligation: alerts resolved after the run's result → verified; still
+   firing after the grace period (or past the obligation's ``due_at``) → failed; otherwise inconclusive (left
+   open, looked at again when the grace period ends).
+4. resolve — every alert resolved and the incident still open → suggest resolving, once per all-clear.
+5. nudge — no human activity for ``idle_nudge_minutes`` → a nudge, once per quiet period.
+
+Asked a question, it answers from the investigation (or joiner) view: what changed, what is firing, what is
+suspected, what is open.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from core.agents.reasoner import (
+    HypothesisIntent,
+    ObligationIntent,
+    ProposalIntent,
+    SuggestionIntent,
+    TurnInput,
+    TurnOutput,
+    VerificationIntent,
+)
+from core.clock import parse_iso
+from core.obligations import new_obligation_id
+
+ROLLBACK_ACTION = "rollback_deploy"
+_CHANGE_WORDS = re.compile(r"\b(chang|deploy|releas|commit|rollout|roll out|ship|push|version)", re.I)
+_SUMMARY_WORDS = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)
+
+
+def _when(text: str) -> datetime | None:
+    try:
+        return parse_iso(text) if text else None
+    except ValueError:
+        return None
+
+
+class RuleBasedReasoner:
+    name = "rules"
+    model = ""
+    wants_wakes = True
+
+    def __init__(
+        self,
+        *,
+        idle_nudge_minutes: float = 20.0,
+        verification_grace_s: float = 300.0,
+        rollback_action: str = ROLLBACK_ACTION,
+    ) -> None:
+        self.idle_nudge_s = idle_nudge_minutes * 60
+        self.verification_grace_s = verification_grace_s
+        self.rollback_action = rollback_action
+
+    async def run(self, turn: TurnInput) -> TurnOutput:
+        out = TurnOutput()
+        if turn.trigger == "ask":
+            out.answer = await self.answer(turn)
+            return out
+        if turn.state.kind != "incident" or not turn.state.is_open:
+            return out
+        await self.investigate(turn, out)
+        await self.act(turn, out)
+        await self.verify(turn, out)
+        await self.suggest_resolve(turn, out)
+        await self.nudge(turn, out)
+        return out
+
+    # -- 1. investigation ------------------------------------------------------------------------------------
+
+    async def investigate(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        if not s.firing_alerts or not any(x.startswith("change/") for x in s.linked):
+            return
+        view = await turn.views.view("investigation")
+        suspects = set(view.sections.get("suspects", []))
+        suspects |= {str(o.params.get("change", "")) for o in s.obligations.values() if o.purpose == "rollback"}
+        first_alert = min(s.firing_alerts, key=lambda a: a.first_seq)
+        info = turn.action_info(self.rollback_action)
+        for change in view.sections.get("linked_changes", []):
+            scope = change.get("scope", "")
+            common = sorted(set(change.get("services", [])) & set(s.services))
+            if change.get("missing") or not common or scope in suspects:
+                continue
+            service = common[0]
+            alerts = [a for a in s.firing_alerts if a.service in ("", service)] or [first_alert]
+            refs = tuple(sorted({change.get("link_seq", 0), *(a.first_seq for a in alerts[:3])} - {0}))
+            text, confidence = self._suspicion(change, service, alerts[0].title, turn)
+            out.hypotheses.append(HypothesisIntent(text=text, confidence=confidence, suspect_scope=scope, refs=refs))
+            out.obligations.append(
+                ObligationIntent(
+                    text=f"roll back {scope} only if the recorded safety conditions hold",
+                    purpose="rollback",
+                    conditions=info.safety_conditions if info is not None else (),
+                    action=self.rollback_action,
+                    params={"service": service, "change": scope},
+                    expected_outcome=f"the {service} alerts resolve after the rollback",
+                    refs=refs,
+                    obligation_id=new_obligation_id(),
+                    hypothesis_index=len(out.hypotheses) - 1,
+                )
+            )
+            suspects.add(scope)
+
+    @staticmethod
+    def _suspicion(change: dict[str, Any], service: str, alert: str, turn: TurnInput) -> tuple[str, float]:
+        what = change.get("title") or change.get("scope", "")
+        version = str(change.get("version") or "")
+        if version and version not in what:
+            what = f"{what} ({version})"
+        lead = ""
+        changed_at = _when(change.get("deployed_at", "")) or _when(change.get("at", ""))
+        declared_at = _when(turn.state.created_at)
+        confidence = 0.6
+        if changed_at and declared_at:
+            minutes = (declared_at - changed_at).total_seconds() / 60
+            if minutes >= 0:
+                lead = f" {minutes:.0f} min before the incident"
+                if minutes <= 60:
+                    confidence = 0.75
+        paths = change.get("paths") or [p for c in change.get("commits", []) for p in c.get("paths", [])]
+        touched = f"; it touched {', '.join(paths[:3])}" if paths else ""
+        text = f"suspect {change.get('scope')}: “{what}” changed {service}{lead}, and “{alert}” is firing{touched}"
+        return text, confidence
+
+    # -- 2. action -------------------------------------------------------------------------------------------
+
+    async def act(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        for ob in sorted(s.obligations.values(), key=lambda o: o.opened_seq):
+            if ob.purpose != "rollback" or not ob.action or ob.status != "open":
+                continue
+            if any(p.obligation_id == ob.id for p in s.proposals.values()):
+                continue
+            if any(r.obligation_id == ob.id for r in s.runs.values()) or not turn.may_propose(ob.action):
+                continue
+            view = await turn.views.view("action", obligation_id=ob.id)
+            history = view.sections.get("history", [])
+            proposed = view.sections.get("proposed_in_turns", [])
+            if proposed or any(h.get("kind") in ("proposal", "action_started", "suggestion") for h in history):
+                continue  # proposed once already (approved, denied or merely suggested): humans decide now
+            evidence = view.sections.get("opened", {}).get("refs", [])
+            why = f"obligation {ob.id}: {ob.text}"
+            if evidence:
+                why += f" (evidence: {', '.join(f'#{r}' for r in evidence)})"
+            out.proposals.append(ProposalIntent(ob.action, dict(ob.params), why, ob.id))
+
+    # -- 3. verification -------------------------------------------------------------------------------------
+
+    async def verify(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        for ob in sorted(s.obligations.values(), key=lambda o: o.opened_seq):
+            if ob.purpose != "verification" or ob.status != "open":
+                continue
+            view = await turn.views.view("verification", obligation_id=ob.id)
+            result = view.sections.get("result") or {}
+            if not result:
+                continue  # the result will arrive as an entry, and that warrants a turn
+            expected = ob.expected_outcome or "the alerts resolve"
+            run = ob.run_id or ""
+            refs: tuple[int, ...] = (int(result["seq"]),)
+            if result.get("outcome") != "applied":
+                observed = f"run {run} ended {result.get('outcome')}; its effect cannot have happened"
+                out.verifications.append(VerificationIntent(ob.id, "failed", run, expected, observed, refs))
+                continue
+            firing = view.sections.get("firing_alerts", [])
+            resolved = view.sections.get("resolved_alerts", [])
+            result_at = _when(result.get("at", "")) or turn.now
+            elapsed = (turn.now - result_at).total_seconds()
+            due = _when(ob.due_at)  # the desk may say by when the effect must show; else the grace period
+            left = (due - turn.now).total_seconds() if due else self.verification_grace_s - elapsed
+            if resolved and not firing:
+                after = [a for a in resolved if a.get("last_seq", 0) > result["seq"]]
+                names = ", ".join(a.get("title", "") for a in (after or resolved)[:3])
+                when = "after" if after else "by the time of"
+                observed = f"all {len(resolved)} alert(s) resolved {when} run {run}: {names}"
+                refs += tuple(a["last_seq"] for a in after[:5])
+                out.verifications.append(VerificationIntent(ob.id, "verified", run, expected, observed, refs))
+            elif firing and left <= 0:
+                names = ", ".join(a.get("title", "") for a in firing[:3])
+                observed = f"still firing {elapsed:.0f}s after run {run}: {names}"
+                out.verifications.append(VerificationIntent(ob.id, "failed", run, expected, observed, refs))
+            elif firing:
+                out.wake(left)  # inconclusive: leave it open, look again when the grace period (or due time) ends
+
+    # -- 4. resolve ------------------------------------------------------------------------------------------
+
+    async def suggest_resolve(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        if not s.alerts or s.firing_alerts or "resolve" in s.suggestion_actions.values():
+            return
+        if any(sg.action == "resolve" for sg in out.suggestions):
+            return
+        last_alert = max(a.last_seq for a in s.alerts.values())
+        view = await turn.views.view("triage")
+        if any(i.get("action") == "resolve" and i.get("seq", 0) > last_alert for i in view.sections["suggestions"]):
+            return  # suggested once for this all-clear (and answered)
+        n = len(s.alerts)
+        out.suggestions.append(
+            SuggestionIntent(
+                text=f"All {n} alert{'s' if n != 1 else ''} have resolved. Resolve the incident?",
+                action="resolve",
+                rationale=f"every alert of this incident is resolved (the last at #{last_alert})",
+                refs=(last_alert,),
+            )
+        )
+
+    # -- 5. nudge --------------------------------------------------------------------------------------------
+
+    async def nudge(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        if s.last_human_seq:
+            view = await turn.views.view("triage")
+            quiet_since = _when(view.sections["activity"].get("last_human_at", "")) or turn.now
+        else:
+            view = None
+            quiet_since = _when(s.created_at) or turn.now
+        quiet = (turn.now - quiet_since).total_seconds()
+        if quiet < self.idle_nudge_s:
+            out.wake(self.idle_nudge_s - quiet)
+            return
+        view = view or await turn.views.view("triage")
+        if any(
+            str(i.get("id", "")).startswith("sg-nudge-") and i["seq"] > s.last_human_seq
+            for i in view.sections["suggestions"]
+        ):
+            return  # nudged once in this quiet period
+        minutes = quiet / 60
+        out.suggestions.append(
+            SuggestionIntent(
+                text=(
+                    f"No one has posted here for {minutes:.0f} minutes. Post an update for the people following "
+                    "along, or resolve the incident if it is over."
+                ),
+                rationale=f"no human activity since #{s.last_human_seq}"
+                if s.last_human_seq
+                else "no human activity yet",
+                suggestion_id=f"sg-nudge-{s.last_human_seq}-{s.version}",
+            )
+        )
+
+    # -- asking ----------------------------------------------------------------------------------------------
+
+    async def answer(self, turn: TurnInput) -> str:
+        question = turn.question
+        if _SUMMARY_WORDS.search(question) and not _CHANGE_WORDS.search(question):
+            return await self._summary(turn)
+        view = await turn.views.view("investigation")
+        sec = view.sections
+        lines: list[str] = []
+        if _CHANGE_WORDS.search(question):
+            changes = sec.get("linked_changes", [])
+            for c in changes[:4]:
+                commits = c.get("commits", [])
+                detail = (
+                    f" — {len(commits)} commit(s): "
+                    + "; ".join(
+                        f"{x.get('message', '')}"
+                        + (f" ({', '.join(x.get('paths', [])[:2])})" if x.get("paths") else "")
+                        for x in commits[:2]
+                    )
+                    if commits
+                    else ""
+                )
+                lines.append(
+                    f"• {c.get('scope')}: {c.get('title', '')} at {c.get('at', '?')} on {', '.join(c.get('services', []))}{detail}"
+                )
+            for item in sec.get("context", []):
+                if item.get("about") == "recent_changes":
+                    for c in item.get("items", [])[:4]:
+                        if not any(c.get("scope") == x.get("scope") for x in changes):
+                            lines.append(
+                                f"• {c.get('scope')}: {c.get('title', '')} ({c.get('minutes_before_incident')} min before the incident, not linked)"
+                            )
+            if not lines:
+                services = ", ".join(turn.state.services) or "its services"
+                lines.append(f"No change to {services} is linked to this incident or recorded in the change window.")
+            else:
+                lines.insert(0, "Changes linked to this incident:")
+        lines.extend(self._situation(turn, sec))
+        return "\n".join(lines)
+
+    async def _summary(self, turn: TurnInput) -> str:
+        view = await turn.views.view("joiner")
+        sec = view.sections
+        head = sec["scope"]
+        lines = [
+            f"{head.get('title')} — {head.get('status')}, SEV{head.get('severity') or '?'}, "
+            f"services {', '.join(head.get('services', [])) or 'unknown'}."
+        ]
+        roles = sec.get("roles") or {}
+        if roles:
+            lines.append("Roles: " + ", ".join(f"{r} {u}" for r, u in roles.items()))
+        decisions = sec.get("last_decisions", [])
+        if decisions:
+            lines.append(f"Last decision (#{decisions[-1]['seq']}): {decisions[-1]['text']}")
+        lines.extend(self._situation(turn, {**sec, "hypotheses": sec.get("hypotheses", [])}))
+        return "\n".join(lines)
+
+    @staticmethod
+    def _situation(turn: TurnInput, sec: dict[str, Any]) -> list[str]:
+        s = turn.state
+        lines = []
+        firing = s.firing_alerts
+        if firing:
+            lines.append(
+                f"Firing: {', '.join(a.title for a in firing[:3])}"
+                + (f" (+{len(firing) - 3} more)" if len(firing) > 3 else "")
+            )
+        elif s.alerts:
+            lines.append(f"All {len(s.alerts)} alert(s) have resolved.")
+        hyps = sec.get("hypotheses", [])
+        if hyps:
+            lines.append(f"Latest hypothesis (#{hyps[-1]['seq']}): {hyps[-1]['text']}")
+        if s.obligations:
+            lines.append("Open: " + "; ".join(o.text for o in list(s.obligations.values())[:3]))
+        return lines
