@@ -42,6 +42,11 @@ class AlertSignal(BaseModel):
     links: tuple[Link, ...] = ()
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    # The source's own id of this notification (PagerDuty ``event.id``, Datadog ``$ID``, generic ``event_id``): a
+    # vendor's retry of one delivery carries the same id, a new notification a new one. "" when the source has none.
+    event_id: str = Field(default="", max_length=200)
+    # When the source says the reported state change happened (PagerDuty ``event.occurred_at``, Datadog ``$DATE``).
+    occurred_at: datetime | None = None
 
 
 class Commit(BaseModel):
@@ -70,6 +75,8 @@ class ChangeSignal(BaseModel):
     link: str = ""
     description: str = ""
     at: datetime | None = None
+    repository: str = ""  # e.g. ``acme/payments`` (GitHub's ``repository.full_name``)
+    ref: str = ""  # the git ref deployed or pushed (``refs/heads/main``, ``v2026.09.19-4``)
 
 
 class PayloadError(ValueError):

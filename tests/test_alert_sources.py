@@ -261,7 +261,13 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
         )
     ],
     ("pagerduty", "incident_priority_updated.json"): [
-        AlertSignal(**PD_INCIDENT, status="firing", summary="Priority updated by Tenex Engineer")
+        AlertSignal(
+            **PD_INCIDENT,
+            status="firing",
+            summary="Priority updated by Tenex Engineer",
+            event_id="5ac64822-4adc-4fda-ade0-410becf0de4f",
+            occurred_at=utc(2020, 10, 2, 18, 45, 22, 169000),
+        )
     ],
     ("pagerduty", "incident_triggered.json"): [
         AlertSignal(
@@ -272,10 +278,18 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
             },
             status="firing",
             summary="Triggered by API Service",
+            event_id="01CXJ0UMXGNEHP3ZWQ9B3ZP5RA",
+            occurred_at=utc(2020, 4, 9, 15, 16, 28, 233000),
         )
     ],
     ("pagerduty", "incident_acknowledged.json"): [
-        AlertSignal(**PD_INCIDENT, status="acknowledged", summary="Acknowledged by Tenex Engineer")
+        AlertSignal(
+            **PD_INCIDENT,
+            status="acknowledged",
+            summary="Acknowledged by Tenex Engineer",
+            event_id="01CXJ0VK6ZZ5DG6Q9P8XB4KQ2E",
+            occurred_at=utc(2020, 4, 9, 15, 19, 2, 516000),
+        )
     ],
     ("pagerduty", "incident_resolved.json"): [
         AlertSignal(
@@ -283,6 +297,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
             status="resolved",
             summary="Resolved by Tenex Engineer",
             ended_at=utc(2020, 4, 9, 15, 48, 51, 77000),
+            event_id="01CXJ12D7ZSE6Z9H5TQ8R3NXQW",
+            occurred_at=utc(2020, 4, 9, 15, 48, 51, 77000),
         )
     ],
     ("pagerduty", "incident_annotated.json"): [],
@@ -306,6 +322,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
             },
             links=(Link(url="https://acme.pagerduty.com/incidents/Q2P5X8M4K1RZ7B", title="PagerDuty incident"),),
             started_at=utc(2026, 9, 19, 14, 7, 2),
+            event_id="01J8PAYMENTS5XXTRIGGERED00",
+            occurred_at=utc(2026, 9, 19, 14, 7, 2, 418000),
         )
     ],
     ("datadog", "docs_variables_triggered.json"): [
@@ -322,6 +340,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
                 Link(url="https://p.datadoghq.com/path-to-snapshot", title="Snapshot"),
             ),
             started_at=utc(2014, 7, 29, 19, 37, 52),
+            event_id="1234567",
+            occurred_at=utc(2014, 7, 29, 19, 37, 52),
         )
     ],
     ("datadog", "docs_variables_recovered.json"): [
@@ -335,6 +355,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
             labels={**DD_DOCS_LABELS, "transition": "Recovered", "alert_type": "success"},
             links=(Link(url="https://app.datadoghq.com/event/jump_to?event_id=123457", title="Datadog event"),),
             ended_at=utc(2014, 7, 29, 19, 52, 52),
+            event_id="1234599",
+            occurred_at=utc(2014, 7, 29, 19, 52, 52),
         )
     ],
     ("datadog", "payments_5xx_triggered.json"): [
@@ -352,6 +374,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
                 ),
             ),
             started_at=utc(2026, 9, 19, 14, 6, 30),
+            event_id="7716548234011234567",
+            occurred_at=utc(2026, 9, 19, 14, 6, 30),
         )
     ],
     ("datadog", "payments_5xx_recovered.json"): [
@@ -362,6 +386,8 @@ EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
             labels={**DD_PAYMENTS_LABELS, "transition": "Recovered", "alert_type": "success"},
             links=(Link(url="https://app.datadoghq.com/event/event?id=7716548234055599999", title="Datadog event"),),
             ended_at=utc(2026, 9, 19, 14, 41, 0),
+            event_id="7716548234055599999",
+            occurred_at=utc(2026, 9, 19, 14, 41, 0),
         )
     ],
     ("generic", "payments_5xx_firing.json"): [

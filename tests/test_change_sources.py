@@ -45,6 +45,8 @@ HELLO_DEPLOY = {
     "change_id": "gh-deploy-145988746",
     "service": "Hello-World",
     "version": "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+    "repository": "Codertocat/Hello-World",
+    "ref": "master",
 }
 PAYMENTS_C1 = Commit(
     id="4b7a0d3c5e8f1a2b3c4d5e6f708192a3b49f2c1e",
@@ -129,6 +131,8 @@ EXPECTED: dict[tuple[str, str], list[ChangeSignal]] = {
             link="https://github.com/Codertocat/Hello-World/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246",
             description="1 commit pushed to master",
             at=utc(2019, 5, 15, 15, 19, 25),
+            repository="Codertocat/Hello-World",
+            ref="refs/heads/master",
         )
     ],
     ("github", "push_tag_deleted.json"): [],
@@ -145,6 +149,8 @@ EXPECTED: dict[tuple[str, str], list[ChangeSignal]] = {
             link="https://github.com/acme/payments/compare/1d2e3f405162...9f2c1e4b7a0d",
             description="2 commits pushed to main",
             at=utc(2026, 9, 19, 14, 1, 44),
+            repository="acme/payments",
+            ref="refs/heads/main",
         )
     ],
     ("github", "payments_deployment_status_success.json"): [
@@ -159,6 +165,8 @@ EXPECTED: dict[tuple[str, str], list[ChangeSignal]] = {
             link="https://ci.example.com/pipelines/payments/8841/log",
             description="Deployed v2026.09.19-4 to production",
             at=utc(2026, 9, 19, 14, 4, 12),
+            repository="acme/payments",
+            ref="v2026.09.19-4",
         )
     ],
     ("generic", "payments_deploy.json"): [

@@ -19,7 +19,9 @@ Mapping:
 * ``service`` ← the ``service`` tag; ``source_severity`` ← ``priority`` ($ALERT_PRIORITY, ``P1``…);
 * ``summary`` ← ``message`` ($TEXT_ONLY_MSG) → ``alert_status`` ($ALERT_STATUS);
 * ``links`` ← ``link`` ($LINK), ``snapshot`` ($SNAPSHOT);
-* ``date`` ($DATE, epoch milliseconds) → ``started_at`` when firing, ``ended_at`` when resolved.
+* ``date`` ($DATE, epoch milliseconds) → ``started_at`` when firing, ``ended_at`` when resolved, and
+  ``occurred_at``;
+* ``event_id`` ← ``id`` ($ID, the id of this notification: Datadog's retries of one delivery repeat it).
 
 A value still reading ``$SOME_VARIABLE`` (Datadog had nothing to substitute) counts as absent. Integers are
 accepted where the template has quoted ids. ``Encode as form`` must stay unchecked (the body is JSON).
@@ -160,6 +162,7 @@ def parse(payload: object) -> list[AlertSignal]:
         if value and len(labels) < f.LABELS_MAX:
             labels.setdefault(name, value)
 
+    event_id = _value(top, "id", 100_000)
     date_key = "date" if _value(top, "date", 100) else "last_updated"
     when = _value(top, date_key, 100)
     at = f.epoch_or_iso(when, date_key) if when else None
@@ -184,5 +187,7 @@ def parse(payload: object) -> list[AlertSignal]:
             ),
             started_at=at if status == "firing" else None,
             ended_at=at if status == "resolved" else None,
+            event_id=f.bounded_id(event_id, f.SHORT_MAX) if event_id else "",
+            occurred_at=at,
         )
     ]

@@ -37,6 +37,7 @@ def parse(payload: object) -> list[AlertSignal]:
     title = f.req_str(top, "title", "", f.TITLE_MAX)
     fingerprint = f.bounded_id(f.req_str(top, "fingerprint", "", 100_000, numbers=True), f.FINGERPRINT_MAX)
     status = f.opt_str(top, "status", "", 50).lower() or "firing"
+    event_id = f.opt_str(top, "event_id", "", 100_000, numbers=True)
     if status not in STATUSES:
         raise PayloadError("status", f"expected one of firing, acknowledged, resolved; got {status!r}")
     return [
@@ -54,5 +55,6 @@ def parse(payload: object) -> list[AlertSignal]:
             links=_links(top),
             started_at=f.opt_time(top, "started_at", ""),
             ended_at=f.opt_time(top, "ended_at", ""),
+            event_id=f.bounded_id(event_id, f.SHORT_MAX) if event_id else "",
         )
     ]

@@ -24,7 +24,8 @@ Mapping: ``fingerprint`` ← ``data.id`` (the incident id); ``title`` ← ``data
 ``data.service.summary``; ``source_severity`` ← ``data.priority.summary`` (``P1``…) → ``data.urgency``;
 ``labels`` ← urgency, priority, incident_number, incident_key, service_id, escalation_policy; ``links`` ←
 ``html_url``, conference bridge URL; ``started_at`` ← ``data.created_at``; ``ended_at`` ←
-``event.occurred_at`` when resolved; ``summary`` ← "Acknowledged by <agent>" and the like.
+``event.occurred_at`` when resolved; ``summary`` ← "Acknowledged by <agent>" and the like; ``event_id`` ←
+``event.id`` (the same for PagerDuty's retries of one delivery); ``occurred_at`` ← ``event.occurred_at``.
 
 ``verify_signature`` checks ``X-PagerDuty-Signature`` (``v1=<hex HMAC-SHA256 of the raw body>``, possibly
 several, comma-separated, during secret rotation), in constant time.
@@ -133,6 +134,7 @@ def parse(payload: object) -> list[AlertSignal]:
     }
     occurred_at = f.opt_time(event, "occurred_at", "event")
     title = f.opt_str(data, "title", dpath, f.TITLE_MAX)
+    event_id = f.bounded_id(f.opt_str(event, "id", "event", 100_000, numbers=True), f.SHORT_MAX)
     return [
         f.build(
             AlertSignal,
@@ -154,6 +156,8 @@ def parse(payload: object) -> list[AlertSignal]:
             ),
             started_at=f.opt_time(data, "created_at", dpath),
             ended_at=occurred_at if status == "resolved" else None,
+            event_id=event_id,
+            occurred_at=occurred_at,
         )
     ]
 

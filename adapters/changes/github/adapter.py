@@ -18,7 +18,8 @@ octokit/webhooks).
 * ``link`` ← ``deployment_status.log_url`` → ``target_url`` → ``environment_url``;
 * ``description`` ← ``deployment_status.description`` → ``deployment.description`` → ``"deploy <ref> to
   <env>"``;
-* ``at`` ← ``deployment_status.updated_at`` → ``created_at``.
+* ``at`` ← ``deployment_status.updated_at`` → ``created_at``;
+* ``repository`` ← ``repository.full_name``; ``ref`` ← ``deployment.ref``.
 
 ``push``:
 
@@ -27,7 +28,8 @@ octokit/webhooks).
   ``repository.name``;
 * ``version`` ← the tag name for ``refs/tags/*``, else ``after``; ``environment`` ← ``""``;
 * ``commits`` ← ``commits[]`` with ``paths`` = added + modified + removed (GitHub sends at most 20 commits);
-* ``author`` ← ``pusher.name`` → ``sender.login``; ``link`` ← ``compare``; ``at`` ← ``head_commit.timestamp``.
+* ``author`` ← ``pusher.name`` → ``sender.login``; ``link`` ← ``compare``; ``at`` ← ``head_commit.timestamp``;
+* ``repository`` ← ``repository.full_name``; ``ref`` ← ``ref``.
 
 ``verify_signature`` checks ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`` in constant
 time.
@@ -90,6 +92,7 @@ def _deployment_status(top: Mapping[str, object]) -> list[ChangeSignal]:
     deployment_id = f.req_str(deployment, "id", dpath, 100, numbers=True)
     repository = f.opt_object(top, "repository", "")
     repo_name = f.opt_str(repository, "name", "repository", f.SERVICE_MAX) if repository is not None else ""
+    full_name = f.opt_str(repository, "full_name", "repository") if repository is not None else ""
     custom = deployment.get("payload")  # object, or a string, chosen by whoever created the deployment
     custom_service = (
         f.opt_str(custom, "service", f.child(dpath, "payload"), f.SERVICE_MAX) if isinstance(custom, Mapping) else ""
@@ -131,6 +134,8 @@ def _deployment_status(top: Mapping[str, object]) -> list[ChangeSignal]:
                 f.SUMMARY_MAX,
             ),
             at=f.opt_time(status_obj, "updated_at", spath) or f.opt_time(status_obj, "created_at", spath),
+            repository=full_name,
+            ref=ref,
         )
     ]
 
@@ -195,6 +200,8 @@ def _push(top: Mapping[str, object]) -> list[ChangeSignal]:
             link=f.opt_url(top, "compare", ""),
             description=description,
             at=f.opt_time(head, "timestamp", "head_commit") if head else None,
+            repository=f.opt_str(repository, "full_name", "repository"),
+            ref=ref,
         )
     ]
 

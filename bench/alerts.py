@@ -1,0 +1,458 @@
+"""Alert storm: 10,000 alerts over 50 fingerprints and 10 services, POSTed to ``decklog serve`` over loopback.
+
+    .venv/bin/python bench/alerts.py [--alerts 10000] [--fingerprints 50] [--services 10] [--concurrency 32]
+                                     [--rounds 1] [--quick]
+
+The server runs in-process (sandbox mode: the fake Slack on loopback, every shipped feature) on the shipped
+``decklog.example.toml``, so the Slack sender paces posts at one a second per channel as it would in production.
+Alert ``k`` is the generic JSON of fingerprint ``k mod 50`` on service ``(k mod 50) mod 10``, with its own
+``event_id`` (a real notification each, not a retry): the first 50 open 10 incidents (one per service) and
+group 40 new fingerprints into them; the remaining 9,950 are repeats.
+
+Measured:
+
+- receiver throughput (alerts acknowledged per second, ``concurrency`` requests in flight) and request latency,
+  against a baseline measured in the same round: the same requests to a no-op aiohttp handler that reads the body
+  and answers 202 JSON (same client, same loop);
+- alert → Slack header latency (p50/p99) for the alerts that open incidents: from the request being sent to the
+  fake Slack receiving ``chat.postMessage`` for that incident's header;
+- Slack messages per alert once every alert is summarised: headers, alert summaries and anything else posted
+  (context and agent messages from other features), and ``chat.update`` calls on headers. Target: one header
+  per incident plus at most one summary a minute per incident, however large the storm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiohttp
+from aiohttp import web
+
+from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, median, note, percentile, verdict
+from bot.config import load_config
+from bot.runtime import OUTBOX_TOPICS
+from bot.server import DecklogServer
+from bot.settings import Settings, project_root
+from core.alerts import SUMMARY_SOURCE
+from core.entries import Actor, NewEntry
+from core.store import SqliteLogStore
+
+TOKEN = "bench-alert-token"
+
+
+@dataclass
+class Storm:
+    alerts: int
+    fingerprints: int
+    services: int
+
+    def body(self, k: int) -> bytes:
+        f = k % self.fingerprints
+        s = f % self.services
+        return json.dumps(
+            {
+                "title": f"svc-{s}: check {f} failing",
+                "fingerprint": f"fp-{f}",
+                "service": f"svc-{s}",
+                "severity": "critical",
+                "event_id": f"ev-{k}",
+                "summary": f"check {f} of svc-{s} is failing (notification {k})",
+                "labels": {"env": "prod", "check": str(f)},
+            }
+        ).encode()
+
+    def bodies(self) -> list[bytes]:
+        return [self.body(k) for k in range(self.alerts)]
+
+
+@dataclass
+class Blast:
+    seconds: float
+    sent_at: list[float]  # time.time() when each request was sent
+    latencies: list[float]  # seconds, per request
+    answers: list[Any]
+    statuses: list[int] = field(default_factory=list)
+
+
+def blast_in_process(url: str, storm: Storm, concurrency: int) -> Blast:
+    """``blast`` in this (child) process: the load generator never competes with the server for the GIL."""
+    return asyncio.run(blast(url, storm.bodies(), concurrency))
+
+
+async def blast_from_child(url: str, storm: Storm, concurrency: int) -> Blast:
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return await loop.run_in_executor(pool, blast_in_process, url, storm, concurrency)
+
+
+async def blast(url: str, bodies: list[bytes], concurrency: int) -> Blast:
+    """POST every body with ``concurrency`` requests in flight; answers in body order."""
+    n = len(bodies)
+    sent_at: list[float] = [0.0] * n
+    latencies: list[float] = [0.0] * n
+    answers: list[Any] = [None] * n
+    statuses: list[int] = [0] * n
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    next_index = 0
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as http:
+
+        async def worker() -> None:
+            nonlocal next_index
+            while next_index < n:
+                i = next_index
+                next_index += 1
+                sent_at[i] = time.time()
+                started = time.perf_counter()
+                async with http.post(url, data=bodies[i], headers=headers) as response:
+                    statuses[i] = response.status
+                    answers[i] = await response.json()
+                latencies[i] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        seconds = time.perf_counter() - started
+    return Blast(seconds, sent_at, latencies, answers, statuses)
+
+
+# -- the baseline: raw aiohttp, a no-op handler ----------------------------------------------------------------
+
+
+async def baseline(storm: Storm, concurrency: int) -> Sample:
+    async def noop(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({"ok": True}, status=202)
+
+    app = web.Application()
+    app.router.add_post("/alerts/{source}", noop)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        result = await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
+    finally:
+        await runner.cleanup()
+    return Sample(storm.alerts, result.seconds, result.latencies)
+
+
+# -- the storage floor: the same observations appended straight to the log store --------------------------------
+
+
+async def store_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sample:
+    """``LogStore.append`` of one alert observation per alert (same topics, so the same outbox rows), no HTTP,
+    no routing, no dispatcher: what the storage alone costs on this machine."""
+    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS)
+    actor = Actor.system("generic")
+    for s in range(storm.services):
+        await store.append(f"incident/svc-{s}", [NewEntry.make("declared", actor, {"title": f"svc-{s}"})], create=True)
+    pending = iter(range(storm.alerts))
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        for k in pending:
+            f = k % storm.fingerprints
+            entry = NewEntry.make(
+                "observation",
+                actor,
+                {"text": f"check {f}", "fingerprint": f"fp-{f}", "alert_status": "firing", "service": f"svc-{f}"},
+                idempotency_key=f"ev-{k}",
+            )
+            started = time.perf_counter()
+            await store.append(f"incident/svc-{f % storm.services}", [entry])
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        await store.close()
+    return Sample(storm.alerts, time.perf_counter() - started, latencies)
+
+
+# -- decklog -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StormResult:
+    sample: Sample
+    incidents: int
+    outcomes: dict[str, int]
+    header_latencies: list[float]
+    headers: int
+    summaries: int
+    summary_messages: int
+    other_messages: int
+    header_updates: int
+    storm_minutes: float
+    max_summaries_per_incident: int
+    unsummarised: int
+
+
+async def decklog_storm(
+    storm: Storm, concurrency: int, data_dir: Path, *, settle_timeout: float, pace: float | None
+) -> StormResult:
+    config = load_config(project_root() / "decklog.example.toml")  # shipped: pacing 1 msg/s/channel, header 2 s
+    if pace is not None:
+        config = config.model_copy(update={"slack": config.slack.model_copy(update={"pace_per_channel_s": pace})})
+    settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
+    server = DecklogServer(settings, config=config)
+    await server.start()
+    try:
+        began = time.time()
+        result = await blast_from_child(server.url + "/alerts/generic", storm, concurrency)
+        bad = [s for s in result.statuses if s != 202]
+        if bad:
+            raise SystemExit(f"{len(bad)} requests were not accepted (first: {bad[0]})")
+        outcomes: dict[str, int] = {}
+        opened: dict[str, float] = {}  # incident → when its opening alert was sent
+        for sent, answer in zip(result.sent_at, result.answers, strict=True):
+            for alert in answer["alerts"]:
+                outcomes[alert["outcome"]] = outcomes.get(alert["outcome"], 0) + 1
+                if alert["outcome"] == "new":
+                    opened[alert["scope"]] = sent
+        fake = server.sandbox.server
+        store = server.runtime.store
+
+        def header_calls() -> dict[str, float]:
+            found: dict[str, float] = {}
+            for call in fake.calls_to("chat.postMessage", ok=True):
+                meta = (call.args.get("metadata") or {}).get("event_payload") or {}
+                if meta.get("key") == "header":
+                    found.setdefault(meta["scope"], call.at)
+            return found
+
+        async def unsummarised() -> int:
+            total = 0
+            for scope in opened:
+                state = await store.get_state(scope)
+                alerts = sum(a.count for a in state.alerts.values())
+                covered = 0
+                for e in await store.read(scope, kinds=("observation",)):
+                    if _is_summary(e):
+                        covered += e.payload.data["summary"]["alerts"]
+                total += alerts - 1 - covered  # the opening alert is in the header
+            return total
+
+        async def summaries_in_log() -> int:
+            found = 0
+            for scope in opened:
+                found += len([e for e in await store.read(scope, kinds=("observation",)) if _is_summary(e)])
+            return found
+
+        def summaries_posted() -> int:
+            return len(
+                [
+                    c
+                    for c in fake.calls_to("chat.postMessage", ok=True)
+                    if str(c.args.get("text", "")).startswith("+") and " alert" in str(c.args.get("text", ""))
+                ]
+            )
+
+        deadline = time.monotonic() + settle_timeout
+        while time.monotonic() < deadline:  # until every alert is summarised and Slack has every summary
+            if (
+                len(header_calls()) == len(opened)
+                and await unsummarised() == 0
+                and summaries_posted() == await summaries_in_log()
+            ):
+                break
+            await asyncio.sleep(0.25)
+        storm_minutes = (time.time() - began) / 60
+        headers = header_calls()
+        summaries_per_scope = {
+            scope: [e.seq for e in await store.read(scope, kinds=("observation",)) if _is_summary(e)]
+            for scope in opened
+        }
+        posted_summaries = 0
+        others = 0
+        for call in fake.calls_to("chat.postMessage", ok=True):
+            meta = (call.args.get("metadata") or {}).get("event_payload") or {}
+            if meta.get("key") == "header":
+                continue
+            if meta.get("seq") in summaries_per_scope.get(meta.get("scope", ""), []):
+                posted_summaries += 1
+            else:
+                others += 1
+        header_ts = {
+            (c.response.get("channel"), c.response.get("ts"))
+            for c in fake.calls_to("chat.postMessage", ok=True)
+            if ((c.args.get("metadata") or {}).get("event_payload") or {}).get("key") == "header"
+        }
+        updates = [c for c in fake.calls_to("chat.update") if (c.args.get("channel"), c.args.get("ts")) in header_ts]
+        return StormResult(
+            sample=Sample(storm.alerts, result.seconds, result.latencies),
+            incidents=len(opened),
+            outcomes=outcomes,
+            header_latencies=[headers[s] - opened[s] for s in opened if s in headers],
+            headers=len(headers),
+            summaries=sum(len(v) for v in summaries_per_scope.values()),
+            summary_messages=posted_summaries,
+            other_messages=others,
+            header_updates=len(updates),
+            storm_minutes=storm_minutes,
+            max_summaries_per_incident=max((len(v) for v in summaries_per_scope.values()), default=0),
+            unsummarised=await unsummarised(),
+        )
+    finally:
+        await server.stop()
+
+
+def _is_summary(entry: Any) -> bool:
+    return bool(entry.payload.source == SUMMARY_SOURCE)
+
+
+# -- main --------------------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--alerts", type=int, default=10_000)
+    parser.add_argument("--fingerprints", type=int, default=50)
+    parser.add_argument("--services", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--settle-timeout", type=float, default=180.0)
+    parser.add_argument("--quick", action="store_true", help="1,000 alerts")
+    parser.add_argument(
+        "--pace", type=float, default=None, help="seconds between posts per Slack channel (default: shipped, 1.0)"
+    )
+    args = parser.parse_args()
+    storm = Storm(1_000 if args.quick else args.alerts, args.fingerprints, args.services)
+    base: list[Sample] = []
+    floor: list[Sample] = []
+    runs: list[StormResult] = []
+    cases = ["baseline", "store", "decklog"]
+    for r in range(args.rounds):
+        for case in cases[r % 3 :] + cases[: r % 3]:
+            if case == "baseline":
+                sample = asyncio.run(baseline(storm, args.concurrency))
+                base.append(sample)
+                note(f"round {r + 1}: no-op aiohttp {sample.rate:,.0f} req/s")
+            elif case == "store":
+                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-store-"))
+                try:
+                    sample = asyncio.run(store_baseline(storm, args.concurrency, data_dir))
+                finally:
+                    shutil.rmtree(data_dir, ignore_errors=True)
+                floor.append(sample)
+                note(f"round {r + 1}: raw LogStore.append {sample.rate:,.0f} appends/s")
+            else:
+                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-alerts-"))
+                try:
+                    res = asyncio.run(
+                        decklog_storm(
+                            storm, args.concurrency, data_dir, settle_timeout=args.settle_timeout, pace=args.pace
+                        )
+                    )
+                finally:
+                    shutil.rmtree(data_dir, ignore_errors=True)
+                runs.append(res)
+                note(f"round {r + 1}: decklog {res.sample.rate:,.0f} alerts/s, {res.incidents} incidents")
+    print(report(storm, args.concurrency, base, floor, runs, pace=args.pace))
+
+
+def report(
+    storm: Storm,
+    concurrency: int,
+    base: list[Sample],
+    floor: list[Sample],
+    runs: list[StormResult],
+    *,
+    pace: float | None = None,
+) -> str:
+    last = runs[-1]
+    rate = median([r.sample.rate for r in runs])
+    base_rate = median([b.rate for b in base])
+    ratio = median([r.sample.rate / b.rate for r, b in zip(runs, base, strict=True) if b.rate > 0])
+    req_p50 = median([r.sample.percentile_ms(50) for r in runs])
+    req_p99 = median([r.sample.percentile_ms(99) for r in runs])
+    base_p50 = median([b.percentile_ms(50) for b in base])
+    base_p99 = median([b.percentile_ms(99) for b in base])
+    head_p50 = median([percentile(r.header_latencies, 50) * 1000 for r in runs])
+    head_p99 = median([percentile(r.header_latencies, 99) * 1000 for r in runs])
+    messages = last.headers + last.summary_messages + last.other_messages
+    allowed = last.incidents * (1 + math.ceil(max(last.storm_minutes, 1.0)))
+    alert_messages = last.headers + last.summary_messages
+    target_ok = (
+        last.headers == last.incidents
+        and last.max_summaries_per_incident <= math.ceil(max(last.storm_minutes, 1.0))
+        and last.unsummarised == 0
+    )
+    floor_rate = median([f.rate for f in floor])
+    floor_ratio = median([r.sample.rate / f.rate for r, f in zip(runs, floor, strict=True) if f.rate > 0])
+    rows = [
+        [
+            "receiver throughput",
+            f"{fmt_rate(rate)} alerts/s",
+            f"{fmt_rate(base_rate)} req/s",
+            fmt_ratio(ratio),
+            "baseline: the same requests to a no-op aiohttp handler",
+        ],
+        [
+            "… vs the storage floor",
+            f"{fmt_rate(rate)} alerts/s",
+            f"{fmt_rate(floor_rate)} appends/s",
+            fmt_ratio(floor_ratio),
+            "baseline: raw LogStore.append of the same observations (no HTTP, routing or dispatch)",
+        ],
+        [
+            "request latency p50",
+            f"{fmt_ms(req_p50)} ms",
+            f"{fmt_ms(base_p50)} ms",
+            fmt_ratio(req_p50 / base_p50),
+            "baseline: no-op aiohttp",
+        ],
+        ["request latency p99", f"{fmt_ms(req_p99)} ms", f"{fmt_ms(base_p99)} ms", fmt_ratio(req_p99 / base_p99), ""],
+        ["alert → Slack header p50", f"{fmt_ms(head_p50)} ms", "", "", f"{last.incidents} incidents"],
+        [
+            "alert → Slack header p99",
+            f"{fmt_ms(head_p99)} ms",
+            "",
+            "",
+            f"Slack pacing: {1.0 if pace is None else pace:g} s between posts per channel (one alerts channel)",
+        ],
+        [
+            "Slack messages per alert",
+            f"{messages / storm.alerts:.4f}",
+            "",
+            "",
+            f"{last.headers} headers + {last.summary_messages} summaries + {last.other_messages} other "
+            f"(context/agents) for {storm.alerts:,} alerts",
+        ],
+        [
+            "alert messages per incident",
+            f"{alert_messages / max(last.incidents, 1):.1f}",
+            "",
+            "",
+            f"target ≤ {allowed // max(last.incidents, 1)} (1 header + ≤1 summary/min over "
+            f"{last.storm_minutes:.1f} min): {verdict(target_ok)}",
+        ],
+        ["header updates (chat.update)", str(last.header_updates), "", "", "coalesced: ≤ 1 per 2 s per incident"],
+    ]
+    outcome_text = ", ".join(f"{k} {v:,}" for k, v in sorted(last.outcomes.items()))
+    return (
+        f"Alert storm: {storm.alerts:,} alerts, {storm.fingerprints} fingerprints, {storm.services} services, "
+        f"{concurrency} in flight, {len(runs)} round(s); outcomes: {outcome_text}; "
+        f"{last.summaries} summaries, {last.unsummarised} alerts unsummarised\n\n"
+        + markdown_table(["measure", "decklog", "baseline", "ratio", "note"], rows)
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""The alert and change receivers: ``POST /alerts/{source}`` and ``POST /changes/{source}``.
+
+Each request is checked in this order, and any refusal appends nothing:
+
+1. ``{source}`` is one of ``adapters.alerts.ALERT_SOURCES`` / ``adapters.changes.CHANGE_SOURCES`` — else 404;
+2. a token is configured (``DECKLOG_ALERT_TOKEN``; the sandbox generates one) — else 401 saying to set it;
+3. a declared ``Content-Length`` above ``[alerts] max_payload_bytes`` — 413;
+4. ``Authorization: Bearer <token>``, or the source's own signature where it has one (PagerDuty's
+   ``X-PagerDuty-Signature``, GitHub's ``X-Hub-Signature-256``, with the token as the secret) — else 401;
+5. the body, read in chunks and never past the limit — else 413; then JSON (UTF-8, no NaN/Infinity) — else 400;
+6. the source's parser — a ``PayloadError`` is a 400 whose ``error`` names the field path.
+
+Then core records it (``core.alerts.AlertRouter`` / ``core.changes.ChangeService``) and the answer (202 when
+something was recorded, 200 when nothing was) says what happened to each alert or change. The Slack side is
+the outbox's: an alert-opened incident posts its header; later alerts are collapsed into at most one summary a
+minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener and re-armed at start-up).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aiohttp import web
+from pydantic import SecretStr
+
+from adapters.alerts import ALERT_SOURCES
+from adapters.alerts._fields import header_value
+from adapters.changes import CHANGE_SOURCES
+from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
+from core.changes import ChangeService, incident_alert_time
+from core.entries import Declared, Entry
+from core.errors import InvalidInput
+from core.signals import PayloadError, truncate_raw
+
+if TYPE_CHECKING:
+    from bot.server import DecklogServer
+
+log = logging.getLogger(__name__)
+
+ALERT_ROUTE = "/alerts/{source}"
+CHANGE_ROUTE = "/changes/{source}"
+READ_CHUNK = 64 * 1024
+RAW_DEPTH_MAX = 32  # deeper payloads are kept as (capped) text evidence, not as JSON
+TOKEN_HELP = (
+    "DECKLOG_ALERT_TOKEN is not set: set it to a shared secret and send it as 'Authorization: Bearer <token>' "
+    "(PagerDuty and GitHub may sign with it instead)"
+)
+
+
+class Source(Protocol):
+    """What the checks need of ``AlertSource`` and ``ChangeSource``."""
+
+    @property
+    def signature_header(self) -> str | None: ...
+
+    def verify(self, secret: str, raw_body: bytes, headers: Mapping[str, str]) -> bool: ...
+
+
+class Refused(Exception):
+    """A request refused with ``status`` and an ``{"error": message}`` body; nothing was recorded."""
+
+    def __init__(self, status: int, message: str, *, field: str = "", headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = dict(headers or {})
+
+    def response(self) -> web.Response:
+        body: dict[str, Any] = {"error": self.message}
+        if self.field:
+            body["field"] = self.field
+        return web.json_response(body, status=self.status, headers=self.headers)
+
+
+class Receivers:
+    """The two routes' handlers (``server.web[RECEIVERS]``); tests may tune ``summarizer.interval``."""
+
+    def __init__(
+        self,
+        server: DecklogServer,
+        alerts: AlertRouter,
+        changes: ChangeService,
+        summarizer: AlertSummarizer,
+        *,
+        max_bytes: int,
+        raw_bytes: int,
+    ) -> None:
+        self.server = server
+        self.alerts = alerts
+        self.changes = changes
+        self.summarizer = summarizer
+        self.max_bytes = max_bytes
+        self.raw_bytes = raw_bytes
+
+    # -- routes -----------------------------------------------------------------------------------------------
+
+    async def alert(self, request: web.Request) -> web.Response:
+        name = request.match_info["source"]
+        try:
+            source = ALERT_SOURCES.get(name)
+            if source is None:
+                raise Refused(404, f"unknown alert source {name!r} (known: {', '.join(sorted(ALERT_SOURCES))})")
+            body, payload = await self._accept(request, source)
+            signals = _parsed(lambda: source.parse(payload))
+            outcomes = await self.alerts.receive(name, signals, raw=self._evidence(payload, body))
+        except Refused as refused:
+            return refused.response()
+        recorded = [o for o in outcomes if o.appended]
+        answer: dict[str, Any] = {
+            "source": name,
+            "received": len(signals),
+            "recorded": len(recorded),
+            "alerts": [o.to_json() for o in outcomes],
+            "scopes": sorted({o.scope for o in outcomes if o.scope}),
+        }
+        if not signals:
+            answer["note"] = "nothing to record: the payload holds no alert state change"
+        return web.json_response(answer, status=202 if recorded else 200)
+
+    async def change(self, request: web.Request) -> web.Response:
+        name = request.match_info["source"]
+        try:
+            source = CHANGE_SOURCES.get(name)
+            if source is None:
+                raise Refused(404, f"unknown change source {name!r} (known: {', '.join(sorted(CHANGE_SOURCES))})")
+            body, payload = await self._accept(request, source)
+            signals = _parsed(lambda: source.parse_request(payload, request.headers))
+            outcomes = await self.changes.record(signals, raw=self._evidence(payload, body))
+        except Refused as refused:
+            return refused.response()
+        recorded = [o for o in outcomes if o.outcome != "duplicate"]
+        answer: dict[str, Any] = {
+            "source": name,
+            "received": len(signals),
+            "recorded": len(recorded),
+            "changes": [o.to_json() for o in outcomes],
+            "scopes": sorted({o.scope for o in outcomes}),
+        }
+        if not signals:
+            answer["note"] = "nothing to record: the event is not a deploy or a push (or deletes a ref)"
+        return web.json_response(answer, status=202 if recorded else 200)
+
+    # -- the checks every request passes ----------------------------------------------------------------------
+
+    def token(self) -> str | None:
+        """The shared secret: ``server.alert_token`` when a feature set one, else ``DECKLOG_ALERT_TOKEN``."""
+        for value in (getattr(self.server, "alert_token", None), self.server.settings.alert_token):
+            secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if isinstance(secret, str) and secret.strip():
+                return secret.strip()
+        return None
+
+    async def _accept(self, request: web.Request, source: Source) -> tuple[bytes, object]:
+        """Authenticate and read the body (bounded) → (raw bytes, parsed JSON); raises ``Refused``."""
+        token = self.token()
+        if token is None:
+            raise Refused(401, TOKEN_HELP, headers={"WWW-Authenticate": "Bearer"})
+        if request.content_length is not None and request.content_length > self.max_bytes:
+            raise Refused(413, f"the payload is larger than {self.max_bytes} bytes")
+        bearer = _bearer_matches(request.headers.get("Authorization"), token)
+        signed = source.signature_header is not None and header_value(request.headers, source.signature_header)
+        if not bearer and not signed:
+            how = (
+                f"'Authorization: Bearer <token>' or a valid {source.signature_header}"
+                if source.signature_header
+                else "'Authorization: Bearer <token>'"
+            )
+            raise Refused(401, f"missing or wrong credentials: send {how}", headers={"WWW-Authenticate": "Bearer"})
+        body = await self._read(request)
+        if not bearer and not source.verify(token, body, request.headers):
+            raise Refused(401, f"the {source.signature_header} signature does not match the body")
+        return body, _json(body)
+
+    async def _read(self, request: web.Request) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(READ_CHUNK):
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise Refused(413, f"the payload is larger than {self.max_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _evidence(self, payload: object, body: bytes) -> dict[str, Any]:
+        """The vendor payload as evidence, capped at ``raw_evidence_bytes`` (text when it cannot be JSON)."""
+        if _depth(payload) <= RAW_DEPTH_MAX:
+            try:
+                text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
+                # lone surrogates (\udXXX escapes) cannot be stored as UTF-8: replaced, like the parsers do
+                return truncate_raw(json.loads(text.encode("utf-8", "replace")), self.raw_bytes)
+            except (ValueError, RecursionError):
+                pass
+        text = body[: self.raw_bytes].decode("utf-8", "replace")
+        return {"truncated": text, "bytes": len(body)}
+
+    # -- what the log says ------------------------------------------------------------------------------------
+
+    def on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
+        """A store listener: link recent changes to every new incident; schedule alert summaries."""
+        if not scope.startswith("incident/"):
+            return
+        for entry in entries:
+            p = entry.payload
+            if isinstance(p, Declared) and p.services:
+                at = incident_alert_time(entries) or entry.at
+                self.server.spawn(self.changes.incident_opened(scope, p.services, at))
+        if any(needs_summary(e) for e in entries):
+            self.summarizer.notice(scope)
+
+    async def rearm(self) -> None:
+        """Schedule summaries that are due (at start-up and every minute: catches other processes' appends)."""
+        rows = await self.server.runtime.index.list_scopes(kind="incident", open_only=True, limit=2000)
+        armed = await self.summarizer.rearm(r.id for r in rows)
+        if armed:
+            log.info("alerts: %d incident(s) have alerts to summarise", armed)
+
+
+def _parsed(parse: Any) -> list[Any]:
+    try:
+        signals: list[Any] = parse()
+    except PayloadError as exc:
+        raise Refused(400, str(exc), field=exc.path) from None
+    except RecursionError:
+        raise Refused(400, "the payload is nested too deeply") from None
+    except InvalidInput as exc:
+        raise Refused(400, str(exc), field=exc.field) from None
+    return signals
+
+
+def _bearer_matches(header: str | None, token: str) -> bool:
+    if not header:
+        return False
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode("utf-8", "replace"))
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _json(body: bytes) -> object:
+    if not body.strip():
+        raise Refused(400, "the body is empty: expected a JSON object")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(400, f"the body is not UTF-8 (byte {exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise Refused(400, "malformed JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise Refused(400, f"malformed JSON: {exc}") from None
+
+
+def _depth(value: object) -> int:
+    """How deeply JSON containers nest in ``value`` (iterative: never recurses)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = list(item)
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > RAW_DEPTH_MAX:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+RECEIVERS: web.AppKey[Receivers] = web.AppKey("receivers", Receivers)
+
+
+async def receivers_feature(server: DecklogServer) -> None:
+    """Wire the receivers: the routes, the log listener (change links, summaries), the summary sweeps."""
+    rt = server.runtime
+    cfg = rt.config.alerts
+    policy = AlertPolicy.build(
+        grouping_window_minutes=cfg.grouping_window_minutes,
+        rate_limit_per_minute=cfg.rate_limit_per_minute,
+        raw_evidence_bytes=cfg.raw_evidence_bytes,
+        default_severity=cfg.default_severity,
+        severity=cfg.severity,
+    )
+    alerts = AlertRouter(rt.store, rt.index, rt.service, rt.clock, policy)
+    changes = ChangeService(
+        rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)
+    )
+    summarizer = AlertSummarizer(rt.store, server.alarm, clock=rt.clock.now)
+    receivers = Receivers(
+        server, alerts, changes, summarizer, max_bytes=cfg.max_payload_bytes, raw_bytes=cfg.raw_evidence_bytes
+    )
+    server.web[RECEIVERS] = receivers
+    server.web.router.add_post(ALERT_ROUTE, receivers.alert)
+    server.web.router.add_post(CHANGE_ROUTE, receivers.change)
+    rt.store.subscribe(receivers.on_commit)
+    server.spawn(receivers.rearm())
+    server.alarm.every("alerts:summaries", 60.0, receivers.rearm)

@@ -1,0 +1,36 @@
+"""Alerts in the log: routing normalised ``AlertSignal``s to incidents, and summarising them for people.
+
+- ``rules``: pure decisions (severity mapping, a notification's identity, the observation, the all-clear);
+- ``router``: ``AlertRouter``, the application service (fingerprint → open incident, grouping window, storms);
+- ``summary``: ``AlertSummarizer``, at most one summary observation a minute per incident.
+
+Vendor payloads never get here: ``adapters/alerts`` turns them into ``core.signals.AlertSignal``.
+"""
+
+from core.alerts.router import AlertRouter, RateLimiter
+from core.alerts.rules import (
+    ALERTS_ACTOR,
+    SUMMARY_SOURCE,
+    AlertOutcome,
+    AlertPolicy,
+    append_alert,
+    map_severity,
+    notification_key,
+)
+from core.alerts.summary import AlertSummarizer, is_alert, needs_summary, summarise
+
+__all__ = [
+    "ALERTS_ACTOR",
+    "SUMMARY_SOURCE",
+    "AlertOutcome",
+    "AlertPolicy",
+    "AlertRouter",
+    "AlertSummarizer",
+    "RateLimiter",
+    "append_alert",
+    "is_alert",
+    "map_severity",
+    "needs_summary",
+    "notification_key",
+    "summarise",
+]

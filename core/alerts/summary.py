@@ -1,0 +1,245 @@
+"""Alert summaries: what Slack shows of an incident's alerts instead of one message per alert.
+
+The alert that opens an incident is in its header; every later alert observation (a new fingerprint joining, a
+repeat, a resolve, an acknowledgement) is folded into at most one summary a minute per incident — an
+``observation`` entry with ``source="decklog:alerts"`` and ``data={"summary": {...}}`` that the Slack renderer shows
+as one line: "+37 alerts in the last minute: 2 new (…), 33 repeats, 2 resolved · 3 of 5 firing".
+
+``AlertSummarizer`` arms a per-scope alarm when an unsummarised alert is appended; where it got to lives in the
+scope's memo (topic ``alerts``) and in the summaries themselves, so a restart re-arms from the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from core.alarm import Alarm
+from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
+from core.entries import Entry, NewEntry, Observation
+from core.errors import NotFound
+from core.state import ScopeState
+from core.store import LogStore
+
+log = logging.getLogger(__name__)
+
+MEMO_TOPIC = "alerts"
+MEMO_KEY = "summary"
+TITLES_SHOWN = 3
+
+
+def is_alert(entry: Entry) -> bool:
+    """An alert observation (as opposed to a summary, a change's evidence or a human's observation)."""
+    p = entry.payload
+    return isinstance(p, Observation) and bool(p.fingerprint) and p.source != SUMMARY_SOURCE
+
+
+def needs_summary(entry: Entry) -> bool:
+    """An alert observation that a summary must mention (not the one an incident's header already shows)."""
+    return is_alert(entry) and not (
+        isinstance(entry.payload, Observation) and entry.payload.data.get("opened_incident")
+    )
+
+
+def summary_through(entry: Entry) -> int | None:
+    """The last seq a summary entry covers, or None if ``entry`` is not a summary."""
+    p = entry.payload
+    if isinstance(p, Observation) and p.source == SUMMARY_SOURCE and isinstance(p.data.get("summary"), Mapping):
+        through = p.data["summary"].get("through_seq")
+        return int(through) if isinstance(through, int) else entry.seq
+    return None
+
+
+def summarise(alerts: Sequence[Entry], state: ScopeState, *, now: datetime) -> Observation | None:
+    """One summary observation for ``alerts`` (alert observations, in seq order), or None when there are none.
+
+    An alert is *new* when its observation is the first of its fingerprint in the scope, a *repeat* when it
+    fires again; resolves and acknowledgements are counted apart. The counts of firing alerts come from ``state``.
+    """
+    if not alerts:
+        return None
+    new: list[str] = []
+    resolved: list[str] = []
+    acknowledged: list[str] = []
+    repeats = 0
+    for entry in alerts:
+        p = entry.payload
+        assert isinstance(p, Observation)
+        first = state.alerts.get(p.fingerprint)
+        if p.alert_status == "resolved":
+            resolved.append(p.text)
+        elif p.alert_status == "acknowledged":
+            acknowledged.append(p.text)
+        elif first is not None and first.first_seq == entry.seq:
+            new.append(p.text)
+        else:
+            repeats += 1
+    minutes = max(1, math.ceil((now - alerts[0].at).total_seconds() / 60 - 1e-9))
+    period = "in the last minute" if minutes <= 1 else f"in the last {minutes} minutes"
+    parts = [
+        _titled(len(new), "new", new),
+        f"{repeats} repeat{'s' if repeats != 1 else ''}" if repeats else "",
+        _titled(len(resolved), "resolved", resolved),
+        _titled(len(acknowledged), "acknowledged", acknowledged),
+    ]
+    n = len(alerts)
+    firing = len(state.firing_alerts)
+    text = f"+{n} alert{'s' if n != 1 else ''} {period}: " + ", ".join(x for x in parts if x)
+    text += f" · {firing} of {len(state.alerts)} firing"
+    counts: dict[str, Any] = {
+        "alerts": n,
+        "new": len(new),
+        "repeats": repeats,
+        "resolved": len(resolved),
+        "acknowledged": len(acknowledged),
+        "new_titles": _distinct(new)[:10],
+        "resolved_titles": _distinct(resolved)[:10],
+        "firing": firing,
+        "total": len(state.alerts),
+        "from_seq": alerts[0].seq,
+        "through_seq": alerts[-1].seq,
+    }
+    return Observation(text=text, source=SUMMARY_SOURCE, data={"summary": counts})
+
+
+def _distinct(titles: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(titles))
+
+
+def _titled(count: int, word: str, titles: list[str]) -> str:
+    if not count:
+        return ""
+    shown = _distinct(titles)
+    names = ", ".join(_clip(t, 60) for t in shown[:TITLES_SHOWN])
+    more = f", +{len(shown) - TITLES_SHOWN} more" if len(shown) > TITLES_SHOWN else ""
+    return f"{count} {word} ({names}{more})"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AlertSummarizer:
+    """Appends at most one summary per ``interval`` seconds per incident, when something is unsummarised.
+
+    ``notice(scope)`` after an alert is appended (cheap, synchronous; arms the scope's alarm); ``rearm(scopes)``
+    at start-up and periodically (finds scopes whose alerts the memo says are not summarised yet).
+    """
+
+    def __init__(
+        self,
+        store: LogStore,
+        alarm: Alarm,
+        *,
+        interval: float = 60.0,
+        clock: Callable[[], datetime] | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.alarm = alarm
+        self.interval = interval
+        self._wall = wall
+        self._now = clock
+        self._last: dict[str, float] = {}  # scope → wall time of its last summary (this process)
+        self._running: set[str] = set()
+        self._dirty: set[str] = set()
+        self.appended = 0
+
+    @property
+    def coalesce(self) -> float:
+        """How long the first alert of a burst waits for the rest of it."""
+        return min(10.0, self.interval / 6)
+
+    def key(self, scope: str) -> str:
+        return f"alerts:summary:{scope}"
+
+    def notice(self, scope: str) -> None:
+        """An alert that needs summarising was appended to ``scope``: make sure a summary run is scheduled."""
+        if scope in self._running:
+            self._dirty.add(scope)
+            return
+        key = self.key(scope)
+        if self.alarm.pending(key):
+            return
+        last = self._last.get(scope)
+        delay = self.coalesce if last is None else max(self.coalesce, last + self.interval - self._wall())
+        self.alarm.set(key, delay, partial(self.run, scope))
+
+    async def run(self, scope: str) -> None:
+        """Append the summary of everything not summarised yet (nothing if there is nothing)."""
+        self._running.add(scope)
+        self._dirty.discard(scope)
+        try:
+            await self._summarise(scope)
+            if await self._behind(scope):  # alerts appended while this ran (whatever their notice did)
+                self._dirty.add(scope)
+        finally:
+            self._running.discard(scope)
+            if scope in self._dirty:
+                self._dirty.discard(scope)
+                self.notice(scope)
+
+    async def _behind(self, scope: str) -> bool:
+        """Does ``scope`` have alert observations past the memo's mark?"""
+        state = await self.store.get_state(scope)
+        memo = await self.store.memo_get(scope, MEMO_TOPIC, MEMO_KEY) or {}
+        if "at" in memo:
+            self._last[scope] = max(self._last.get(scope, 0.0), float(memo["at"]))
+        newest = max((a.last_seq for a in state.alerts.values()), default=0)
+        return newest > int(memo.get("through", 0))
+
+    async def _summarise(self, scope: str) -> None:
+        memo = await self.store.memo_get(scope, MEMO_TOPIC, MEMO_KEY) or {}
+        last_at = float(memo.get("at", 0.0))
+        wait = last_at + self.interval - self._wall()
+        if wait > 0:  # a summary went out less than an interval ago (e.g. before a restart): not yet
+            self._last[scope] = last_at
+            self.alarm.set(self.key(scope), max(wait, self.coalesce), partial(self.run, scope))
+            return
+        through = int(memo.get("through", 0))
+        entries = await self.store.read(scope, after=through, kinds=("observation",))
+        pending: list[Entry] = []
+        for entry in entries:
+            covered = summary_through(entry)
+            if covered is not None:  # appended after the memo was last written (a crash in between)
+                through = max(through, covered)
+                pending = [e for e in pending if e.seq > through]
+            elif needs_summary(entry) and entry.seq > through:
+                pending.append(entry)
+        if not pending:
+            if entries:
+                await self.store.memo_put(
+                    scope, MEMO_TOPIC, MEMO_KEY, {**memo, "through": max(through, entries[-1].seq)}
+                )
+            return
+        state = await self.store.get_state(scope)
+        now = self._now() if self._now is not None else max(e.at for e in pending)
+        observation = summarise(pending, state, now=max(now, pending[-1].at))
+        assert observation is not None
+        upto = pending[-1].seq
+        await self.store.append(
+            scope,
+            [NewEntry.make("observation", ALERTS_ACTOR, observation, idempotency_key=f"alerts:summary:{upto}")],
+        )
+        self.appended += 1
+        at = self._wall()
+        self._last[scope] = at
+        await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, {"through": upto, "at": at})
+
+    async def rearm(self, scopes: Iterable[str]) -> int:
+        """Schedule a run for each scope with alert observations past the memo's mark; returns how many."""
+        armed = 0
+        for scope in scopes:
+            try:
+                behind = await self._behind(scope)
+            except NotFound:
+                continue
+            if behind:
+                self.notice(scope)
+                armed += 1
+        return armed

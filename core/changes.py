@@ -1,0 +1,468 @@
+"""Changes in the log: each deploy or push is a ``change/<id>`` scope, linked to the incidents it may have caused.
+
+``ChangeService.record`` turns normalised ``ChangeSignal``s into change scopes (declared ``via="change"`` with
+``services=[service]``) and observations that carry the deploy and its commits' paths (what a reasoner reads to say
+"it touched the payments config path"). A repeated delivery appends nothing (the idempotency key is a digest of
+the normalised change); a new status of the same change (started → succeeded) appends an observation.
+
+Linking (both orders):
+
+- a change arrives for a service with open incidents → each incident whose first alert is at most
+  ``link_window`` after the change is linked;
+- an incident opens on a service (``incident_opened``, from any declaration) → each change to that service in
+  ``link_window`` before its first alert (or since) is linked.
+
+A link is ``scope_linked`` in both logs (``suspected_cause`` / ``suspected_effect`` when the change came first,
+``related`` when it came after the alert started) plus one evidence observation in the incident ("Recent change
+on payments: r2026-09-19-4 by maria 2 min before the alert — touched config/payments/timeouts.yaml"), which is
+what the incident's Slack thread shows. Each side registers itself in memory before it looks for the other, so a
+change and an incident arriving together still find each other before the index has caught up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Literal
+
+from core.clock import Clock, iso, parse_iso
+from core.entries import Actor, Declared, Entry, NewEntry, Observation
+from core.errors import DecklogError, NotFound
+from core.ids import ScopeId
+from core.index import Index
+from core.service import ScopeService
+from core.signals import ChangeSignal, Commit
+from core.state import ScopeState
+from core.store import LogStore
+
+log = logging.getLogger(__name__)
+
+CHANGES_ACTOR = Actor.system("decklog:changes")
+EVIDENCE_SOURCE = "change"
+TITLE_MAX = 300
+COMMITS_KEPT = 20
+PATHS_PER_COMMIT = 30
+PATHS_KEPT = 60
+REGISTRY_MAX = 200  # incidents remembered per service (this process; the index has the rest)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
+_SHA = re.compile(r"[0-9a-f]{40}")
+_CONFIG = re.compile(r"(^|/)(config|conf|settings|deploy|helm|k8s|charts?)(/|$)|\.(ya?ml|toml|json|ini|conf|env)$")
+
+Outcome = Literal["new", "updated", "duplicate"]
+
+
+@dataclass(frozen=True)
+class ChangeOutcome:
+    change_id: str
+    scope: str
+    outcome: Outcome
+    seq: int = 0
+    linked: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "change_id": self.change_id,
+            "scope": self.scope,
+            "outcome": self.outcome,
+            "seq": self.seq or None,
+            "linked": list(self.linked),
+        }
+
+
+@dataclass(frozen=True)
+class ChangeFacts:
+    """What an incident needs to know of a change scope, gathered from its log."""
+
+    scope: str
+    services: tuple[str, ...]
+    at: datetime
+    change_id: str = ""
+    version: str = ""
+    author: str = ""
+    status: str = ""
+    link: str = ""
+    paths: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def label(self) -> str:
+        name = self.change_id or self.scope.split("/", 1)[-1]
+        return f"{name} by {self.author}" if self.author else name
+
+
+# -- pure helpers ------------------------------------------------------------------------------------------------
+
+
+def change_scope(change_id: str) -> str:
+    """``change/<id>``: the id itself when it is a valid scope name, else a readable slug + a digest (stable)."""
+    if _NAME.fullmatch(change_id):
+        return f"change/{change_id}"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", change_id).strip("-._")[:100].rstrip("-._") or "change"
+    digest = hashlib.sha256(change_id.encode("utf-8", "replace")).hexdigest()[:10]
+    return str(ScopeId.parse(f"change/{slug}-{digest}"))
+
+
+def short_version(version: str) -> str:
+    return version[:12] if _SHA.fullmatch(version) else version
+
+
+def change_title(signal: ChangeSignal) -> str:
+    """``payments r2026-09-19-4 (v2026.09.19-4) by maria``."""
+    title = f"{signal.service} {signal.change_id}"
+    version = short_version(signal.version)
+    if version and version.lower() not in signal.change_id.lower():
+        title += f" ({version})"
+    if signal.author:
+        title += f" by {signal.author}"
+    title = " ".join(title.split())
+    return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 1] + "…"
+
+
+def change_key(signal: ChangeSignal) -> str:
+    """A digest of the normalised change: the same delivery twice has the same key (appends once)."""
+    material = json.dumps(signal.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    return f"change:{signal.source}:{hashlib.sha256(material.encode('ascii')).hexdigest()[:32]}"
+
+
+def touched_paths(commits: Sequence[Commit], limit: int = PATHS_KEPT) -> list[str]:
+    """Every path the commits touched, once, configuration-looking paths first."""
+    paths = list(dict.fromkeys(p for c in commits for p in c.paths))
+    return sorted(paths, key=lambda p: 0 if _CONFIG.search(p.lower()) else 1)[:limit]
+
+
+def change_text(signal: ChangeSignal) -> str:
+    where = f" to {signal.environment}" if signal.environment else ""
+    who = f" ({signal.author})" if signal.author else ""
+    what = f"{signal.service} {short_version(signal.version)}".strip()
+    if signal.status == "pushed":
+        line = f"push to {signal.repository or signal.service}{who}"
+    else:
+        verb = {"started": "started", "succeeded": "succeeded", "failed": "failed"}[signal.status]
+        line = f"deploy of {what}{where} {verb}{who}"
+    description = signal.description.strip().splitlines()[0] if signal.description.strip() else ""
+    return f"{line}: {description}" if description else line
+
+
+def change_observation(signal: ChangeSignal, raw: Mapping[str, Any] | None = None) -> Observation:
+    commits = [
+        {
+            "id": c.id,
+            "message": c.message.splitlines()[0] if c.message else "",
+            "author": c.author,
+            "url": c.url,
+            "paths": list(c.paths[:PATHS_PER_COMMIT]),
+        }
+        for c in signal.commits[:COMMITS_KEPT]
+    ]
+    data: dict[str, Any] = {
+        "change_id": signal.change_id,
+        "status": signal.status,
+        "version": signal.version,
+        "environment": signal.environment,
+        "author": signal.author,
+        "link": signal.link,
+        "description": signal.description,
+        "at": iso(signal.at) if signal.at else "",
+        "repository": signal.repository,
+        "ref": signal.ref,
+        "commits": commits,
+        "commits_total": len(signal.commits),
+        "paths": touched_paths(signal.commits),
+    }
+    links = tuple(dict.fromkeys(u for u in (signal.link, *(c.url for c in signal.commits[:5])) if u))
+    return Observation(
+        text=change_text(signal),
+        source=signal.source,
+        service=signal.service,
+        links=links,
+        data={k: v for k, v in data.items() if v not in ("", [], None)} | {"change_id": signal.change_id},
+        raw=dict(raw or {}),
+    )
+
+
+def _minutes(delta: timedelta) -> str:
+    minutes = abs(delta.total_seconds()) / 60
+    if minutes < 1:
+        return "less than a minute"
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    return f"{minutes / 60:.1f} h"
+
+
+def evidence_text(facts: ChangeFacts, service: str, alert_at: datetime) -> tuple[str, str, str, str]:
+    """(evidence line, relation from the incident, relation from the change, when: "2 min before the alert")."""
+    lead = alert_at - facts.at
+    if lead >= timedelta(0):
+        when, relation, back = f"{_minutes(lead)} before the alert", "suspected_cause", "suspected_effect"
+        head = f"Recent change on {service}"
+    else:
+        when, relation, back = f"{_minutes(lead)} after the alert started", "related", "related"
+        head = f"Change on {service} during this incident"
+    version = short_version(facts.version)
+    label = facts.label + (f" ({version})" if version and version not in facts.label else "")
+    text = f"{head}: {label} {when}"
+    if facts.status in ("started", "failed"):
+        text += f" (deploy {facts.status})"
+    if facts.paths:
+        more = f" and {len(facts.paths) - 3} more" if len(facts.paths) > 3 else ""
+        text += f" — touched {', '.join(facts.paths[:3])}{more}"
+    return text, relation, back, when
+
+
+def _decide_change(state: ScopeState, *, declared: NewEntry, observation: NewEntry) -> list[NewEntry]:
+    return [observation] if state.version else [declared, observation]
+
+
+# -- the service -------------------------------------------------------------------------------------------------
+
+
+class ChangeService:
+    """Change scopes and their links to incidents. ``record`` for receivers; ``incident_opened`` for the
+    composition root to call on every incident declaration."""
+
+    def __init__(
+        self,
+        store: LogStore,
+        index: Index,
+        service: ScopeService,
+        clock: Clock,
+        *,
+        link_window: timedelta = timedelta(hours=6),
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.service = service
+        self.clock = clock
+        self.link_window = link_window
+        self._changes: dict[str, dict[str, datetime]] = {}  # service → {change scope: change time}
+        self._incidents: dict[str, dict[str, datetime]] = {}  # service → {incident scope: first alert time}
+
+    async def record(
+        self, signals: Sequence[ChangeSignal], *, raw: Mapping[str, Any] | None = None
+    ) -> list[ChangeOutcome]:
+        """Record each change (``raw`` is kept on the first observation the request appends) and link it."""
+        outcomes: list[ChangeOutcome] = []
+        evidence = dict(raw or {})
+        for signal in signals:
+            outcome = await self._record_one(signal, evidence)
+            if outcome.outcome != "duplicate":
+                evidence = {}
+            outcomes.append(outcome)
+        return outcomes
+
+    async def _record_one(self, signal: ChangeSignal, raw: dict[str, Any]) -> ChangeOutcome:
+        scope = change_scope(signal.change_id)
+        actor = Actor.system(signal.source)
+        declared = NewEntry.make(
+            "declared",
+            actor,
+            Declared(
+                title=change_title(signal),
+                services=(signal.service,),
+                summary=signal.description,
+                via="change",
+            ),
+        )
+        observation = NewEntry.make(
+            "observation", actor, change_observation(signal, raw), idempotency_key=change_key(signal)
+        )
+        result = await self.store.append(
+            scope, partial(_decide_change, declared=declared, observation=observation), create=True
+        )
+        if result.duplicate:
+            return ChangeOutcome(signal.change_id, scope, "duplicate", result.entries[0].seq if result.entries else 0)
+        at = signal.at or result.entries[-1].at
+        known = self._register_change(scope, signal.service, at)  # synchronous: before anything else can run
+        linked = await self._link_change(scope, signal.service, at, known)
+        outcome: Outcome = "new" if result.entries[0].kind == "declared" else "updated"
+        return ChangeOutcome(signal.change_id, scope, outcome, result.entries[-1].seq, tuple(linked))
+
+    # -- linking ----------------------------------------------------------------------------------------------
+
+    def incident_opened(self, scope: str, services: Sequence[str], alert_at: datetime) -> Awaitable[list[str]]:
+        """An incident was declared on ``services`` (its first alert at ``alert_at``): link recent changes.
+
+        Registers the incident at once (call it right when the declaration commits); the returned awaitable
+        does the linking and answers the linked change scopes.
+        """
+        known: dict[str, datetime] = {}
+        for service in dict.fromkeys(s for s in services if s):
+            incidents = self._incidents.setdefault(service, {})
+            incidents[scope] = alert_at
+            if len(incidents) > REGISTRY_MAX:  # resolved ones are pruned lazily: keep the newest
+                for old, _ in sorted(incidents.items(), key=lambda kv: kv[1])[: len(incidents) - REGISTRY_MAX]:
+                    del incidents[old]
+            known.update(self._changes.get(service, {}))
+        return self._link_incident(scope, tuple(s for s in services if s), alert_at, known)
+
+    async def _link_incident(
+        self, scope: str, services: tuple[str, ...], alert_at: datetime, known: dict[str, datetime]
+    ) -> list[str]:
+        since = alert_at - self.link_window
+        candidates = dict(known)
+        for service in services:
+            for row in await self.index.list_scopes(kind="change", service=service, limit=50):
+                if row.created_at and parse_iso(row.created_at) >= since:  # received after the window opened
+                    candidates.setdefault(row.id, parse_iso(row.created_at))
+        linked: list[str] = []
+        for change in candidates:
+            facts = await self._facts(change)
+            if facts is None or facts.at < since:
+                continue
+            common = [s for s in services if s in facts.services]
+            if common and await self._link(scope, facts, common[0], alert_at):
+                linked.append(change)
+        return linked
+
+    def _register_change(self, scope: str, service: str, at: datetime) -> dict[str, datetime]:
+        changes = self._changes.setdefault(service, {})
+        changes[scope] = min(at, changes.get(scope, at))
+        horizon = self.clock.now() - 2 * self.link_window
+        for old in [c for c, when in changes.items() if when < horizon and c != scope]:
+            del changes[old]
+        return dict(self._incidents.get(service, {}))
+
+    async def _link_change(self, change: str, service: str, at: datetime, known: dict[str, datetime]) -> list[str]:
+        candidates = dict(known)
+        for row in await self.index.list_scopes(kind="incident", service=service, open_only=True, limit=50):
+            candidates.setdefault(row.id, datetime.min.replace(tzinfo=at.tzinfo))
+        facts = await self._facts(change)
+        if facts is None:
+            return []
+        linked: list[str] = []
+        for incident in candidates:
+            state = await self._state(incident)
+            if state is None or state.kind != "incident" or not state.is_open:
+                self._incidents.get(service, {}).pop(incident, None)
+                continue
+            alert_at = await self._alert_time(state, candidates[incident])
+            if facts.at >= alert_at - self.link_window and await self._link(incident, facts, service, alert_at):
+                linked.append(incident)
+        return linked
+
+    async def _link(self, incident: str, facts: ChangeFacts, service: str, alert_at: datetime) -> bool:
+        """Link both ways and put the change in the incident's thread as evidence (idempotent)."""
+        text, relation, back, when = evidence_text(facts, service, alert_at)
+        try:
+            first, _ = await self.service.link(
+                incident,
+                facts.scope,
+                CHANGES_ACTOR,
+                relation=relation,
+                back_relation=back,
+                reason=f"{service} changed {when}",
+            )
+            evidence = Observation(
+                text=text,
+                source=EVIDENCE_SOURCE,
+                service=service,
+                links=(facts.link,) if facts.link else (),
+                data={
+                    "kind": "recent_change",
+                    "change": facts.scope,
+                    "relation": relation,
+                    "minutes_before_alert": round((alert_at - facts.at).total_seconds() / 60, 1),
+                    "version": facts.version,
+                    "author": facts.author,
+                    "paths": list(facts.paths[:20]),
+                },
+            )
+            refs = tuple(e.seq for e in first.entries if e.kind == "scope_linked")
+            await self.store.append(
+                incident,
+                [
+                    NewEntry.make(
+                        "observation",
+                        CHANGES_ACTOR,
+                        evidence,
+                        refs=refs,
+                        idempotency_key=f"change-evidence:{facts.scope}",
+                    )
+                ],
+            )
+        except DecklogError as exc:
+            log.warning("changes: could not link %s and %s: %s", incident, facts.scope, exc)
+            return False
+        return True
+
+    # -- reading scopes ---------------------------------------------------------------------------------------
+
+    async def _state(self, scope: str) -> ScopeState | None:
+        try:
+            state = await self.store.get_state(scope)
+        except NotFound:
+            return None
+        return state if state.version else None
+
+    async def _alert_time(self, state: ScopeState, known: datetime) -> datetime:
+        """When the incident's first alert started (its declaration time when it has no alert)."""
+        if known > datetime.min.replace(tzinfo=known.tzinfo):
+            return known
+        first_seq = min((a.first_seq for a in state.alerts.values()), default=0)
+        when = parse_iso(state.created_at) if state.created_at else self.clock.now()
+        if first_seq:
+            entries = await self.store.read_seqs(state.scope, [first_seq])
+            if entries:
+                when = alert_started(entries[0]) or entries[0].at
+        for service in state.services:
+            self._incidents.setdefault(service, {})[state.scope] = when
+        return when
+
+    async def _facts(self, scope: str) -> ChangeFacts | None:
+        state = await self._state(scope)
+        if state is None or state.kind != "change":
+            return None
+        entries = await self.store.read(scope, kinds=("observation",), limit=50)
+        times: list[datetime] = []
+        values: dict[str, str] = {}
+        paths: list[str] = []
+        for entry in entries:
+            p = entry.payload
+            if not isinstance(p, Observation) or "change_id" not in p.data:
+                continue
+            stamp = p.data.get("at")
+            times.append(parse_iso(stamp) if isinstance(stamp, str) and stamp else entry.at)
+            for key in ("change_id", "version", "author", "status", "link"):
+                value = p.data.get(key)
+                if isinstance(value, str) and value:
+                    values[key] = value  # the latest delivery wins
+            raw_paths = p.data.get("paths")
+            if isinstance(raw_paths, list):
+                paths.extend(x for x in raw_paths if isinstance(x, str) and x not in paths)
+        return ChangeFacts(
+            scope=scope,
+            services=state.services,
+            at=min(times) if times else parse_iso(state.created_at),
+            change_id=values.get("change_id", ""),
+            version=values.get("version", ""),
+            author=values.get("author", ""),
+            status=values.get("status", ""),
+            link=values.get("link", ""),
+            paths=tuple(paths),
+        )
+
+
+def alert_started(entry: Entry) -> datetime | None:
+    """The ``started_at`` an alert observation carries, if any."""
+    p = entry.payload
+    if isinstance(p, Observation):
+        stamp = p.data.get("started_at")
+        if isinstance(stamp, str) and stamp:
+            try:
+                return parse_iso(stamp)
+            except ValueError:
+                return None
+    return None
+
+
+def incident_alert_time(entries: Sequence[Entry]) -> datetime | None:
+    """The first alert time of a declaration batch (declared + its first observations), else its time."""
+    times = [t for t in (alert_started(e) for e in entries) if t is not None]
+    if times:
+        return min(times)
+    return entries[0].at if entries else None
