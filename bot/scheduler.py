@@ -7,7 +7,9 @@ a second SQLite writer); everything durable is in the log and is re-armed from i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -27,7 +29,7 @@ class SchedulerAlarm:
 
     def set(self, key: str, delay: float, job: Job) -> None:
         run_date = datetime.now(UTC) + timedelta(seconds=max(0.0, delay))
-        self.scheduler.add_job(job, "date", run_date=run_date, id=key, replace_existing=True, max_instances=1)
+        self.scheduler.add_job(_awaiting(job), "date", run_date=run_date, id=key, replace_existing=True, max_instances=1)
 
     def cancel(self, key: str) -> None:
         if self.scheduler.get_job(key) is not None:
@@ -37,8 +39,22 @@ class SchedulerAlarm:
         return self.scheduler.get_job(key) is not None
 
     def every(self, key: str, seconds: float, job: Job) -> None:
-        self.scheduler.add_job(job, "interval", seconds=seconds, id=key, replace_existing=True, max_instances=1)
+        self.scheduler.add_job(_awaiting(job), "interval", seconds=seconds, id=key, replace_existing=True, max_instances=1)
 
     async def shutdown(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+
+
+def _awaiting(job: Job) -> Callable[[], Coroutine[Any, Any, None]]:
+    """APScheduler awaits only coroutine *functions*; a lambda returning a coroutine would run in a thread pool
+    and its coroutine would never be awaited. Every job is wrapped in a coroutine function, and its errors are
+    logged with the job's name instead of vanishing."""
+
+    async def run() -> None:
+        try:
+            await job()
+        except Exception:
+            log.exception("scheduled job %r failed", getattr(job, "__qualname__", job))
+
+    return run

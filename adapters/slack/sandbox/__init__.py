@@ -66,6 +66,7 @@ async def sandbox_feature(server: DecklogServer) -> None:
     server.web[SANDBOX_KEY] = page
     _publish(
         server,
+        sandbox_deploy=env.deploy,
         sandbox_deploy_url=env.deploy.base_url,
         sandbox_alert_token=env.alert_token,
         sandbox_statuspage_url=env.statuspage_url,
