@@ -182,10 +182,14 @@ def compose(name: str, scope: str, version: int, parts: Sequence[Part], budget: 
     used = base + sum(sum(s) for s in sizes.values())
     reserve = sum(_reserve(p) for p in lists if (p.total or 0) > len(p.items or []) or p.breakdown)
     order = sorted(lists, key=lambda p: p.priority)
+    floor = {p.key: p.keep for p in lists}
     while used + reserve > budget:
-        victim = next((p for p in order if len(p.items or []) - dropped[p.key] > p.keep), None)
+        victim = next((p for p in order if len(p.items or []) - dropped[p.key] > floor[p.key]), None)
         if victim is None:
-            break
+            if not any(floor.values()):
+                break
+            floor = {k: 0 for k in floor}  # the budget is a promise: below the minimums before over it
+            continue
         if dropped[victim.key] == 0 and not ((victim.total or 0) > len(victim.items or []) or victim.breakdown):
             reserve += _reserve(victim)
         used -= sizes[victim.key][dropped[victim.key]]
@@ -622,6 +626,7 @@ async def _change_summary(store: LogStore, change: str, link_seq: int) -> dict[s
             "services": list(cstate.services),
             "status": cstate.status,
             "at": cstate.created_at[:19] + "Z" if cstate.created_at else "",
+            "recorded_at": cstate.created_at,
             "summary": clip(summary, 200),
             **details,
             "commits": commits[:8],

@@ -259,3 +259,38 @@ async def test_a_deploy_then_an_alert_through_the_receivers_gets_the_suspect_and
         proposals[0].payload.action == "rollback_deploy"
         and proposals[0].payload.obligation_id == obligation[0].payload.obligation_id
     )
+
+
+async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_server: ServerFactory) -> None:
+    """A deploy made after the incident began is a candidate fix: linked as related, never proposed for rollback."""
+    import aiohttp
+
+    token = "agents-fix-token"
+    server = await make_server(alert_token=token)
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.url + path, json=body, headers={"Authorization": f"Bearer {token}"}) as response,
+        ):
+            assert response.status in (200, 202), await response.text()
+            return await response.json()
+
+    opened = await post(
+        "/alerts/generic",
+        {"title": "checkout 5xx", "fingerprint": "checkout-5xx", "service": "checkout", "severity": "high"},
+    )
+    scope = opened["scopes"][0]
+    await eventually(lambda: server.web[AGENTS].stats.runs >= 1, what="the first turn")
+    await post("/changes/generic", {"service": "checkout", "version": "v9.9.9-hotfix", "author": "oncall"})
+    await eventually(lambda: _linked(server, scope), what="the change linked to the incident")
+    runs = server.web[AGENTS].stats.runs
+    await eventually(lambda: server.web[AGENTS].stats.runs > runs, what="a turn after the link")
+    assert not await entries(server, scope, "hypothesis")
+    assert not [
+        o for o in (await server.runtime.store.get_state(scope)).obligations.values() if o.purpose == "rollback"
+    ]
+
+
+async def _linked(server: DecklogServer, scope: str) -> bool:
+    return any(x.startswith("change/") for x in (await server.runtime.store.get_state(scope)).linked)

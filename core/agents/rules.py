@@ -91,7 +91,7 @@ class RuleBasedReasoner:
         for change in view.sections.get("linked_changes", []):
             scope = change.get("scope", "")
             common = sorted(set(change.get("services", [])) & set(s.services))
-            if change.get("missing") or not common or scope in suspects:
+            if change.get("missing") or not common or scope in suspects or self._after_incident(change, turn):
                 continue
             service = common[0]
             alerts = [a for a in s.firing_alerts if a.service in ("", service)] or [first_alert]
@@ -112,6 +112,15 @@ class RuleBasedReasoner:
                 )
             )
             suspects.add(scope)
+
+    @staticmethod
+    def _after_incident(change: dict[str, Any], turn: TurnInput) -> bool:
+        """A change that landed after the incident began is a candidate fix, not a suspect: never roll it back."""
+        changed_at = (
+            _when(change.get("deployed_at", "")) or _when(change.get("recorded_at", "")) or _when(change.get("at", ""))
+        )
+        declared_at = _when(turn.state.created_at)
+        return bool(changed_at and declared_at and changed_at > declared_at)
 
     @staticmethod
     def _suspicion(change: dict[str, Any], service: str, alert: str, turn: TurnInput) -> tuple[str, float]:
