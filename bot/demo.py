@@ -133,9 +133,12 @@ class Demo:
 
         # the action turn: a fresh turn proposes the rollback, which parks for approval
         proposal = await self.until("the parked rollback proposal", lambda: _parked(self))
-        self.say("03:14", f"action turn: proposed {proposal.payload.action} [{proposal.payload.risk}] → waiting for approval")
+        self.say(
+            "03:14", f"action turn: proposed {proposal.payload.action} [{proposal.payload.risk}] → waiting for approval"
+        )
         message = await self.until(
-            "the proposal's Approve button in the thread", lambda: _approve_message(self, thread_ts, proposal.payload.proposal_id)
+            "the proposal's Approve button in the thread",
+            lambda: _approve_message(self, thread_ts, proposal.payload.proposal_id),
         )
         self.done("proposal parked")
 
@@ -315,7 +318,7 @@ async def _uploaded(demo: Demo) -> bool:
 def _plain(ws: Any, text: str) -> str:
     def user(m: re.Match[str]) -> str:
         try:
-            return "@" + ws.user(m.group(1)).name
+            return "@" + str(ws.user(m.group(1)).name)
         except Exception:
             return "@" + m.group(1)
 
@@ -412,7 +415,10 @@ async def run_demo(settings: Settings, *, data_dir: Path | None = None) -> int:
         path, digest = await demo.report_file(directory / "reports")
     except StepFailed as exc:
         ok = False
-        print(f"\ndecklog demo: FAILED after {len(demo.steps)} steps ({', '.join(demo.steps) or 'none'}): {exc}", file=sys.stderr)
+        print(
+            f"\ndecklog demo: FAILED after {len(demo.steps)} steps ({', '.join(demo.steps) or 'none'}): {exc}",
+            file=sys.stderr,
+        )
     finally:
         conversation = demo.conversation()
         await server.stop()

@@ -29,7 +29,9 @@ class SchedulerAlarm:
 
     def set(self, key: str, delay: float, job: Job) -> None:
         run_date = datetime.now(UTC) + timedelta(seconds=max(0.0, delay))
-        self.scheduler.add_job(_awaiting(job), "date", run_date=run_date, id=key, replace_existing=True, max_instances=1)
+        self.scheduler.add_job(
+            _awaiting(job), "date", run_date=run_date, id=key, replace_existing=True, max_instances=1
+        )
 
     def cancel(self, key: str) -> None:
         if self.scheduler.get_job(key) is not None:
@@ -39,7 +41,9 @@ class SchedulerAlarm:
         return self.scheduler.get_job(key) is not None
 
     def every(self, key: str, seconds: float, job: Job) -> None:
-        self.scheduler.add_job(_awaiting(job), "interval", seconds=seconds, id=key, replace_existing=True, max_instances=1)
+        self.scheduler.add_job(
+            _awaiting(job), "interval", seconds=seconds, id=key, replace_existing=True, max_instances=1
+        )
 
     async def shutdown(self) -> None:
         if self.scheduler.running:

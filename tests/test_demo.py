@@ -27,9 +27,21 @@ def test_demo_plays_the_whole_story_and_leaves_an_inspectable_data_dir(tmp_path:
     out = decklog("demo", env=env, cwd=tmp_path)  # no --data-dir: a new temporary directory, kept and printed
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
-    for step in ("change linked", "investigation turn", "proposal parked", "approved rollback ran", "verified", "resolved", "report exported"):
+    for step in (
+        "change linked",
+        "investigation turn",
+        "proposal parked",
+        "approved rollback ran",
+        "verified",
+        "resolved",
+        "report exported",
+    ):
         assert step in text
-    assert "#alerts, as a person reads it" in text and "Payments 5xx" in text and "[Approve] [Deny]" not in text.split("every step")[1]
+    assert (
+        "#alerts, as a person reads it" in text
+        and "Payments 5xx" in text
+        and "[Approve] [Deny]" not in text.split("every step")[1]
+    )
     data = Path(re.search(r"data directory \(kept\): (\S+)", text).group(1))  # type: ignore[union-attr]
     assert data.is_relative_to(tmp_path) and (data / "scopes" / "incident~payments-5xx.db").exists()
     report = Path(re.search(r"report: (\S+)", text).group(1))  # type: ignore[union-attr]
@@ -40,8 +52,19 @@ def test_demo_plays_the_whole_story_and_leaves_an_inspectable_data_dir(tmp_path:
     assert decklog("verify", "change/r2026-09-19-4", env=env, cwd=tmp_path).returncode == 0
     timeline = json.loads(decklog("timeline", "incident/payments-5xx", "--json", env=env, cwd=tmp_path).stdout)
     kinds = [e["kind"] for e in timeline]
-    for kind in ("declared", "scope_linked", "hypothesis", "obligation_opened", "proposal", "approval", "action_started",
-                 "action_result", "verification", "status_changed", "report_exported"):
+    for kind in (
+        "declared",
+        "scope_linked",
+        "hypothesis",
+        "obligation_opened",
+        "proposal",
+        "approval",
+        "action_started",
+        "action_result",
+        "verification",
+        "status_changed",
+        "report_exported",
+    ):
         assert kind in kinds, kind
     started = next(e for e in timeline if e["kind"] == "action_started")["payload"]
     assert started["fence"] >= 1 and started["approvers"] == ["U0ALICE"]
