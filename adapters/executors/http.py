@@ -48,6 +48,16 @@ def reason_of(body: Mapping[str, Any], status: int) -> str:
     return f"HTTP {status}"
 
 
+def outcome_of(status: int, raw: bytes) -> ExecutionOutcome:
+    """DESIGN §7: 2xx applied (the body's sha256 is the effect digest), 4xx refused, anything else uncertain."""
+    parsed = parse_body(raw)
+    if 200 <= status <= 299:
+        return ExecutionOutcome("applied", status, parsed, digest_bytes(raw))
+    if 400 <= status <= 499:
+        return ExecutionOutcome("refused", status, parsed, error=reason_of(parsed, status))
+    return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
+
+
 class HttpExecutor:
     kind = "http"
 
@@ -91,12 +101,7 @@ class HttpExecutor:
             )
         except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
             return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
-        parsed = parse_body(raw)
-        if 200 <= status <= 299:
-            return ExecutionOutcome("applied", status, parsed, digest_bytes(raw))
-        if 400 <= status <= 499:
-            return ExecutionOutcome("refused", status, parsed, error=reason_of(parsed, status))
-        return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
+        return outcome_of(status, raw)
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
         if not self.reconcile_url:

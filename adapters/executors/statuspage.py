@@ -19,8 +19,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
-from adapters.executors.http import parse_body, reason_of
-from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_bytes, digest_json
+from adapters.executors.http import outcome_of, parse_body, reason_of
+from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
 
 
 def page_base(url: str, page_id: str) -> tuple[str, str]:
@@ -132,12 +132,7 @@ class StatuspageExecutor:
             return ExecutionOutcome("failed", error=f"could not connect: {exc.os_error or exc}; nothing was sent")
         except (aiohttp.ClientError, ConnectionError) as exc:
             return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
-        parsed = parse_body(raw)
-        if 200 <= status <= 299:
-            return ExecutionOutcome("applied", status, parsed, digest_bytes(raw))
-        if 400 <= status <= 499:
-            return ExecutionOutcome("refused", status, parsed, error=reason_of(parsed, status))
-        return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
+        return outcome_of(status, raw)
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
         current, problem = await self._current(request.scope)
