@@ -443,11 +443,16 @@ def parse_payload(kind: str, data: Any) -> Payload:
     if not isinstance(data, dict):
         raise InvalidInput(f"the payload of a {kind} entry must be a JSON object", field="payload")
     try:
-        return model.model_validate(data)
+        payload = model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(part) for part in first["loc"]) or "payload"
         raise InvalidInput(f"{first['msg']} (in a {kind} entry)", field=f"payload.{loc}") from None
+    try:  # the log is strict JSON: NaN and Infinity would break the hash chain's readers and the API
+        json.dumps(payload.model_dump(), allow_nan=False, default=str)
+    except ValueError:
+        raise InvalidInput(f"NaN and Infinity are not JSON numbers (in a {kind} entry)", field="payload") from None
+    return payload
 
 
 class NewEntry(BaseModel):

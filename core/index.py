@@ -199,14 +199,22 @@ class Index:
 
     # -- reservations -----------------------------------------------------------------------------------------
 
-    async def reserve_scope(self, kind: str, base: str, *, exact: bool, taken: Sequence[str] = ()) -> ScopeId:
+    async def reserve_scope(
+        self, kind: str, base: str, *, exact: bool, taken: Sequence[str] = (), inbound_key: str | None = None
+    ) -> ScopeId:
         """Reserve a never-used scope id: ``base``, else ``base-2``, ``base-3``… (``exact``: ``base`` or Conflict).
 
-        ``taken`` are ids known to exist on disk (the index may be behind or rebuilt).
+        ``taken`` are ids known to exist on disk (the index may be behind or rebuilt). With ``inbound_key``, the
+        inbound event is recorded against the id in the same transaction — and if that event was already
+        recorded (a concurrent retry won), its scope is returned and nothing is reserved.
         """
         taken_set = set(taken)
 
         def w(conn: Connection, _: None) -> ScopeId:
+            if inbound_key is not None:
+                known = conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == inbound_key)).scalar()
+                if known is not None:
+                    return ScopeId.parse(str(known))
             existing = {
                 r[0]
                 for r in conn.execute(
@@ -226,6 +234,8 @@ class Index:
             conn.execute(
                 scopes.insert().values(id=str(candidate), kind=kind, status="reserved", reserved_at=time.time())
             )
+            if inbound_key is not None:
+                conn.execute(inbound.insert().values(key=inbound_key, scope=str(candidate), at=time.time()))
             return candidate
 
         return await self.file.write(w)
@@ -393,7 +403,7 @@ class Index:
         def w(conn: Connection, _: None) -> None:
             _apply(conn, state, entries)
 
-        await self.file.write(w)
+        await self.file.write(w, durable=False)  # derived: a lost apply is redelivered, or rebuilt by reindex
 
     async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
         """Replace the index with what the given scopes' logs say (``decklog reindex``)."""

@@ -94,11 +94,10 @@ class ScopeService:
             for s in await self.store.scope_ids()
             if s.kind == kind and (s.name == base or s.name.startswith(base + "-"))
         ]
-        sid = await self.index.reserve_scope(kind, base, exact=bool(scope), taken=taken)
-        target = str(sid)
-        if idempotency_key:
-            target = await self.index.claim_inbound(idempotency_key, target)
-        return await self.store.append(target, entries, idempotency_key=idempotency_key, create=True)
+        sid = await self.index.reserve_scope(
+            kind, base, exact=bool(scope), taken=taken, inbound_key=idempotency_key
+        )  # one transaction: the id, and the inbound event that asked for it
+        return await self.store.append(str(sid), entries, idempotency_key=idempotency_key, create=True)
 
     # -- recording --------------------------------------------------------------------------------------------
 

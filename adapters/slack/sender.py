@@ -5,10 +5,12 @@
 - entries people should see → thread replies carrying the entry id in message ``metadata``.
 - every delivery → the header updated in place (``chat.update``) when its rendering changed.
 
-Idempotent across restarts: before posting it records "posting" in the scope's sender memo; after, the ``ts``. A
-redelivered entry with a ``ts`` is skipped; one whose outcome is unknown (crash, lost response) is first looked
-up by its metadata (``conversations.replies`` / ``history`` with ``include_all_metadata``) and posted only if
-absent. Posts are paced per channel; a 429 raises ``RetryAfter`` (no failure budget spent).
+Idempotent across restarts: after posting it records the ``ts`` in the scope's sender memo, and a redelivered
+entry with a ``ts`` is skipped. An entry whose post may have happened without its ``ts`` being recorded — the
+answer was lost, or the entry was committed before this process started (a previous process may have posted it
+and died) — is first looked up by its metadata (``conversations.replies`` / ``history`` with
+``include_all_metadata``) and posted only if absent. Nothing is written before a post, so the header of a new
+incident costs no extra fsync. Posts are paced per channel; a 429 raises ``RetryAfter`` (no failure budget spent).
 """
 
 from __future__ import annotations
@@ -128,6 +130,11 @@ class SlackSender:
         self._channel_ids: dict[str, str] = {}
         self.alarm = alarm
         self.header_interval = header_interval
+        # Entries committed before this process started may have been posted by a previous one that died before
+        # it could say so; those, and posts whose answer was lost in this process, are looked up before posting.
+        self.started_at = time.time()
+        self._uncertain: set[tuple[str, str]] = set()
+        self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
@@ -164,7 +171,7 @@ class SlackSender:
         False when that entry was never posted (nothing to update). Idempotent: the memo keeps the digest.
         """
         key = f"post:{seq}"
-        memo = await self.store.memo_get(scope, TOPIC, key)
+        memo = await self._memo_get(scope, key)
         if not memo or not memo.get("ts"):
             return False
         digest = _digest(out)
@@ -178,7 +185,7 @@ class SlackSender:
             self._raise_for(exc, memo["channel"])
             raise
         self.stats.updates += 1
-        await self.store.memo_put(scope, TOPIC, key, {**memo, "digest": digest})
+        await self._memo_put(scope, key, {**memo, "digest": digest})
         return True
 
     async def refresh_header(self, scope: str) -> None:
@@ -193,7 +200,7 @@ class SlackSender:
                 self.alarm.set(f"header:{scope}", wait, lambda: self._deferred_refresh(scope))
                 return
         state = await self.store.get_state(scope)
-        memo = await self.store.memo_get(scope, TOPIC, "header")
+        memo = await self._memo_get(scope, "header")
         if not memo or not memo.get("ts"):
             return
         out = render.header(state)
@@ -206,7 +213,7 @@ class SlackSender:
             self._raise_for(exc, memo["channel"])
         self.stats.updates += 1
         self._last_header[scope] = time.monotonic()
-        await self.store.memo_put(scope, TOPIC, "header", {**memo, "digest": digest})
+        await self._memo_put(scope, "header", {**memo, "digest": digest})
 
     async def _deferred_refresh(self, scope: str) -> None:
         try:
@@ -218,7 +225,7 @@ class SlackSender:
     # -- the header and its thread ----------------------------------------------------------------------------
 
     async def _open_thread(self, scope: str, entry: Entry, state: ScopeState) -> None:
-        memo = await self.store.memo_get(scope, TOPIC, "header")
+        memo = await self._memo_get(scope, "header")
         if memo and memo.get("ts"):
             await self._link_thread(scope, memo)
             return
@@ -232,7 +239,7 @@ class SlackSender:
             channel = origin if origin[:1] in ("C", "G") else await self._alerts_channel_id()
         if channel is None:
             log.warning("slack: %s has no channel (set DECKLOG_ALERTS_CHANNEL); it stays in the log only", scope)
-            await self.store.memo_put(scope, TOPIC, "header", {"state": "no_channel"})
+            await self._memo_put(scope, "header", {"state": "no_channel"})
             return
         out = render.header(state)
         posted = await self._post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
@@ -243,7 +250,7 @@ class SlackSender:
         except SlackApiError:
             pass
         header_memo = {**posted, "permalink": permalink, "dedicated": dedicated, "digest": _digest(out)}
-        await self.store.memo_put(scope, TOPIC, "header", header_memo)
+        await self._memo_put(scope, "header", header_memo)
         await self._link_thread(scope, header_memo)
         if dedicated and origin[:1] in ("C", "G") and origin != channel:
             pointer = render.Outgoing(
@@ -270,7 +277,7 @@ class SlackSender:
         await self.store.append(scope, [link], idempotency_key=f"slack:thread:{scope}")
 
     async def _dedicated_channel(self, scope: str, state: ScopeState, declarer: Actor) -> str | None:
-        known = await self.store.memo_get(scope, TOPIC, "channel")
+        known = await self._memo_get(scope, "channel")
         if known and known.get("id"):
             return str(known["id"])
         base = (self.channel_prefix + scope.split("/", 1)[1]).lower()[:70]
@@ -284,7 +291,7 @@ class SlackSender:
                 log.warning("slack: could not create a channel for %s: %s", scope, exc.response.get("error"))
                 return None
             channel_id = str(resp["channel"]["id"])
-            await self.store.memo_put(scope, TOPIC, "channel", {"id": channel_id, "name": name})
+            await self._memo_put(scope, "channel", {"id": channel_id, "name": name})
             if declarer.type == "human" and declarer.id[:1] in ("U", "W"):
                 try:
                     await self.client.conversations_invite(channel=channel_id, users=declarer.id)
@@ -327,7 +334,7 @@ class SlackSender:
         key = f"upload:{p.sha256}"
         channel = state.thread.channel
         thread_ts = None if state.thread.dedicated_channel else state.thread.ts
-        memo = await self.store.memo_get(scope, TOPIC, key)
+        memo = await self._memo_get(scope, key)
         if memo and memo.get("file_id"):
             self.stats.skipped_duplicates += 1
             return
@@ -342,7 +349,7 @@ class SlackSender:
         if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
             raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
         await self.pacer.wait(channel)
-        await self.store.memo_put(scope, TOPIC, key, {"state": "uploading", "at": time.time()})
+        await self._memo_put(scope, key, {"state": "uploading", "at": time.time()})
         try:
             resp = await self.client.files_upload_v2(
                 channel=channel,
@@ -353,7 +360,7 @@ class SlackSender:
                 initial_comment=str(stash.get("comment") or f"Post-incident report — sha256 {p.sha256}"),
             )
         except SlackApiError as exc:
-            await self.store.memo_put(scope, TOPIC, key, {"state": "not_uploaded"})
+            await self._memo_put(scope, key, {"state": "not_uploaded"})
             self._raise_for(exc, channel)
             raise
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -363,7 +370,7 @@ class SlackSender:
         await self._uploaded(scope, entry, p, str(file.get("id", "")))
 
     async def _uploaded(self, scope: str, entry: Entry, p: ReportExported, file_id: str) -> None:
-        await self.store.memo_put(scope, TOPIC, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id})
+        await self._memo_put(scope, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id})
         receipt = NewEntry.make(
             "report_exported",
             Actor.system("slack"),
@@ -405,25 +412,26 @@ class SlackSender:
         *,
         event_type: str = "decklog_entry",
     ) -> dict[str, Any]:
-        memo = await self.store.memo_get(scope, TOPIC, key)
+        memo = await self._memo_get(scope, key)
         if memo and memo.get("ts"):
             self.stats.skipped_duplicates += 1
             return memo
-        if memo and memo.get("state") == "posting":
-            found = await self._find_posted(
-                memo.get("channel", channel), thread_ts, entry.id, key, float(memo.get("at", 0))
-            )
+        if self._maybe_posted(scope, key, entry):
+            where = (memo or {}).get("channel", channel)
+            since = float((memo or {}).get("at") or entry.at.timestamp())
+            found = await self._find_posted(where, thread_ts, entry.id, key, since)
             if found:
                 self.stats.reconciled += 1
-                done = {"state": "posted", "channel": memo.get("channel", channel), "ts": found}
-                await self.store.memo_put(scope, TOPIC, key, done)
+                done = {"state": "posted", "channel": where, "ts": found}
+                await self._memo_put(scope, key, done)
+                self._uncertain.discard((scope, key))
                 return done
         await self.pacer.wait(channel)
-        await self.store.memo_put(scope, TOPIC, key, {"state": "posting", "channel": channel, "at": time.time()})
         metadata = {
             "event_type": event_type,
             "event_payload": {"scope": scope, "seq": entry.seq, "entry_id": entry.id, "key": key},
         }
+        attempted_at = time.time()
         try:
             resp = await self.client.chat_postMessage(
                 channel=channel,
@@ -435,19 +443,40 @@ class SlackSender:
                 unfurl_media=False,
             )
         except SlackApiError as exc:
-            # Slack answered: nothing was posted. Say so, so that the next attempt need not reconcile.
-            await self.store.memo_put(scope, TOPIC, key, {"state": "not_posted", "channel": channel})
-            self._raise_for(exc, channel)
+            self._raise_for(exc, channel)  # Slack answered: nothing was posted
             raise
         except (TimeoutError, aiohttp.ClientError) as exc:
+            # The post may or may not have happened: remember to look before trying again.
+            self._uncertain.add((scope, key))
+            await self._memo_put(scope, key, {"state": "posting", "channel": channel, "at": attempted_at})
             raise ConnectionError(
                 f"posting #{entry.seq} to {channel}: outcome unknown ({exc.__class__.__name__})"
             ) from exc
         self.stats.posts += 1
         done = {"state": "posted", "channel": channel, "ts": str(resp["ts"])}
-        await self.store.memo_put(scope, TOPIC, key, done)
+        await self._memo_put(scope, key, done)
         await self.index.add_route(route_key(channel, done["ts"]), scope)
         return done
+
+    async def _memo_get(self, scope: str, key: str) -> dict[str, Any] | None:
+        """The sender's memos of a scope, loaded once and kept (write-through): this process is their only writer."""
+        memos = self._memos.get(scope)
+        if memos is None:
+            memos = await self.store.memo_all(scope, TOPIC)
+            self._memos[scope] = memos
+            while len(self._memos) > 512:
+                self._memos.pop(next(iter(self._memos)))
+        value = memos.get(key)
+        return dict(value) if value is not None else None
+
+    async def _memo_put(self, scope: str, key: str, value: dict[str, Any]) -> None:
+        await self.store.memo_put(scope, TOPIC, key, value)
+        memos = self._memos.get(scope)
+        if memos is not None:
+            memos[key] = dict(value)
+
+    def _maybe_posted(self, scope: str, key: str, entry: Entry) -> bool:
+        return (scope, key) in self._uncertain or entry.at.timestamp() < self.started_at
 
     async def _find_posted(
         self, channel: str, thread_ts: str | None, entry_id: str, key: str, since: float

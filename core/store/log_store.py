@@ -190,6 +190,8 @@ class LogStore(Protocol):
 
     async def memo_put(self, scope: ScopeId | str, topic: str, key: str, value: dict[str, Any]) -> None: ...
 
+    async def memo_all(self, scope: ScopeId | str, topic: str) -> dict[str, dict[str, Any]]: ...
+
     def subscribe(self, listener: Callable[[str, tuple[Entry, ...]], None]) -> None: ...
 
     async def close(self) -> None: ...
@@ -435,16 +437,19 @@ class SqliteLogStore:
         return state.version > 0
 
     async def scope_ids(self) -> list[ScopeId]:
-        if not self.scopes_dir.exists():
-            return []
+        names = await asyncio.get_running_loop().run_in_executor(self.executor, self._list_files)
         out: list[ScopeId] = []
-        for name in sorted(os.listdir(self.scopes_dir)):
+        for name in names:
             if name.endswith(".db"):
                 try:
                     out.append(ScopeId.from_file_stem(name[:-3]))
                 except InvalidInput:
                     continue
         return out
+
+    def _list_files(self) -> list[str]:
+        """On a worker thread: listing ten thousand files must not stall the event loop."""
+        return sorted(os.listdir(self.scopes_dir)) if self.scopes_dir.exists() else []
 
     # -- append -----------------------------------------------------------------------------------------------
 
@@ -637,7 +642,7 @@ class SqliteLogStore:
                     stmt = stmt.limit(limit)
                 return [row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def read_last(self, scope: ScopeId | str, *, limit: int, kinds: Sequence[str] = ()) -> list[Entry]:
         """The last ``limit`` entries (of ``kinds``), oldest first."""
@@ -649,7 +654,7 @@ class SqliteLogStore:
                     stmt = stmt.where(t.entries.c.kind.in_(list(kinds)))
                 return [row_to_entry(sf.key, r) for r in reversed(conn.execute(stmt).all())]
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def read_seqs(self, scope: ScopeId | str, seqs: Sequence[int]) -> list[Entry]:
         if not seqs:
@@ -660,7 +665,7 @@ class SqliteLogStore:
                 stmt = sa.select(t.entries).where(t.entries.c.seq.in_(list(seqs))).order_by(t.entries.c.seq)
                 return [row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def get_state(self, scope: ScopeId | str) -> ScopeState:
         async with self._use(scope) as sf:
@@ -675,7 +680,7 @@ class SqliteLogStore:
                 body = conn.execute(sa.select(t.state.c.body).where(t.state.c.id == 1)).scalar_one()
                 return ScopeState.model_validate_json(body)
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def verify(self, scope: ScopeId | str) -> VerifyReport:
         """Recompute the hash chain from the stored columns and fold the log; compare with the stored state."""
@@ -701,7 +706,7 @@ class SqliteLogStore:
                     for r in conn.execute(stmt)
                 ]
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def outbox_done(self, scope: ScopeId | str, topic: str, seqs: Sequence[int]) -> None:
         if not seqs:
@@ -716,7 +721,7 @@ class SqliteLogStore:
                     .values(published_at=now)
                 )
 
-            await sf.file.write(w)
+            await sf.file.write(w, durable=False)
 
     async def outbox_failed(
         self, scope: ScopeId | str, topic: str, seq: int, *, attempts: int, next_attempt_at: float, error: str
@@ -730,7 +735,7 @@ class SqliteLogStore:
                     .values(attempts=attempts, next_attempt_at=next_attempt_at, last_error=error[:2000])
                 )
 
-            await sf.file.write(w)
+            await sf.file.write(w, durable=False)
 
     async def outbox_park(self, scope: ScopeId | str, topic: str, seq: int, *, attempts: int, error: str) -> None:
         """Park a row past its retry budget and append a visible ``delivery_failed`` entry, in one transaction."""
@@ -754,7 +759,7 @@ class SqliteLogStore:
                 )
                 failed.extend(self._stage(conn, b, [note], None, None).entries)
 
-            await sf.file.write(w)
+            await sf.file.write(w, durable=False)
         if failed:
             self.appended_total += len(failed)
             self._notify(str(sf.scope), tuple(failed))
@@ -779,7 +784,7 @@ class SqliteLogStore:
                     {r[0]: int(r[2] or 0) for r in rows if r[2]},
                 )
 
-            return await sf.file.read(q)
+            return await sf.file.read(q, small=True)
 
     async def outbox_parked(self, scope: ScopeId | str) -> list[ParkedItem]:
         async with self._use(scope) as sf:
@@ -820,6 +825,17 @@ class SqliteLogStore:
                 m = t.sender_memo
                 value = conn.execute(sa.select(m.c.value).where(m.c.topic == topic, m.c.key == key)).scalar()
                 return json.loads(value) if value is not None else None
+
+            return await sf.file.read(q)
+
+    async def memo_all(self, scope: ScopeId | str, topic: str) -> dict[str, dict[str, Any]]:
+        """Every memo of a sender in a scope (a sender loads them once and keeps them in memory)."""
+        async with self._use(scope) as sf:
+
+            def q(conn: Connection) -> dict[str, dict[str, Any]]:
+                m = t.sender_memo
+                rows = conn.execute(sa.select(m.c.key, m.c.value).where(m.c.topic == topic))
+                return {str(k): json.loads(v) for k, v in rows}
 
             return await sf.file.read(q)
 

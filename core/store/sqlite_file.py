@@ -62,6 +62,7 @@ class _Request(Generic[C]):
     fn: Callable[[Connection, C], Any]
     future: asyncio.Future[Any]
     savepoint: bool = True
+    durable: bool = True
     result: Any = None
     error: BaseException | None = None
 
@@ -93,6 +94,10 @@ class SqliteFile(Generic[C]):
         self._engine: Engine | None = None
         self._conn: Connection | None = None
         self._lock = threading.Lock()
+        self._read_engine: Engine | None = None
+        self._read_conn: Connection | None = None
+        self._read_lock = threading.Lock()
+        self._synchronous = "FULL"
         self._queue: asyncio.Queue[_Request[C]] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._busy = 0
@@ -134,6 +139,13 @@ class SqliteFile(Generic[C]):
         await loop.run_in_executor(self._executor, self._close_sync)
 
     def _close_sync(self) -> None:
+        with self._read_lock:
+            if self._read_conn is not None:
+                self._read_conn.close()
+                self._read_conn = None
+            if self._read_engine is not None:
+                self._read_engine.dispose()
+                self._read_engine = None
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -144,36 +156,56 @@ class SqliteFile(Generic[C]):
 
     # -- reads --------------------------------------------------------------------------------------------------
 
-    async def read(self, fn: Callable[[Connection], T]) -> T:
+    async def read(self, fn: Callable[[Connection], T], *, small: bool = False) -> T:
+        """Run ``fn(conn)`` in a read transaction.
+
+        ``small`` reads (a state row, a handful of outbox rows) run on the event loop's own thread when the read
+        connection is free: under WAL a reader never waits for a writer, and a point query costs tens of
+        microseconds, far less than the hop to a worker thread and back. Everything else runs on a worker.
+        """
         self._busy += 1
         try:
+            if small and self._read_conn is not None and self._read_lock.acquire(blocking=False):
+                try:
+                    return self._read_locked(fn)
+                finally:
+                    self._read_lock.release()
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, self._read_sync, fn)
         finally:
             self._busy -= 1
 
     def _read_sync(self, fn: Callable[[Connection], T]) -> T:
-        with self._lock:
-            conn = self._require_conn()
-            conn.info["write"] = False
-            try:
-                with conn.begin():
-                    return fn(conn)
-            except sa.exc.OperationalError as exc:
-                raise StorageError(f"reading {self.path.name}: {exc.orig}") from exc
-            finally:
-                conn.info["write"] = True
+        """Reads use their own connection: under WAL they see the last commit and never wait for a writer's fsync."""
+        with self._read_lock:
+            return self._read_locked(fn)
+
+    def _read_locked(self, fn: Callable[[Connection], T]) -> T:
+        if self._read_conn is None:
+            self._require_conn()  # the file is open (and its schema made) by the writer's connection
+            self._read_engine = make_engine(self.path)
+            self._read_conn = self._read_engine.connect()
+            self._read_conn.info["write"] = False
+        conn = self._read_conn
+        try:
+            with conn.begin():
+                return fn(conn)
+        except sa.exc.OperationalError as exc:
+            raise StorageError(f"reading {self.path.name}: {exc.orig}") from exc
 
     # -- writes -------------------------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[Connection, C], T], *, savepoint: bool = True) -> T:
+    async def write(self, fn: Callable[[Connection, C], T], *, savepoint: bool = True, durable: bool = True) -> T:
         """Run ``fn(conn, ctx)`` in the next group-committed transaction.
 
         With ``savepoint=False`` the caller promises that ``fn`` raises before writing anything (it only reads
         and stages rows in ``ctx``), which saves two statements per request on the hot append path.
+        With ``durable=False`` (bookkeeping whose loss only means a redelivery: "delivered" marks, sender memos) the
+        batch commits with ``synchronous=NORMAL`` — no fsync — unless another request in it needs one; the next
+        durable commit's fsync of the WAL covers it too.
         """
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Request(fn, future, savepoint))
+        self._queue.put_nowait(_Request(fn, future, savepoint, durable))
         return await future
 
     async def _write_loop(self) -> None:
@@ -206,6 +238,10 @@ class SqliteFile(Generic[C]):
     def _run_batch(self, batch: list[_Request[C]]) -> None:
         with self._lock:
             conn = self._require_conn()
+            mode = "FULL" if any(r.durable for r in batch) else "NORMAL"
+            if mode != self._synchronous:  # outside any transaction: the DBAPI connection is in autocommit mode
+                conn.connection.driver_connection.execute(f"PRAGMA synchronous={mode}")  # type: ignore[union-attr]
+                self._synchronous = mode
             try:
                 with conn.begin():
                     ctx = self._begin_batch(conn)
