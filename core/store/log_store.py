@@ -289,7 +289,7 @@ class _ScopeFile:
             "version": b.state.version,
             "head_hash": b.head_hash,
             "head_at": b.head_at,
-            "body": canonical_json(b.state.to_json()),
+            "body": b.state.model_dump_json(),  # pydantic-core: ~10x cheaper than dump + json.dumps on big states
         }
         if b.existed:
             cur.execute(HOT.update_state, values)
