@@ -415,6 +415,7 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every timer it adds at INFO
 
     async def main() -> int:
         try:
