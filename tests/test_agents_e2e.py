@@ -209,7 +209,7 @@ async def test_pending_turns_survive_a_restart(make_server: ServerFactory, tmp_p
         await first.stop()
     second = await make_server(data_dir=data_dir, first_turn_delay=0.05, turn_debounce=0.05)
     hypothesis = await eventually(
-        lambda: entries(second, scope, "hypothesis"), what="the pending turn, run after the restart"
+        lambda: entries(second, scope, "hypothesis"), what="the pending turn, run after the restart", timeout=20
     )
     assert hypothesis[0].payload.suspect_scope == CHANGE
     turns = await entries(second, scope, "agent_turn")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from slack_sdk.errors import SlackApiError
@@ -25,6 +26,9 @@ class SlackDeps:
     counters: dict[str, int]
     client: AsyncWebClient | None = None
     names: dict[str, str] = field(default_factory=dict)
+    # Work behind an ack waits for a slot (listeners/errors.lazy), so that a burst of requests cannot fill the event
+    # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py).
+    work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(3))
 
     def count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1
