@@ -27,8 +27,9 @@ class SlackDeps:
     client: AsyncWebClient | None = None
     names: dict[str, str] = field(default_factory=dict)
     # Work behind an ack waits for a slot (listeners/errors.lazy), so that a burst of requests cannot fill the event
-    # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py).
-    work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(3))
+    # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py). Work that may
+    # take long (an agent answering `ask`) runs in a background task and does not hold a slot.
+    work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
 
     def count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1

@@ -8,7 +8,6 @@ calls (``app.error``) for failures before the ack.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -88,31 +87,14 @@ def lazy(deps: SlackDeps, work: Work) -> Callable[..., Awaitable[None]]:
 
     async def run(body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
         # Bolt injects arguments by these parameter names.
-        slot = await _take_slot(deps.work_slots)
-        try:
-            await work(Req(body, respond, client, context))
-        except Exception as exc:
-            await report(deps, exc, body, respond, client)
-        finally:
-            if slot:
-                deps.work_slots.release()
+        async with deps.work_slots:  # acks first: see SlackDeps.work_slots
+            try:
+                await work(Req(body, respond, client, context))
+            except Exception as exc:
+                await report(deps, exc, body, respond, client)
 
     run.__name__ = f"lazy_{work.__name__}"
     return run
-
-
-SLOT_PATIENCE_S = 1.0
-
-
-async def _take_slot(slots: asyncio.Semaphore) -> bool:
-    """Acks first: the work behind them waits for one of a few slots, so that a burst of requests cannot crowd the
-    event loop and delay the acks of the requests behind it. A slot held by slow work (an agent turn asking
-    Claude) delays the next request's work by at most ``SLOT_PATIENCE_S``; then it runs without one."""
-    try:
-        await asyncio.wait_for(slots.acquire(), SLOT_PATIENCE_S)
-    except TimeoutError:
-        return False
-    return True
 
 
 async def ack_now(ack: Any) -> None:
