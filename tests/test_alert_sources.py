@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapters import payload_fields as fields
 from adapters.alerts import (
     ALERT_SOURCES,
     AlertSource,
@@ -27,8 +28,9 @@ from adapters.alerts import (
     grafana,
     pagerduty,
 )
-from adapters.alerts import _fields as fields
 from core.signals import AlertSignal, Link, PayloadError
+from tests.helpers.payload_fuzz import WRONG_TYPES, collect_keys, paths, related, render
+from tests.helpers.payload_fuzz import json_values as payload_json_values
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alerts"
 
@@ -838,17 +840,6 @@ def test_registry_is_read_only_and_rebuilt_fresh() -> None:
 # ------------------------------------------------------------------------------------------------ fuzzing
 
 
-def collect_keys(value: Any, into: set[str]) -> set[str]:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            into.add(key)
-            collect_keys(child, into)
-    elif isinstance(value, list):
-        for child in value:
-            collect_keys(child, into)
-    return into
-
-
 ALL_FIXTURES = [(source, load(source, name)) for source, name in sorted(EXPECTED)]
 KNOWN_KEYS = sorted(set().union(*(collect_keys(payload, set()) for _, payload in ALL_FIXTURES)))
 KNOWN_STRINGS = [
@@ -857,27 +848,7 @@ KNOWN_STRINGS = [
     "2026-09-19T14:06:30Z", "1789826790000", "https://example.com/x", "$ALERT_ID", "service:payments,env:prod",
 ]  # fmt: skip
 
-texts = st.one_of(
-    st.text(max_size=20),
-    st.text(st.characters(exclude_categories=[]), max_size=8),  # includes lone surrogates, controls
-    st.sampled_from(KNOWN_STRINGS),
-)
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    texts,
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=8)), children, max_size=6),
-    ),
-    max_leaves=25,
-)
+json_values = payload_json_values(KNOWN_KEYS, KNOWN_STRINGS)
 
 
 def call(source: str, payload: object) -> list[AlertSignal]:
@@ -918,29 +889,6 @@ def test_fuzz_objects_with_vendor_keys_raise_only_payload_error(source: str, pay
         pass
 
 
-def paths(value: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield (*prefix, key)
-            yield from paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield (*prefix, index)
-            yield from paths(child, (*prefix, index))
-
-
-def render(path: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in path:
-        out = fields.item(out, part) if isinstance(part, int) else fields.child(out, part)
-    return out
-
-
-WRONG_TYPES: st.SearchStrategy[Any] = st.sampled_from(
-    [None, 0, -1, 1.5, True, False, [], {}, [None], {"a": 1}, [[]], {"": {}}]
-)
-
-
 @st.composite
 def mutations(draw: Callable[..., Any]) -> tuple[str, Any, str, bool]:
     source, payload = draw(st.sampled_from(ALL_FIXTURES))
@@ -972,19 +920,3 @@ def test_fuzz_mutated_real_fixtures_raise_only_payload_error_at_the_mutated_fiel
     except PayloadError as exc:
         if in_place:
             assert related(exc.path, mutated_path), (exc.path, mutated_path)
-
-
-def parent(path: str) -> str:
-    """``alerts[0].labels`` → ``alerts[0]`` → ``alerts`` → ``""``."""
-    match = re.fullmatch(r"(.*?)(\.[^.\[]*|\[[^\]]*\])", path)
-    return match.group(1) if match else ""
-
-
-def related(error_path: str, mutated_path: str) -> bool:
-    """The error names the mutated field, something inside it, an object containing it, or a sibling that
-    depends on it (``alerts[0].fingerprint`` is required when ``alerts[0].labels`` is gone)."""
-    return (
-        error_path.startswith(mutated_path)
-        or mutated_path.startswith(error_path)
-        or parent(error_path) == parent(mutated_path) != ""
-    )

@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.alerts import _fields as fields
 from adapters.changes import CHANGE_SOURCES, ChangeSource, change_sources, generic, github
 from core.signals import ChangeSignal, Commit, PayloadError
+from tests.helpers.payload_fuzz import WRONG_TYPES, collect_keys, paths, related, render
+from tests.helpers.payload_fuzz import json_values as payload_json_values
 
 FIXTURES = Path(__file__).parent / "fixtures" / "changes"
 
@@ -486,17 +487,6 @@ def test_registry_is_read_only_and_rebuilt_fresh() -> None:
 # ------------------------------------------------------------------------------------------------ fuzzing
 
 
-def collect_keys(value: Any, into: set[str]) -> set[str]:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            into.add(key)
-            collect_keys(child, into)
-    elif isinstance(value, list):
-        for child in value:
-            collect_keys(child, into)
-    return into
-
-
 ALL_FIXTURES = [(source, name, load(source, name)) for source, name in sorted(EXPECTED)]
 KNOWN_KEYS = sorted(set().union(*(collect_keys(payload, set()) for _, _, payload in ALL_FIXTURES)))
 KNOWN_STRINGS = [
@@ -505,27 +495,7 @@ KNOWN_STRINGS = [
 ]  # fmt: skip
 EVENT_TYPES = st.one_of(st.sampled_from(["push", "deployment_status", "ping"]), st.none(), st.text(max_size=12))
 
-texts = st.one_of(
-    st.text(max_size=20),
-    st.text(st.characters(exclude_categories=[]), max_size=8),  # lone surrogates, controls
-    st.sampled_from(KNOWN_STRINGS),
-)
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    texts,
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=8)), children, max_size=6),
-    ),
-    max_leaves=25,
-)
+json_values = payload_json_values(KNOWN_KEYS, KNOWN_STRINGS)
 
 
 def call(source: str, payload: object, event_type: str | None) -> list[ChangeSignal]:
@@ -567,42 +537,6 @@ def test_fuzz_objects_with_vendor_keys_raise_only_payload_error(
         call(source, payload, event_type)
     except PayloadError:
         pass
-
-
-def paths(value: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield (*prefix, key)
-            yield from paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield (*prefix, index)
-            yield from paths(child, (*prefix, index))
-
-
-def render(path: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in path:
-        out = fields.item(out, part) if isinstance(part, int) else fields.child(out, part)
-    return out
-
-
-def parent(path: str) -> str:
-    match = re.fullmatch(r"(.*?)(\.[^.\[]*|\[[^\]]*\])", path)
-    return match.group(1) if match else ""
-
-
-def related(error_path: str, mutated_path: str) -> bool:
-    return (
-        error_path.startswith(mutated_path)
-        or mutated_path.startswith(error_path)
-        or parent(error_path) == parent(mutated_path) != ""
-    )
-
-
-WRONG_TYPES: st.SearchStrategy[Any] = st.sampled_from(
-    [None, 0, -1, 1.5, True, False, [], {}, [None], {"a": 1}, [[]], {"": {}}]
-)
 
 
 @st.composite

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from adapters.alerts._fields import header_value
+from adapters.payload_fields import header_value
 from adapters.changes import generic, github
 from core.signals import ChangeSignal
 

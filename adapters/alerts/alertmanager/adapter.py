@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from adapters.alerts import _fields as f
+from adapters import payload_fields as f
 from core.signals import AlertSignal, PayloadError
 
 SOURCE: Final = "alertmanager"

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from adapters.alerts import _fields as f
+from adapters import payload_fields as f
 from core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "datadog"

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from adapters.alerts import _fields as f
+from adapters import payload_fields as f
 from core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "pagerduty"
