@@ -38,7 +38,6 @@ T = TypeVar("T")
 SCOPE = "incident/payments-5xx"
 CHANGE = "change/r2026-09-19-4"
 ALERTS = "C0ALERTS"
-ALICE = "U0ALICE"
 STEP_TIMEOUT = 30.0
 
 

@@ -29,8 +29,8 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from adapters.alerts import ALERT_SOURCES
-from adapters.payload_fields import header_value
 from adapters.changes import CHANGE_SOURCES
+from adapters.payload_fields import header_value
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
 from core.changes import ChangeService, incident_alert_time
 from core.entries import Declared, Entry

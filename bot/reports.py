@@ -1,8 +1,8 @@
 """Exporting post-incident reports: read a scope's log (+ linked scopes + chain verification), build, record.
 
 - ``render_report(store, scope, fmt)`` — the bytes and their sha256; a pure read (the REST API uses it).
-- ``export_report(rt, scope, fmt, destination=…)`` — the same, plus a ``report_exported`` entry (the CLI uses it);
-  ``record_export(store, scope, fmt, body, destination=…)`` is that second half alone.
+- ``record_export(store, scope, fmt, body, destination=…)`` — the ``report_exported`` entry, appended by the CLI
+  once it has written the bytes (never before: an entry must not claim a file that was not written).
 - ``export_to_slack(rt, scope, fmt, actor)`` — the Slack export hook: stashes the bytes, records the export; the
   Slack sender uploads them into the thread (an outbox effect, so a crash delays the upload but never doubles it).
 
@@ -74,19 +74,6 @@ def normalize_destination(destination: str) -> str:
     if destination in NAMED_DESTINATIONS or "://" in destination:
         return destination
     return str(Path(destination).expanduser().resolve())
-
-
-async def export_report(
-    rt: Runtime, scope: str, fmt: str, *, destination: str, actor: Actor | None = None
-) -> tuple[bytes, str]:
-    """Build the report and record a ``report_exported`` entry (once per format, bytes and destination).
-
-    Returns ``(bytes, sha256 hex)``; writing the bytes to ``destination`` is the caller's job (a caller that can
-    fail to write should ``render_report`` first, write, then ``record_export``).
-    """
-    body, sha, parsed = await render_report(rt.store, scope, fmt)
-    await record_export(rt.store, scope, parsed, body, destination=destination, actor=actor)
-    return body, sha
 
 
 async def record_export(

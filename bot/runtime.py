@@ -8,7 +8,7 @@ dispatcher. Nothing is built at import time.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import DecklogConfig, load_config
@@ -37,7 +37,6 @@ class Runtime:
     service: ScopeService
     dispatcher: Dispatcher
     alarm: Alarm
-    closers: list[object] = field(default_factory=list)
 
     @classmethod
     async def open(

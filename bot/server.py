@@ -31,7 +31,7 @@ from bot import metrics as prom
 from bot.config import DecklogConfig
 from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
-from bot.settings import Settings, SettingsError, SlackMode
+from bot.settings import Settings, SlackMode
 from core.clock import Clock
 
 log = logging.getLogger("decklog")
@@ -418,10 +418,9 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every timer it adds at INFO
 
     async def main() -> int:
-        try:
-            server = DecklogServer(settings, socket_mode=socket_mode)
-        except SettingsError as exc:
-            raise exc
+        server = DecklogServer(
+            settings, socket_mode=socket_mode
+        )  # bad credentials: SettingsError, before anything starts
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -20,7 +20,6 @@ from core.clock import iso
 from core.errors import InvalidInput
 
 ActorType = Literal["human", "agent", "system"]
-Severity = int  # 1 (worst) .. 4
 Risk = Literal["R1", "R2", "R3", "R4"]
 
 INCIDENT_STATUSES = ("investigating", "identified", "mitigated", "monitoring", "resolved")

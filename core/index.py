@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,15 +200,21 @@ class Index:
     # -- reservations -----------------------------------------------------------------------------------------
 
     async def reserve_scope(
-        self, kind: str, base: str, *, exact: bool, taken: Sequence[str] = (), inbound_key: str | None = None
+        self,
+        kind: str,
+        base: str,
+        *,
+        exact: bool,
+        on_disk: Callable[[str], bool] = lambda _scope: False,
+        inbound_key: str | None = None,
     ) -> ScopeId:
         """Reserve a never-used scope id: ``base``, else ``base-2``, ``base-3``… (``exact``: ``base`` or Conflict).
 
-        ``taken`` are ids known to exist on disk (the index may be behind or rebuilt). With ``inbound_key``, the
+        ``on_disk(id)`` says whether the log store already holds an id (the index may be behind or rebuilt); it is
+        asked only about the candidates, on the writer's thread. With ``inbound_key``, the
         inbound event is recorded against the id in the same transaction — and if that event was already
         recorded (a concurrent retry won), its scope is returned and nothing is reserved.
         """
-        taken_set = set(taken)
 
         def w(conn: Connection, _: None) -> ScopeId:
             if inbound_key is not None:
@@ -222,13 +228,17 @@ class Index:
                         sa.or_(scopes.c.id == f"{kind}/{base}", scopes.c.id.like(f"{kind}/{base}-%"))
                     )
                 )
-            } | taken_set
+            }
+
+            def taken(scope_id: str) -> bool:
+                return scope_id in existing or on_disk(scope_id)
+
             candidate = ScopeId.parse(f"{kind}/{base}")
-            if str(candidate) in existing:
+            if taken(str(candidate)):
                 if exact:
                     raise Conflict(f"scope {candidate} already exists (scope ids are never reused)")
                 n = 2
-                while f"{kind}/{base}-{n}" in existing:
+                while taken(f"{kind}/{base}-{n}"):
                     n += 1
                 candidate = ScopeId.parse(f"{kind}/{base}-{n}")
             conn.execute(
@@ -237,18 +247,6 @@ class Index:
             if inbound_key is not None:
                 conn.execute(inbound.insert().values(key=inbound_key, scope=str(candidate), at=time.time()))
             return candidate
-
-        return await self.file.write(w)
-
-    async def claim_inbound(self, key: str, scope: str) -> str:
-        """Record that inbound event ``key`` maps to ``scope``; returns the scope it was first recorded with."""
-
-        def w(conn: Connection, _: None) -> str:
-            found = conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == key)).scalar()
-            if found is not None:
-                return str(found)
-            conn.execute(inbound.insert().values(key=key, scope=scope, at=time.time()))
-            return scope
 
         return await self.file.write(w)
 

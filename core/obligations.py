@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.clock import iso, parse_iso
@@ -38,16 +37,6 @@ from core.state import ObligationState, ScopeState
 
 def new_obligation_id() -> str:
     return f"ob-{secrets.token_hex(3)}"
-
-
-@dataclass(frozen=True)
-class Lease:
-    """What a successful claim grants: present its fence with every write."""
-
-    obligation_id: str
-    holder: str
-    fence: int
-    lease_until: datetime
 
 
 def open_obligation(

@@ -89,13 +89,8 @@ class ScopeService:
             if kind not in SCOPE_KINDS:
                 raise InvalidInput(f"unknown scope kind {kind!r}", field="kind")
             base = slugify(title)
-        taken = [
-            str(s)
-            for s in await self.store.scope_ids()
-            if s.kind == kind and (s.name == base or s.name.startswith(base + "-"))
-        ]
         sid = await self.index.reserve_scope(
-            kind, base, exact=bool(scope), taken=taken, inbound_key=idempotency_key
+            kind, base, exact=bool(scope), on_disk=self.store.holds, inbound_key=idempotency_key
         )  # one transaction: the id, and the inbound event that asked for it
         return await self.store.append(str(sid), entries, idempotency_key=idempotency_key, create=True)
 

@@ -7,7 +7,6 @@ scratch gives exactly the stored state.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,7 +40,6 @@ from core.entries import (
     ThreadLinked,
 )
 
-OPEN_STATUSES = ("investigating", "identified", "mitigated", "monitoring")
 # Entries a person records that are not a response to the incident (an export, a bookkeeping note).
 NOT_A_RESPONSE = frozenset({"declared", "report_exported", "delivery_failed", "thread_linked", "agent_turn"})
 
@@ -389,11 +387,3 @@ def fold_all(scope: str, entries: list[Entry]) -> ScopeState:
     for entry in entries:
         state = fold(state, entry)
     return state
-
-
-def age_seconds(state: ScopeState, now: datetime) -> float:
-    from core.clock import parse_iso
-
-    if not state.created_at:
-        return 0.0
-    return max(0.0, (now - parse_iso(state.created_at)).total_seconds())

@@ -606,10 +606,11 @@ class LogStoreContract:
         assert await store.scope_ids() == []
         names = ["incident/b-2", "change/r2026-09-19-4", "incident/a.1"]
         for name in names:
-            assert not await store.exists(name)
+            assert not await store.exists(name) and not store.holds(name)
             await declare(store, name)
             assert await store.exists(name)
             assert await store.exists(ScopeId.parse(name))
+            assert store.holds(name) and store.holds(ScopeId.parse(name))
         assert await store.scope_ids() == sorted(ScopeId.parse(n) for n in names)
 
     # -- durability and resources -----------------------------------------------------------------------------------

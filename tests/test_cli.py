@@ -163,3 +163,12 @@ def test_doctor_lists_pending_rows_per_sender(data: Path) -> None:
     assert out.returncode == 0
     assert f"{scope}  slack    pending 1" in out.stdout  # nothing delivers to Slack until `decklog serve` runs
     assert "index" not in out.stdout.split("scopes;")[0]  # the CLI keeps the index current itself
+
+
+def test_a_scope_on_disk_but_missing_from_the_index_is_never_reused(data: Path) -> None:
+    first = run(data, "declare", "--title", "Disk only").stdout.splitlines()[0]
+    (data / "index.db").unlink()
+    for suffix in ("-wal", "-shm"):
+        (data / f"index.db{suffix}").unlink(missing_ok=True)
+    second = run(data, "declare", "--title", "Disk only").stdout.splitlines()[0]
+    assert (first, second) == ("incident/disk-only", "incident/disk-only-2")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from adapters.payload_fields import header_value
 from adapters.changes import generic, github
+from adapters.payload_fields import header_value
 from core.signals import ChangeSignal
 
 ChangeParser = Callable[[object, str | None], list[ChangeSignal]]

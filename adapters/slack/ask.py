@@ -26,13 +26,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.hooks import Where
+from adapters.slack.ids import WORKING_REACTION
 from core.agents.runtime import TurnRuntime
 from core.entries import Actor, Message, NewEntry
 from core.store import LogStore
 
 log = logging.getLogger(__name__)
 
-REACTION = "fire"
 SLACK_TOPIC = "slack"
 
 
@@ -114,13 +114,13 @@ class SlackAsk:
             return
         try:
             if add:
-                await self.client.reactions_add(channel=channel, timestamp=ts, name=REACTION)
+                await self.client.reactions_add(channel=channel, timestamp=ts, name=WORKING_REACTION)
             else:
-                await self.client.reactions_remove(channel=channel, timestamp=ts, name=REACTION)
+                await self.client.reactions_remove(channel=channel, timestamp=ts, name=WORKING_REACTION)
         except SlackApiError as exc:
             log.info(
                 "ask: :%s: %s on %s/%s: %s",
-                REACTION,
+                WORKING_REACTION,
                 "add" if add else "remove",
                 channel,
                 ts,

@@ -31,13 +31,9 @@ class DeclareField(StrEnum):
     TITLE = "title_input"
     SEVERITY_BLOCK = "severity"
     SEVERITY = "severity_input"
-    CHANNEL_BLOCK = "channel"
-    CHANNEL = "channel_input"
     OPTIONS_BLOCK = "options"
     OPTIONS = "options_input"
 
-
-EVENTS = ("app_mention", "message", "reaction_added", "app_home_opened")
 
 # Manifest bot events → the OAuth scope each needs (Slack's documented requirements).
 EVENT_SCOPES = {

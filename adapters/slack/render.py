@@ -59,7 +59,6 @@ class Outgoing:
 
     text: str
     blocks: list[Block] = field(default_factory=list)
-    reaction_target: bool = False  # ✅/❌ reactions on it mean something (suggestions)
 
 
 def esc(text: str) -> str:
@@ -230,7 +229,6 @@ def entry_reply(entry: Entry, state: ScopeState) -> Outgoing | None:
                     },
                     _context("React with :white_check_mark: to accept or :x: to dismiss."),
                 ],
-                reaction_target=True,
             )
         case SuggestionFeedback():
             return Outgoing(

@@ -81,9 +81,6 @@ class ChannelPacer:
     def penalize(self, channel: str, seconds: float) -> None:
         self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
 
-    def blocked_for(self, channel: str) -> float:
-        return max(0.0, self._next.get(channel, 0.0) - time.monotonic())
-
 
 @dataclass
 class SlackStats:

@@ -162,9 +162,6 @@ class TurnRuntime:
     def lock(self, scope: str) -> asyncio.Lock:
         return self._locks.setdefault(scope, asyncio.Lock())
 
-    def busy(self, scope: str) -> bool:
-        return self.lock(scope).locked()
-
     # -- scheduled turns -------------------------------------------------------------------------------------
 
     async def run_turn(self, scope: str, *, trigger: str = "debounce", force: bool = False) -> TurnResult:

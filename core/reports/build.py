@@ -84,7 +84,6 @@ from core.state import ScopeState, fold_all
 from core.store import VerifyReport
 
 EXCLUDED_KINDS = frozenset({"report_exported"})
-UNCERTAIN = ("uncertain", "abandon_uncertain")
 # Linked scopes of these kinds have their entries merged into the timeline (a deploy's start and end matter to
 # the incident); linked incidents are summarised only: they have reports of their own.
 MERGED_KINDS = ("change",)

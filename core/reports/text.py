@@ -8,7 +8,6 @@ from typing import Any
 from core.clock import parse_iso
 from core.entries import Actor
 
-ORIGIN_LABEL = {"human": "human", "agent": "agent", "system": "system"}
 STATUS_WORDS = {
     "waiting_for_approval": "waiting for approval",
     "abandon_uncertain": "abandoned as uncertain",
@@ -89,10 +88,6 @@ def names(participants: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def severity(value: int | None) -> str:
     return f"SEV{value}" if value else "SEV?"
-
-
-def sev_history(steps: list[tuple[int, str]]) -> str:
-    return " → ".join(f"{severity(s)} ({clock(at)})" for s, at in steps)
 
 
 def check(result: Mapping[str, Any]) -> str:

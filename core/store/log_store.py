@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,7 +79,6 @@ class _HotStatements:
         )
     )
     insert_state: str = _compiled(t.state.insert())
-    select_by_key: str = _compiled(sa.select(t.entries).where(t.entries.c.idempotency_key == sa.bindparam("key")))
 
 
 HOT = _HotStatements()
@@ -165,6 +163,10 @@ class LogStore(Protocol):
     async def get_state(self, scope: ScopeId | str) -> ScopeState: ...
 
     async def exists(self, scope: ScopeId | str) -> bool: ...
+
+    def holds(self, scope: ScopeId | str) -> bool:
+        """Whether the store holds anything under this id (a cheap, synchronous check; ids are never reused)."""
+        ...
 
     async def scope_ids(self) -> list[ScopeId]: ...
 
@@ -423,6 +425,9 @@ class SqliteLogStore:
                 listener(scope, entries)
             except Exception:
                 log.exception("a log listener failed on %s (the append itself committed)", scope)
+
+    def holds(self, scope: ScopeId | str) -> bool:
+        return self.path_for(_scope_key(scope)).exists()
 
     async def exists(self, scope: ScopeId | str) -> bool:
         sid = _scope_key(scope)
@@ -915,7 +920,3 @@ def _verify(scope: str, conn: Connection) -> VerifyReport:
             f"the stored state differs from the fold of the log in: {', '.join(diff)}",
         )
     return VerifyReport(scope, True, count)
-
-
-def elapsed_since(at: str, now: datetime) -> float:
-    return (now - parse_iso(at)).total_seconds()
