@@ -17,12 +17,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import build_slack_app, build_web_client
+from adapters.slack.app import build_http_session, build_slack_app, build_web_client
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import SlackHooks
 from adapters.slack.runner import CommandRunner
@@ -99,6 +100,7 @@ class DecklogServer:
         self.url = ""
         self.started_at = time.time()
         self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._stoppers: list[Callable[[], Awaitable[None]]] = []
         self.signing_secret: str | None = None
@@ -115,7 +117,8 @@ class DecklogServer:
         self.runtime = await Runtime.open(self.settings, config=self._config, clock=self._clock, alarm=self.alarm)
         rt = self.runtime
         token, base_url = await self._slack_endpoint()
-        self.slack_client = build_web_client(token, base_url)
+        self._http = build_http_session()
+        self.slack_client = build_web_client(token, base_url, session=self._http)
         alerts_channel = (
             self.settings.alerts_channel
             or rt.config.slack.alerts_channel
@@ -131,7 +134,7 @@ class DecklogServer:
             alarm=self.alarm,
             header_interval=rt.config.slack.header_update_interval_s,
         )
-        rt.dispatcher.register(self.slack_sender)
+        rt.dispatcher.register(self.slack_sender, first=True)  # what the people in the channel wait for
         counters: dict[str, int] = {}
         deps = SlackDeps(
             rt.service,
@@ -144,7 +147,9 @@ class DecklogServer:
         )
         self.slack_counters = counters
         self.bolt = build_slack_app(
-            client=self.slack_client,
+            # Bolt deep-copies each request (client included) for lazy listeners, and a pooled session cannot be
+            # copied: Bolt gets a client of its own; decklog's code calls Slack through the pooled one.
+            client=build_web_client(token, base_url),
             signing_secret=None if self.mode == "socket" else self.signing_secret,
             deps=deps,
         )
@@ -187,6 +192,8 @@ class DecklogServer:
         await self.alarm.shutdown()
         if hasattr(self, "runtime"):
             await self.runtime.close()
+        if self._http is not None:
+            await self._http.close()
         if self.sandbox is not None:
             await self.sandbox.stop()
 

@@ -97,10 +97,14 @@ class Dispatcher:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
-    def register(self, sender: Sender) -> None:
+    def register(self, sender: Sender, *, first: bool = False) -> None:
+        """``first``: woken before the others after each commit (the sender a person is waiting on, e.g. Slack;
+        every (scope, sender) still drains independently)."""
         if sender.name not in self.store.topics:
             raise ValueError(f"sender {sender.name!r} has no outbox topic (topics: {self.store.topics})")
         self.senders[sender.name] = sender
+        if first:
+            self.senders = {sender.name: sender, **self.senders}
 
     def start(self) -> None:
         if not self._started:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -11,11 +12,20 @@ from adapters.slack.deps import SlackDeps
 from adapters.slack.listeners import register_all
 
 
-def build_web_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
+def build_web_client(
+    token: str, base_url: str, *, timeout: int = 15, session: aiohttp.ClientSession | None = None
+) -> AsyncWebClient:
     """The real client, pointed at ``base_url``. No automatic retries: the default connection-error retry would
     re-send a ``chat.postMessage`` whose response was lost (a duplicate post); the sender reconciles instead,
-    and handles 429 itself."""
-    return AsyncWebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=[])
+    and handles 429 itself. With ``session`` (see ``build_http_session``) calls reuse keep-alive connections;
+    without one, slack_sdk opens a session — and a TCP connection — per call."""
+    return AsyncWebClient(token=token, base_url=base_url, timeout=timeout, retry_handlers=[], session=session)
+
+
+def build_http_session() -> aiohttp.ClientSession:
+    """The Web API client's connection pool. Idle connections are dropped after 15 s on our side, well before
+    a server would close them, so a call never lands on a connection the server already hung up."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32, keepalive_timeout=15))
 
 
 def build_slack_app(*, client: AsyncWebClient, signing_secret: str | None, deps: SlackDeps) -> AsyncApp:
