@@ -252,7 +252,7 @@ class Index:
 
     async def inbound_scope(self, key: str) -> str | None:
         return await self.file.read(
-            lambda conn: conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == key)).scalar()
+            lambda conn: conn.execute(sa.select(inbound.c.scope).where(inbound.c.key == key)).scalar(), small=True
         )
 
     async def claim_fingerprint(self, fingerprint: str, scope: str, service: str) -> None:

@@ -59,6 +59,21 @@ class TestSqliteLogStoreContract(LogStoreContract):
         return sqlite_stores
 
 
+class TestSqliteLogStoreContractOnSpareFiles(LogStoreContract):
+    """The same contract with every scope file handed over from the spares (core/store/spares.py)."""
+
+    @pytest.fixture
+    def open_store(self, sqlite_stores: OpenStore) -> OpenStore:
+        async def open_store(**options: Any) -> LogStore:
+            store = await sqlite_stores(**options)
+            assert isinstance(store, SqliteLogStore)
+            store.spares.keep = 12
+            store.spares.fill()
+            return store
+
+        return open_store
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SqliteLogStore]:
     s = SqliteLogStore(tmp_path, topics=TOPICS)

@@ -5,7 +5,11 @@ The same table definitions serve SQLite today and PostgreSQL later (a ``scope`` 
 
 from __future__ import annotations
 
+import hashlib
+
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 SCHEMA_VERSION = 1
 
@@ -68,3 +72,20 @@ sender_memo = sa.Table(
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+
+def ddl() -> list[str]:
+    """The SQLite statements that make an empty scope file (what ``metadata.create_all`` would run)."""
+    dialect = sqlite.dialect()
+    tables = metadata.sorted_tables
+    statements = [str(CreateTable(table).compile(dialect=dialect)).strip() for table in tables]
+    for table in tables:
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            statements.append(str(CreateIndex(index).compile(dialect=dialect)).strip())
+    return statements
+
+
+def layout_version(statements: list[str]) -> int:
+    """A file's ``PRAGMA user_version``: a digest of its DDL, so that any change to the tables or indexes makes
+    an open re-check the schema (``create_all``), and an unchanged schema costs one pragma per open."""
+    return int(hashlib.sha256("\n".join(statements).encode()).hexdigest()[:7], 16)

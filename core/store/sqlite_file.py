@@ -106,18 +106,25 @@ class SqliteFile(Generic[C]):
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
-    async def open(self) -> None:
+    async def open(self, prepare: Callable[[], object] | None = None) -> None:
+        """Open both connections in one hop to a worker; ``prepare()`` runs first there (e.g. put a spare file
+        in place). The read connection is opened now, not on the first read: that read is usually the
+        dispatcher's, right after the first commit, with a person waiting for what it delivers."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._open_sync)
+        await loop.run_in_executor(self._executor, self._open_sync, prepare)
         self._writer = asyncio.create_task(self._write_loop(), name=f"writer:{self.path.name}")
 
-    def _open_sync(self) -> None:
+    def _open_sync(self, prepare: Callable[[], object] | None = None) -> None:
         try:
+            if prepare is not None:
+                prepare()
             self._engine = make_engine(self.path)
             self._conn = self._engine.connect()
             self._conn.info["write"] = True
             with self._conn.begin():
                 self._init_schema(self._conn)
+            with self._read_lock:
+                self._open_reader()
         except sa.exc.SQLAlchemyError as exc:
             raise StorageError(f"cannot open {self.path}: {exc.__class__.__name__}: {exc}") from exc
 
@@ -183,15 +190,20 @@ class SqliteFile(Generic[C]):
     def _read_locked(self, fn: Callable[[Connection], T]) -> T:
         if self._read_conn is None:
             self._require_conn()  # the file is open (and its schema made) by the writer's connection
-            self._read_engine = make_engine(self.path)
-            self._read_conn = self._read_engine.connect()
-            self._read_conn.info["write"] = False
+            self._open_reader()
         conn = self._read_conn
+        assert conn is not None
         try:
             with conn.begin():
                 return fn(conn)
         except sa.exc.OperationalError as exc:
             raise StorageError(f"reading {self.path.name}: {exc.orig}") from exc
+
+    def _open_reader(self) -> None:
+        """Under ``_read_lock``."""
+        self._read_engine = make_engine(self.path)
+        self._read_conn = self._read_engine.connect()
+        self._read_conn.info["write"] = False
 
     # -- writes -------------------------------------------------------------------------------------------------
 
