@@ -169,6 +169,7 @@ class DecklogServer:
         if self.mode == "socket":
             await self._start_socket_mode(base_url)
         rt.dispatcher.start()
+        rt.store.refill_spares()
         self.spawn(self._boot_sweep())
         self.alarm.every("sweep", 30.0, self._periodic_sweep)
         return self.url

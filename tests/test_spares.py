@@ -11,11 +11,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateTable
 
+from core.entries import Actor
 from core.ids import ScopeId
 from core.store import SqliteLogStore
 from core.store import schema as t
 from core.store.spares import STALE_S, SpareFiles
-from tests.conftest import eventually
+from tests.conftest import ServerFactory, eventually
 from tests.store_contract import SCOPE, declare, message, read_all
 
 LAYOUT = t.layout_version(t.ddl())
@@ -142,3 +143,12 @@ async def test_a_file_from_before_user_version_gets_the_current_indexes(tmp_path
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == LAYOUT
     assert ("index", "entries_kind_seq") in catalogue(path)
+
+
+async def test_a_started_server_has_spares_ready_for_its_first_declaration(make_server: ServerFactory) -> None:
+    server = await make_server()
+    spare = Path(server.settings.data_dir) / "spare"
+    await eventually(lambda: len(list(spare.glob("spare-*.db"))) == server.runtime.store.spares.keep, what="spares")
+    result = await server.runtime.service.declare(title="Payments 5xx", actor=Actor.human("U0ALICE", "alice"))
+    assert server.runtime.store.spares.taken == 1
+    assert (await server.runtime.store.verify(result.state.scope)).ok

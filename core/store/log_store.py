@@ -380,7 +380,7 @@ class SqliteLogStore:
                         await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
                         self._files[key] = sf
                         if new:
-                            self._refill_spares()
+                            self.refill_spares()
                     elif sf is None:
                         self._released.clear()  # every open file is in use: wait (below) for one to be released
             if sf is not None:
@@ -425,9 +425,9 @@ class SqliteLogStore:
                 Path(str(sf.file.path) + suffix).unlink(missing_ok=True)
         self._released.set()
 
-    def _refill_spares(self) -> None:
-        """Top the spare files up on a worker thread once the declaration that used one has been served (a
-        moment later: making files right now would compete with delivering its header)."""
+    def refill_spares(self) -> None:
+        """Top the spare files up on a worker thread, a moment from now (after a declaration that used one:
+        making files right away would compete with delivering its header). A server calls it at start too."""
         if self.spares.keep <= 0 or self._closing or self._fill_timer is not None or self._filling is not None:
             return
         self._fill_timer = asyncio.get_running_loop().call_later(REFILL_DELAY_S, self._start_fill)
