@@ -130,16 +130,19 @@ def client_process(
 
 
 async def wait_idle(url: str, timeout: float = 180.0) -> None:
-    """Until decklog's outbox is drained (GET /metrics), so that a measurement starts from an idle server."""
+    """Until decklog has finished the work behind earlier acks and drained its outbox (GET /metrics), so that a
+    measurement starts from an idle server."""
     deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as http:
         while time.monotonic() < deadline:
             async with http.get(url + "/metrics") as r:
                 text = await r.text()
-            pending = sum(
-                float(line.split()[-1]) for line in text.splitlines() if line.startswith("decklog_outbox_pending{")
+            busy = sum(
+                float(line.split()[-1])
+                for line in text.splitlines()
+                if line.startswith(("decklog_outbox_pending{", "decklog_slack_work_in_flight"))
             )
-            if pending == 0:
+            if busy == 0:
                 return
             await asyncio.sleep(0.2)
     raise RuntimeError("decklog did not drain its outbox")

@@ -93,6 +93,7 @@ class DecklogServer:
         self.hooks = SlackHooks()
         self.slack_client: AsyncWebClient
         self.slack_sender: SlackSender
+        self.slack_deps: SlackDeps
         self.bolt: AsyncApp
         self.sandbox: Any = None  # adapters.slack.fake.FakeSlack in sandbox mode
         self.socket_handler: Any = None
@@ -146,6 +147,7 @@ class DecklogServer:
             client=self.slack_client,
         )
         self.slack_counters = counters
+        self.slack_deps = deps
         self.bolt = build_slack_app(
             # Bolt deep-copies each request (client included) for lazy listeners, and a pooled session cannot be
             # copied: Bolt gets a client of its own; decklog's code calls Slack through the pooled one.
@@ -343,6 +345,12 @@ class DecklogServer:
                     "counter",
                     "Slack listener invocations by family",
                     [({"family": k}, float(v)) for k, v in sorted(self.slack_counters.items())],
+                ),
+                (
+                    "decklog_slack_work_in_flight",
+                    "gauge",
+                    "Acknowledged Slack requests whose work has not finished (waiting for a slot or running)",
+                    [({}, float(self.slack_deps.work_in_flight))],
                 ),
                 (
                     "decklog_appends_total",

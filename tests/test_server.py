@@ -50,11 +50,28 @@ async def test_metrics_are_prometheus_text(server: DecklogServer) -> None:
         "decklog_outbox_parked",
         "decklog_sender_latency_seconds",
         "decklog_slack_posts_total",
+        "decklog_slack_work_in_flight",
     ):
         assert f"# TYPE {name} " in text, name
     assert 'decklog_slack_acks_total{status="200"}' in text
     appends = next(line for line in text.splitlines() if line.startswith("decklog_appends_total "))
     assert float(appends.split()[1]) >= 1
+
+
+async def test_work_in_flight_counts_acked_requests_until_their_work_is_done(server: DecklogServer) -> None:
+    """Held slots make the next request's work wait: it is acknowledged, counted, and done once a slot frees."""
+    deps = server.slack_deps
+    for _ in range(4):
+        await deps.work_slots.acquire()
+    try:
+        await server.sandbox.run_command("U0ALICE", "C0GENERAL", "declare Waiting for a slot")
+        await eventually(lambda: deps.work_in_flight == 1, what="the declaration's work counted while it waits")
+        assert server.slack_sender.stats.posts == 0
+    finally:
+        for _ in range(4):
+            deps.work_slots.release()
+    await eventually(lambda: deps.work_in_flight == 0, what="the work done")
+    await eventually(lambda: server.slack_sender.stats.posts >= 1, what="the header posted")
 
 
 async def test_unknown_routes_and_methods_get_json_errors(server: DecklogServer) -> None:

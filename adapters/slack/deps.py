@@ -30,6 +30,7 @@ class SlackDeps:
     # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py). Work that may
     # take long (an agent answering `ask`) runs in a background task and does not hold a slot.
     work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    work_in_flight: int = 0  # acked requests whose work has not finished (waiting for a slot or running)
 
     def count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1

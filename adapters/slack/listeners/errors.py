@@ -87,11 +87,15 @@ def lazy(deps: SlackDeps, work: Work) -> Callable[..., Awaitable[None]]:
 
     async def run(body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
         # Bolt injects arguments by these parameter names.
-        async with deps.work_slots:  # acks first: see SlackDeps.work_slots
-            try:
-                await work(Req(body, respond, client, context))
-            except Exception as exc:
-                await report(deps, exc, body, respond, client)
+        deps.work_in_flight += 1
+        try:
+            async with deps.work_slots:  # acks first: see SlackDeps.work_slots
+                try:
+                    await work(Req(body, respond, client, context))
+                except Exception as exc:
+                    await report(deps, exc, body, respond, client)
+        finally:
+            deps.work_in_flight -= 1
 
     run.__name__ = f"lazy_{work.__name__}"
     return run
