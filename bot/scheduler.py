@@ -6,6 +6,7 @@ a second SQLite writer); everything durable is in the log and is re-armed from i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
@@ -58,6 +59,8 @@ def _awaiting(job: Job) -> Callable[[], Coroutine[Any, Any, None]]:
     async def run() -> None:
         try:
             await job()
+        except asyncio.CancelledError:  # the process is stopping: not an error worth a traceback
+            log.debug("scheduled job %r cancelled", getattr(job, "__qualname__", job))
         except Exception:
             log.exception("scheduled job %r failed", getattr(job, "__qualname__", job))
 

@@ -396,7 +396,7 @@ class SqliteLogStore:
         if victim is None:
             return False
         sf = self._files.pop(victim)
-        await sf.file.close()
+        await asyncio.shield(sf.file.close())  # out of the cache now: a cancelled caller must not leave it open
         return True
 
     async def _discard_if_empty(self, sf: _ScopeFile) -> None:
