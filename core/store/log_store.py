@@ -82,6 +82,26 @@ class _HotStatements:
         )
     )
     insert_state: str = _compiled(t.state.insert())
+    # Reads on the delivery path. Each scope file has its own engine, and SQLAlchemy's compiled-statement cache is
+    # per engine: a Core select costs ~1.5 ms the first time on every newly opened file (the dispatcher's first
+    # read of a new incident). These run as text instead. (LIMIT is appended as text: SQLite's compiler would add
+    # an OFFSET parameter to a bound one.)
+    select_pending: str = (
+        _compiled(
+            sa.select(t.entries, t.outbox.c.attempts, t.outbox.c.next_attempt_at)
+            .join(t.outbox, t.outbox.c.seq == t.entries.c.seq)
+            .where(
+                t.outbox.c.topic == sa.bindparam("topic"),
+                t.outbox.c.published_at.is_(None),
+                t.outbox.c.parked_at.is_(None),
+            )
+            .order_by(t.outbox.c.seq)
+        )
+        + " LIMIT :limit"
+    )
+    select_memos: str = _compiled(
+        sa.select(t.sender_memo.c.key, t.sender_memo.c.value).where(t.sender_memo.c.topic == sa.bindparam("topic"))
+    )
 
 
 HOT = _HotStatements()
@@ -722,14 +742,15 @@ class SqliteLogStore:
         async with self._use(scope) as sf:
 
             def q(conn: Connection) -> ScopeState:
-                row = conn.execute(sa.select(t.state.c.version, t.state.c.head_hash).where(t.state.c.id == 1)).first()
+                cur = raw_cursor(conn)
+                row = cur.execute(HOT.select_head).fetchone()
                 if row is None:
                     raise NotFound(f"no such scope: {sf.key}")
+                version, head_hash, _head_at = row
                 cached = sf.cached
-                if cached is not None and cached[0] == row.version and cached[1] == row.head_hash:
+                if cached is not None and cached[0] == version and cached[1] == head_hash:
                     return cached[3]
-                body = conn.execute(sa.select(t.state.c.body).where(t.state.c.id == 1)).scalar_one()
-                return ScopeState.model_validate_json(body)
+                return ScopeState.model_validate_json(cur.execute(HOT.select_body).fetchone()[0])
 
             return await sf.file.read(q, small=True)
 
@@ -744,18 +765,8 @@ class SqliteLogStore:
         async with self._use(scope) as sf:
 
             def q(conn: Connection) -> list[OutboxItem]:
-                o, e = t.outbox, t.entries
-                stmt = (
-                    sa.select(e, o.c.attempts, o.c.next_attempt_at)
-                    .join(o, o.c.seq == e.c.seq)
-                    .where(o.c.topic == topic, o.c.published_at.is_(None), o.c.parked_at.is_(None))
-                    .order_by(o.c.seq)
-                    .limit(limit)
-                )
-                return [
-                    OutboxItem(topic, row_to_entry(sf.key, r), r.attempts, r.next_attempt_at)
-                    for r in conn.execute(stmt)
-                ]
+                rows = conn.exec_driver_sql(HOT.select_pending, {"topic": topic, "limit": limit})
+                return [OutboxItem(topic, row_to_entry(sf.key, r), r.attempts, r.next_attempt_at) for r in rows]
 
             return await sf.file.read(q, small=True)
 
@@ -884,8 +895,7 @@ class SqliteLogStore:
         async with self._use(scope) as sf:
 
             def q(conn: Connection) -> dict[str, dict[str, Any]]:
-                m = t.sender_memo
-                rows = conn.execute(sa.select(m.c.key, m.c.value).where(m.c.topic == topic))
+                rows = conn.exec_driver_sql(HOT.select_memos, {"topic": topic})
                 return {str(k): json.loads(v) for k, v in rows}
 
             return await sf.file.read(q, small=True)  # loaded once per scope by a sender, on its delivery path
