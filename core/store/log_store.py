@@ -227,6 +227,12 @@ def new_entry_id() -> str:
     return f"e{int(time.time() * 1000):012x}{secrets.token_hex(5)}"
 
 
+def default_threads() -> int:
+    """Worker threads for SQLite: two per core, 2–8. More only add GIL hand-offs: on 2 cores, 16 producers on 16
+    scopes made 1,130 appends/s with 4 threads and 780/s with 8 (16 producers on one scope: 4,700 vs 4,000/s)."""
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
 def _scope_key(scope: ScopeId | str) -> ScopeId:
     return scope if isinstance(scope, ScopeId) else ScopeId.parse(scope)
 
@@ -340,7 +346,7 @@ class SqliteLogStore:
         clock: Clock | None = None,
         max_open: int = 64,
         executor: Executor | None = None,
-        threads: int = 8,
+        threads: int | None = None,
         spare_files: int = 3,
     ) -> None:
         self.data_dir = Path(data_dir)
@@ -356,7 +362,9 @@ class SqliteLogStore:
         self.clock: Clock = clock or SystemClock()
         self.max_open = max_open
         self._own_executor = executor is None
-        self.executor: Executor = executor or ThreadPoolExecutor(threads, thread_name_prefix="decklog-db")
+        self.executor: Executor = executor or ThreadPoolExecutor(
+            threads or default_threads(), thread_name_prefix="decklog-db"
+        )
         self._files: OrderedDict[str, _ScopeFile] = OrderedDict()
         self._open_lock = asyncio.Lock()
         self._released = asyncio.Event()  # set whenever a file loses its last user: a slot may be free
