@@ -200,7 +200,13 @@ async def main() -> None:
                 for r in range(rounds):
                     await wait_idle(url)
                     mine = channels[r * declares : (r + 1) * declares]
-                    results.setdefault("declare", []).append(await declare_latency(fake, mine, str(r)))
+                    d = await declare_latency(fake, mine, str(r))
+                    results.setdefault("declare", []).append(d)
+                    slowest = ", ".join(f"{x * 1000:.0f}" for x in sorted(d.latencies)[-3:])
+                    note(
+                        f"round {r} declare: p50 {d.percentile_ms(50):.2f} ms p99 {d.percentile_ms(99):.2f} ms"
+                        f" (slowest: {slowest} ms)"
+                    )
                     for clients in (1, 16):
                         for kind in ("command", "event"):
                             order = (("decklog", d_url), ("bare Bolt", b_url))

@@ -23,6 +23,7 @@ from core.errors import NotFound
 from core.ids import ScopeId
 from core.state import ScopeState
 from core.store import LogStore, SqliteLogStore
+from tests.conftest import eventually
 from tests.store_contract import (
     SCOPE,
     LogStoreContract,
@@ -272,6 +273,24 @@ async def test_300_scopes_never_hold_more_than_max_open_files(scratch_dir: Path)
             assert (await reopened.verify(sid)).ok
     finally:
         await reopened.close()
+
+
+async def test_a_full_cache_closes_idle_files_ahead_of_need_and_off_the_open_lock(tmp_path: Path) -> None:
+    """Evicted files close in the background while still counted, so the next new scope finds a free slot."""
+    store = SqliteLogStore(tmp_path, topics=TOPICS, max_open=8)
+    try:
+        for i in range(20):
+            await declare(store, f"incident/s{i}")
+            assert store.open_files <= 8
+        await eventually(lambda: not store._closing_files, what="evicted files closed")
+        assert len(store._files) == 7  # one slot kept free
+        assert list(store._files)[-1] == "incident/s19"  # the least recently used went first
+        for i in range(20):
+            assert (await store.get_state(f"incident/s{i}")).version == 1
+            assert store.open_files <= 8
+    finally:
+        await store.close()
+    assert not store._closing_files
 
 
 async def test_opening_a_scope_while_every_slot_is_busy_waits_for_a_free_slot(tmp_path: Path) -> None:

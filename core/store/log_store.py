@@ -367,7 +367,8 @@ class SqliteLogStore:
         )
         self._files: OrderedDict[str, _ScopeFile] = OrderedDict()
         self._open_lock = asyncio.Lock()
-        self._released = asyncio.Event()  # set whenever a file loses its last user: a slot may be free
+        self._released = asyncio.Event()  # set whenever a file loses its last user or finishes closing
+        self._closing_files: set[asyncio.Task[None]] = set()
         self._listeners: list[Callable[[str, tuple[Entry, ...]], None]] = []
         self.appended_total = 0
 
@@ -378,7 +379,8 @@ class SqliteLogStore:
 
     @property
     def open_files(self) -> int:
-        return len(self._files)
+        """Scope files holding handles: open in the cache, or being closed after eviction."""
+        return len(self._files) + len(self._closing_files)
 
     @asynccontextmanager
     async def _use(self, scope: ScopeId | str, *, create: bool = False) -> AsyncIterator[_ScopeFile]:
@@ -398,7 +400,9 @@ class SqliteLogStore:
             if sf is None:
                 async with self._open_lock:
                     sf = self._files.get(key)
-                    if sf is None and (len(self._files) < self.max_open or await self._evict_one()):
+                    if sf is None and self.open_files >= self.max_open:
+                        self._evict(len(self._files) + 1 - self.max_open)  # a slot is free once a close finishes
+                    if sf is None and self.open_files < self.max_open:
                         path = self.path_for(sid)
                         new = not path.exists()
                         if new and not create:
@@ -409,6 +413,8 @@ class SqliteLogStore:
                         self._files[key] = sf
                         if new:
                             self.refill_spares()
+                        # Keep a few slots free ahead of time, so the next new scope does not wait for a close.
+                        self._evict(len(self._files) - (self.max_open - max(1, self.max_open // 16)), keep=key)
                     elif sf is None:
                         self._released.clear()  # every open file is in use: wait (below) for one to be released
             if sf is not None:
@@ -418,14 +424,29 @@ class SqliteLogStore:
             with contextlib.suppress(TimeoutError):  # re-check now and then, even if a release went unsignalled
                 await asyncio.wait_for(self._released.wait(), 0.25)
 
-    async def _evict_one(self) -> bool:
-        """Close the least recently used file that nobody uses; False when every open file is in use."""
-        victim = next((k for k, f in self._files.items() if f.users == 0 and f.file.idle), None)
-        if victim is None:
-            return False
-        sf = self._files.pop(victim)
-        await asyncio.shield(sf.file.close())  # out of the cache now: a cancelled caller must not leave it open
-        return True
+    def _evict(self, n: int, *, keep: str = "") -> None:
+        """Take up to ``n`` least recently used files that nobody uses out of the cache and close them in the
+        background (under the open lock; the lock is not held while they close). Until a close has finished its
+        file still counts in ``open_files``, so the bound holds; a scope evicted and needed again at once is simply
+        opened anew beside the closing one (WAL allows it; the closing one has nothing queued)."""
+        if n <= 0:
+            return
+        victims = [k for k, f in self._files.items() if f.users == 0 and f.file.idle and k != keep][:n]
+        for key in victims:
+            sf = self._files.pop(key)
+            task = asyncio.get_running_loop().create_task(self._close_evicted(sf), name=f"evict:{key}")
+            self._closing_files.add(task)
+            task.add_done_callback(self._evicted)
+
+    async def _close_evicted(self, sf: _ScopeFile) -> None:
+        try:
+            await sf.file.close()
+        except Exception:
+            log.exception("closing evicted scope file %s failed", sf.key)
+
+    def _evicted(self, task: asyncio.Task[None]) -> None:
+        self._closing_files.discard(task)
+        self._released.set()
 
     async def _discard_if_empty(self, sf: _ScopeFile) -> None:
         """A failed first append leaves no empty scope file behind (nothing half-written).
@@ -485,6 +506,7 @@ class SqliteLogStore:
             self._files.clear()
             for sf in files:
                 await sf.file.close()
+        await asyncio.gather(*self._closing_files, return_exceptions=True)
         if self._own_executor and isinstance(self.executor, ThreadPoolExecutor):
             self.executor.shutdown(wait=True)
 
