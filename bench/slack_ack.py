@@ -230,7 +230,7 @@ async def main() -> None:
             finally:
                 for proc in (decklog, bare):
                     proc.terminate()
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=60)  # decklog first finishes (up to 8 s of) acknowledged work
     rows = []
     for kind in ("command", "event"):
         for clients in (1, 16):

@@ -3,6 +3,7 @@ and the Dockerfile's promises."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,22 @@ def test_the_dockerfile_runs_serve_as_a_non_root_user_with_a_data_volume_and_a_h
     assert 'VOLUME ["/data"]' in text and "DECKLOG_DATA_DIR=/data" in text
     assert "HEALTHCHECK" in text and "/healthz" in text
     assert 'ENTRYPOINT ["decklog", "serve"]' in text
+
+
+async def test_stopping_finishes_acknowledged_slack_work_first(make_server: ServerFactory, tmp_path: Path) -> None:
+    """Slack does not resend what was acked: a stopping server lets queued work finish before closing the log."""
+    data_dir = tmp_path / "kept"
+    server = await make_server(data_dir=data_dir)
+    deps = server.slack_deps
+    for _ in range(4):
+        await deps.work_slots.acquire()
+    await server.sandbox.run_command("U0ALICE", "C0GENERAL", "declare Acked before the stop")
+    await eventually(lambda: deps.work_in_flight == 1, what="the work queued behind the held slots")
+    stopping = asyncio.create_task(server.stop())
+    await eventually(lambda: server._stopped, what="the stop under way")
+    for _ in range(4):
+        deps.work_slots.release()
+    await asyncio.wait_for(stopping, 20)
+    assert deps.work_in_flight == 0
+    again = await make_server(data_dir=data_dir)
+    assert [str(s) for s in await again.runtime.store.scope_ids()] == ["incident/acked-before-the-stop"]

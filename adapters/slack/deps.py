@@ -26,11 +26,23 @@ class SlackDeps:
     counters: dict[str, int]
     client: AsyncWebClient | None = None
     names: dict[str, str] = field(default_factory=dict)
-    # Work behind an ack waits for a slot (listeners/errors.lazy), so that a burst of requests cannot fill the event
+    # Work behind an ack waits for a slot (listeners/errors.start_work), so that a burst of requests cannot fill the event
     # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py). Work that may
     # take long (an agent answering `ask`) runs in a background task and does not hold a slot.
     work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
     work_in_flight: int = 0  # acked requests whose work has not finished (waiting for a slot or running)
+    work_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def finish_work(self, timeout: float) -> int:
+        """At shutdown: let acknowledged work finish (Slack will not send it again), then cancel what is left.
+        Returns how many were cancelled."""
+        pending = set(self.work_tasks)
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return len(pending)
 
     def count(self, name: str) -> None:
         self.counters[name] = self.counters.get(name, 0) + 1

@@ -1,4 +1,4 @@
-"""Block actions: header controls, the scope picker, suggestion and proposal buttons (acked at once; work lazy)."""
+"""Block actions: header controls, the scope picker, suggestion and proposal buttons (acked at once; the work runs in the background)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from adapters.slack import grammar
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import Action
-from adapters.slack.listeners.errors import Req, Work, ack_now, lazy
+from adapters.slack.listeners.errors import Req, Work, acked
 from core.entries import Actor
 from core.errors import InvalidInput
 
@@ -102,7 +102,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     }
     for action_id, work in handlers.items():
         deps_counted = _counted(deps, work)
-        app.action(action_id.value)(ack=ack_now, lazy=[lazy(deps, deps_counted)])
+        app.action(action_id.value)(acked(deps, deps_counted))
 
 
 def _counted(deps: SlackDeps, work: Work) -> Work:

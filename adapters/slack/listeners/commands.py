@@ -8,7 +8,7 @@ from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import COMMAND
-from adapters.slack.listeners.errors import Req, ack_now, lazy
+from adapters.slack.listeners.errors import Req, acked
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
@@ -27,4 +27,4 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
             return
         await req.respond(text=reply.text, blocks=reply.blocks or None, response_type="ephemeral")
 
-    app.command(COMMAND)(ack=ack_now, lazy=[lazy(deps, on_incident)])
+    app.command(COMMAND)(acked(deps, on_incident))

@@ -1,13 +1,17 @@
 """The one error handler: known errors → an ephemeral message; anything else → logged with a correlation id
 that the person is shown, so that an operator can find the traceback.
 
-Listeners ack at once and do their work in a Bolt *lazy* function (``lazy``), so the HTTP response never waits
-for the log or for Slack; ``lazy`` routes every failure of that work through ``report`` — the same handler Bolt
-calls (``app.error``) for failures before the ack.
+Listeners ack at once and hand their work to a background task (``acked``), so the HTTP response never waits
+for the log or for Slack; every failure of that work goes through ``report`` — the same handler Bolt calls
+(``app.error``) for failures before the ack. Not Bolt's lazy listeners: Bolt deep-copies the whole request for
+each one *before* it answers Slack, which put that copy on every ack's path and, with a backlog of work, filled the
+heap that the garbage collector then paused the event loop to walk (100–300 ms pauses, measured). See
+docs/decisions.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,7 +31,7 @@ log = logging.getLogger("decklog.slack")
 
 @dataclass
 class Req:
-    """One Slack request as a lazy listener sees it."""
+    """One Slack request, as the work behind its ack sees it."""
 
     body: dict[str, Any]
     respond: Any
@@ -82,27 +86,48 @@ async def report(
         log.exception("could not tell the user about an error")
 
 
-def lazy(deps: SlackDeps, work: Work) -> Callable[..., Awaitable[None]]:
-    """Wrap listener work as a Bolt lazy function whose failures reach ``report``."""
+AckWith = Callable[[Any, dict[str, Any]], Awaitable[None]]
 
-    async def run(body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
+
+async def ack_now(ack: Any, _body: dict[str, Any]) -> None:
+    await ack()
+
+
+async def ack_automatically(_ack: Any, _body: dict[str, Any]) -> None:
+    """Events: Bolt acknowledges them itself as soon as the listener returns."""
+
+
+def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[..., Awaitable[None]]:
+    """A Bolt listener that acks (``ack_with``), starts ``work`` in the background and returns: Bolt answers
+    Slack as soon as it returns."""
+
+    async def listener(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
         # Bolt injects arguments by these parameter names.
-        deps.work_in_flight += 1
+        await ack_with(ack, body)
+        start_work(deps, work, Req(body, respond, client, context))
+
+    listener.__name__ = f"acked_{work.__name__}"
+    return listener
+
+
+def start_work(deps: SlackDeps, work: Work, req: Req) -> None:
+    """Run ``work`` in a task that waits for one of ``deps.work_slots`` (acks first: see SlackDeps.work_slots);
+    tracked in ``deps.work_tasks`` so that a stopping server lets it finish."""
+
+    async def run() -> None:
         try:
-            async with deps.work_slots:  # acks first: see SlackDeps.work_slots
+            async with deps.work_slots:
                 try:
-                    await work(Req(body, respond, client, context))
+                    await work(req)
                 except Exception as exc:
-                    await report(deps, exc, body, respond, client)
+                    await report(deps, exc, req.body, req.respond, req.client)
         finally:
             deps.work_in_flight -= 1
 
-    run.__name__ = f"lazy_{work.__name__}"
-    return run
-
-
-async def ack_now(ack: Any) -> None:
-    await ack()
+    deps.work_in_flight += 1
+    task = asyncio.get_running_loop().create_task(run(), name=f"slack:{work.__name__}")
+    deps.work_tasks.add(task)
+    task.add_done_callback(deps.work_tasks.discard)
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:

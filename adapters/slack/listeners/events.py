@@ -14,7 +14,7 @@ from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
-from adapters.slack.listeners.errors import Req, lazy
+from adapters.slack.listeners.errors import Req, ack_automatically, acked
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
@@ -116,16 +116,13 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
             return
         await req.client.views_publish(user_id=req.event["user"], view=await home_view(deps))
 
-    async def no_op() -> None:
-        return None  # events are acknowledged automatically; the work is lazy
-
     for name, work in (
         ("message", on_message),
         ("app_mention", on_mention),
         ("reaction_added", on_reaction),
         ("app_home_opened", on_home),
     ):
-        app.event(name)(ack=no_op, lazy=[lazy(deps, work)])
+        app.event(name)(acked(deps, work, ack_automatically))
 
 
 async def home_view(deps: SlackDeps) -> dict[str, Any]:

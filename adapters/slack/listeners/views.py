@@ -8,7 +8,7 @@ from slack_bolt.async_app import AsyncApp
 
 from adapters.slack.deps import SlackDeps
 from adapters.slack.ids import DeclareField, View
-from adapters.slack.listeners.errors import Req, lazy
+from adapters.slack.listeners.errors import Req, acked
 
 
 def _title(view: dict[str, Any]) -> str:
@@ -17,8 +17,8 @@ def _title(view: dict[str, Any]) -> str:
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
-    async def validate(ack: Any, view: dict[str, Any]) -> None:
-        if not _title(view).strip():
+    async def validate(ack: Any, body: dict[str, Any]) -> None:
+        if not _title(body["view"]).strip():
             await ack(
                 response_action="errors", errors={DeclareField.TITLE_BLOCK: "Say in a few words what is happening."}
             )
@@ -56,4 +56,4 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 text=f":rotating_light: Declared `{result.state.scope}`; its thread is on its way.",
             )
 
-    app.view(View.DECLARE.value)(ack=validate, lazy=[lazy(deps, on_declare)])
+    app.view(View.DECLARE.value)(acked(deps, on_declare, validate))
