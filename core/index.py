@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from core.clock import parse_iso
 from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
 from core.errors import Conflict
 from core.ids import ScopeId
@@ -347,6 +349,22 @@ class Index:
             return [_scope_row(r) for r in conn.execute(stmt)]
 
         return await self.file.read(q)
+
+    async def changes_on(
+        self, services: Sequence[str], since: datetime, until: datetime | None = None
+    ) -> list[tuple[ScopeRow, datetime]]:
+        """Change scopes on any of ``services`` created in [``since``, ``until``], each once, newest first, with
+        their creation time."""
+        found: dict[str, tuple[ScopeRow, datetime]] = {}
+        for service in services:
+            for row in await self.list_scopes(kind="change", service=service, limit=50):
+                try:
+                    at = parse_iso(row.created_at) if row.created_at else None
+                except ValueError:
+                    at = None
+                if at is not None and since <= at and (until is None or at <= until):
+                    found[row.id] = (row, at)
+        return sorted(found.values(), key=lambda pair: (pair[1], pair[0].id), reverse=True)
 
     async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[SearchHit]:
         query = fts_query(text)

@@ -45,6 +45,7 @@ from core.entries import (
     Verification,
 )
 from core.errors import NotFound
+from core.index import ScopeRow
 from core.state import ObligationState, ScopeState
 from core.store import LogStore
 
@@ -329,6 +330,18 @@ def header(state: ScopeState) -> dict[str, Any]:
             "linked": list(state.linked),
         }
     )
+
+
+def change_json(row: ScopeRow, linked: Sequence[str]) -> dict[str, Any]:
+    """A change scope as the agents see it (context observations, the ``changes`` tool)."""
+    return {
+        "scope": row.id,
+        "title": row.title,
+        "services": list(row.services),
+        "status": row.status,
+        "at": row.created_at[:19],
+        "linked": row.id in linked,
+    }
 
 
 def obligation_json(ob: ObligationState) -> dict[str, Any]:

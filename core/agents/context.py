@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from core.clock import Clock, SystemClock, parse_iso
@@ -23,7 +23,7 @@ from core.entries import Actor, NewEntry, Observation
 from core.index import Index
 from core.state import ScopeState
 from core.store import LogStore
-from core.views import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, clip
+from core.views import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, change_json, clip
 
 log = logging.getLogger(__name__)
 
@@ -156,22 +156,10 @@ class ContextAgents:
         anchor = parse_iso(state.created_at) if state.created_at else self.clock.now()
         since = anchor - timedelta(hours=self.link_window_hours)
         until = max(self.clock.now(), anchor)
-        found: dict[str, dict[str, Any]] = {}
-        for service in state.services:
-            for row in await self.index.list_scopes(kind="change", service=service, limit=50):
-                at = _when(row.created_at)
-                if at is None or not since <= at <= until:
-                    continue
-                found[row.id] = {
-                    "scope": row.id,
-                    "title": row.title,
-                    "services": list(row.services),
-                    "status": row.status,
-                    "at": row.created_at[:19],
-                    "minutes_before_incident": round((anchor - at).total_seconds() / 60, 1),
-                    "linked": row.id in state.linked,
-                }
-        return sorted(found.values(), key=lambda c: (c["at"], c["scope"]), reverse=True)[:10]
+        return [
+            {**change_json(row, state.linked), "minutes_before_incident": round((anchor - at).total_seconds() / 60, 1)}
+            for row, at in (await self.index.changes_on(state.services, since, until))[:10]
+        ]
 
     async def _append(self, scope: str, kind: str, text: str, items: list[dict[str, Any]], key: str) -> list[int]:
         payload = Observation(text=text, source=CONTEXT_SOURCE, data={"kind": kind, "items": items})
@@ -181,13 +169,6 @@ class ContextAgents:
             log.exception("context agent: could not append %s to %s", kind, scope)
             return []
         return [e.seq for e in result.entries]
-
-
-def _when(at: str) -> datetime | None:
-    try:
-        return parse_iso(at) if at else None
-    except ValueError:
-        return None
 
 
 def _similar_text(items: list[dict[str, Any]]) -> str:

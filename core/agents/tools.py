@@ -16,13 +16,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from core.agents.reasoner import HypothesisIntent, ObligationIntent, ProposalIntent, SuggestionIntent
-from core.clock import parse_iso
 from core.entries import Entry
 from core.index import Index
 from core.obligations import new_obligation_id
 from core.state import ScopeState
 from core.store import LogStore
-from core.views import VIEW_NAMES, brief, clip, header, obligation_json
+from core.views import VIEW_NAMES, brief, change_json, clip, header, obligation_json
 
 if TYPE_CHECKING:
     from core.agents.ports import ActionInfo
@@ -333,22 +332,10 @@ class ToolBox:
         services = [service] if service else list(self.state.services)
         if not services:
             return no_data("the incident has no services yet; pass `service`")
-        since = self.now - timedelta(hours=hours)
-        found: dict[str, dict[str, Any]] = {}
-        for svc in services:
-            for row in await self.index.list_scopes(kind="change", service=svc, limit=50):
-                if row.created_at and parse_iso(row.created_at) >= since:
-                    found[row.id] = {
-                        "scope": row.id,
-                        "title": row.title,
-                        "services": list(row.services),
-                        "status": row.status,
-                        "at": row.created_at[:19],
-                        "linked": row.id in self.state.linked,
-                    }
+        found = await self.index.changes_on(services, self.now - timedelta(hours=hours))
         if not found:
             return no_data(f"no change on {', '.join(services)} in the last {hours:g} hours")
-        return ok(sorted(found.values(), key=lambda c: c["at"], reverse=True))
+        return ok([change_json(row, self.state.linked) for row, _at in found])
 
     # -- intent tools ------------------------------------------------------------------------------------------
 
