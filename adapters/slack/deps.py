@@ -30,8 +30,12 @@ class SlackDeps:
     # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py). Work that may
     # take long (an agent answering `ask`) runs in a background task and does not hold a slot.
     work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
-    work_in_flight: int = 0  # acked requests whose work has not finished (waiting for a slot or running)
     work_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def work_in_flight(self) -> int:
+        """Acknowledged requests whose work has not finished (waiting for a slot or running)."""
+        return len(self.work_tasks)
 
     async def finish_work(self, timeout: float) -> int:
         """At shutdown: let acknowledged work finish (Slack will not send it again), then cancel what is left.

@@ -302,17 +302,24 @@ class _ScopeFile:
                 index.create(conn, checkfirst=True)
         cur.execute(f"PRAGMA user_version={self.store.layout}")
 
-    def _begin_batch(self, conn: Connection) -> _Batch:
+    def stored(self, conn: Connection) -> tuple[ScopeState, str, str] | None:
+        """The stored state with the head hash and time (None before the first entry); the cached state while
+        the stored version and head hash still match it."""
         cur = raw_cursor(conn)
         row = cur.execute(HOT.select_head).fetchone()
         if row is None:
-            return _Batch(self.key, empty_state(self.key), "", "", existed=False)
+            return None
         version, head_hash, head_at = row
         cached = self.cached
         if cached is not None and cached[0] == version and cached[1] == head_hash:
-            return _Batch(self.key, cached[3], head_hash, head_at, existed=True)
-        body = cur.execute(HOT.select_body).fetchone()[0]
-        state = ScopeState.model_validate_json(body)
+            return cached[3], head_hash, head_at
+        return ScopeState.model_validate_json(cur.execute(HOT.select_body).fetchone()[0]), head_hash, head_at
+
+    def _begin_batch(self, conn: Connection) -> _Batch:
+        found = self.stored(conn)
+        if found is None:
+            return _Batch(self.key, empty_state(self.key), "", "", existed=False)
+        state, head_hash, head_at = found
         return _Batch(self.key, state, head_hash, head_at, existed=True)
 
     def _end_batch(self, conn: Connection, b: _Batch) -> None:
@@ -772,15 +779,10 @@ class SqliteLogStore:
         async with self._use(scope) as sf:
 
             def q(conn: Connection) -> ScopeState:
-                cur = raw_cursor(conn)
-                row = cur.execute(HOT.select_head).fetchone()
-                if row is None:
+                found = sf.stored(conn)
+                if found is None:
                     raise NotFound(f"no such scope: {sf.key}")
-                version, head_hash, _head_at = row
-                cached = sf.cached
-                if cached is not None and cached[0] == version and cached[1] == head_hash:
-                    return cached[3]
-                return ScopeState.model_validate_json(cur.execute(HOT.select_body).fetchone()[0])
+                return found[0]
 
             return await sf.file.read(q, small=True)
 

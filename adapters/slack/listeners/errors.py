@@ -115,16 +115,12 @@ def start_work(deps: SlackDeps, work: Work, req: Req) -> None:
     tracked in ``deps.work_tasks`` so that a stopping server lets it finish."""
 
     async def run() -> None:
-        try:
-            async with deps.work_slots:
-                try:
-                    await work(req)
-                except Exception as exc:
-                    await report(deps, exc, req.body, req.respond, req.client)
-        finally:
-            deps.work_in_flight -= 1
+        async with deps.work_slots:
+            try:
+                await work(req)
+            except Exception as exc:
+                await report(deps, exc, req.body, req.respond, req.client)
 
-    deps.work_in_flight += 1
     task = asyncio.get_running_loop().create_task(run(), name=f"slack:{work.__name__}")
     deps.work_tasks.add(task)
     task.add_done_callback(deps.work_tasks.discard)
