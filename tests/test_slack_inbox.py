@@ -291,3 +291,19 @@ def _declared(data_dir: Path) -> dict[str, int]:
         if n:
             found[path.stem] = n
     return found
+
+
+async def test_work_unfinished_at_stop_stays_in_the_inbox_and_is_replayed(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    server = await make_server(data_dir=data_dir)
+    gate = Gate(server)
+    out = await server.sandbox.run_command(ALICE, GENERAL, "declare Held at the stop")
+    assert out.status == 200
+    await eventually(lambda: gate.held, what="the declaration held")
+    await server.stop()  # the gate never opens: the work is cancelled after the grace
+    assert [done for _k, done in stored(data_dir)] == [False]
+    again = await make_server(data_dir=data_dir)
+    await eventually(lambda: _scope_thread(again, "incident/held-at-the-stop"), timeout=10, what="replayed")
+    await eventually(lambda: [done for _k, done in stored(data_dir)] == [True], timeout=10, what="done")
