@@ -32,8 +32,9 @@ from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES
 from adapters.payload_fields import header_value
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
-from core.changes import ChangeService, incident_alert_time
-from core.entries import Declared, Entry
+from core.change_links import ChangeLinkSender
+from core.changes import ChangeService
+from core.entries import Entry
 from core.errors import InvalidInput
 from core.signals import PayloadError, truncate_raw
 
@@ -202,15 +203,10 @@ class Receivers:
     # -- what the log says ------------------------------------------------------------------------------------
 
     def on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
-        """A store listener: link recent changes to every new incident; schedule alert summaries."""
-        if not scope.startswith("incident/"):
-            return
-        for entry in entries:
-            p = entry.payload
-            if isinstance(p, Declared) and p.services:
-                at = incident_alert_time(entries) or entry.at
-                self.server.spawn(self.changes.incident_opened(scope, p.services, at))
-        if any(needs_summary(e) for e in entries):
+        """A store listener: schedule alert summaries (a hint only: ``rearm`` derives the same from the log at
+        start-up and every minute, so a crash before this ran loses nothing). Change links are the ``changes``
+        outbox topic's (``core.change_links``)."""
+        if scope.startswith("incident/") and any(needs_summary(e) for e in entries):
             self.summarizer.notice(scope)
 
     async def rearm(self) -> None:
@@ -305,6 +301,7 @@ async def receivers_feature(server: DecklogServer) -> None:
     server.web[RECEIVERS] = receivers
     server.web.router.add_post(ALERT_ROUTE, receivers.alert)
     server.web.router.add_post(CHANGE_ROUTE, receivers.change)
+    rt.dispatcher.register(ChangeLinkSender(changes, rt.store))
     rt.store.subscribe(receivers.on_commit)
     server.spawn(receivers.rearm())
     server.alarm.every("alerts:summaries", 60.0, receivers.rearm)
