@@ -302,6 +302,7 @@ async def receivers_feature(server: DecklogServer) -> None:
     server.web.router.add_post(ALERT_ROUTE, receivers.alert)
     server.web.router.add_post(CHANGE_ROUTE, receivers.change)
     rt.dispatcher.register(ChangeLinkSender(changes, rt.store))
+    server.spawn(alerts.warm())  # routing state from the index and the scope states (the first alert waits for it)
     rt.store.subscribe(receivers.on_commit)
     server.spawn(receivers.rearm())
     server.alarm.every("alerts:summaries", 60.0, receivers.rearm)

@@ -196,3 +196,87 @@ def _change_entries(p: Process, change_id: str) -> list[Any]:
 
 async def _linked(p: Process, scope: str, other: str) -> bool:
     return other in (await p.store.get_state(scope)).linked
+
+
+# -- the alert router's state ----------------------------------------------------------------------------------
+
+# "index": the first process delivered its index rows before it died; "": it died before any index delivery (the
+# index only holds the reservations and fingerprint claims made before the appends).
+FIRST_SENDERS = pytest.mark.parametrize("first_senders", [("index",), ()], ids=["indexed", "index-behind"])
+
+
+@FIRST_SENDERS
+async def test_a_restart_during_a_storm_opens_no_second_storm_incident(
+    processes: Any, first_senders: tuple[str, ...]
+) -> None:
+    first = await processes(senders=first_senders)
+    router = await first.router(rate_limit_per_minute=3)
+    before = [o for n in range(6) for o in await router.receive("alertmanager", [alert(f"fp-{n}", service=f"s{n}")])]
+    assert [o.outcome for o in before] == ["new"] * 4 + ["joined"] * 2
+    storm = before[3].scope
+    assert before[3].storm and (await first.store.get_state(storm)).title.startswith("Alert storm:")
+    await first.dispatcher.idle()
+    await first.close()
+
+    first.clock.advance(seconds=20)  # the storm goes on after the restart
+    second = await processes()
+    again = await second.router(rate_limit_per_minute=3)
+    after = [o for n in range(6, 12) for o in await again.receive("alertmanager", [alert(f"fp-{n}", service=f"s{n}")])]
+    assert [(o.outcome, o.scope, o.storm) for o in after] == [("joined", storm, True)] * 6
+    assert len(await second.incidents()) == 4  # three before the limit, one storm: nothing new after the restart
+    assert len((await second.store.get_state(storm)).alerts) == 9
+
+
+async def test_after_a_storm_has_ended_a_restart_does_not_keep_the_source_over_the_limit(processes: Any) -> None:
+    first = await processes()
+    router = await first.router(rate_limit_per_minute=2)
+    for n in range(4):
+        await router.receive("alertmanager", [alert(f"fp-{n}", service=f"s{n}")])
+    await first.close()
+    first.clock.advance(minutes=2)  # the storm's last alert is two minutes old: it is over
+    second = await processes()
+    again = await second.router(rate_limit_per_minute=2)
+    (fresh,) = await again.receive("alertmanager", [alert("fp-new", service="s-new")])
+    assert fresh.outcome == "new" and not fresh.storm
+
+
+@FIRST_SENDERS
+async def test_a_restart_inside_the_grouping_window_does_not_split_the_group(
+    processes: Any, first_senders: tuple[str, ...]
+) -> None:
+    first = await processes(senders=first_senders)
+    router = await first.router(grouping_window_minutes=10)
+    (opened,) = await router.receive("alertmanager", [alert("fp-5xx")])
+    first.clock.advance(minutes=6)
+    (joined,) = await router.receive("alertmanager", [alert("fp-latency")])
+    assert joined.outcome == "joined" and joined.scope == opened.scope
+    await first.dispatcher.idle()
+    await first.close()
+
+    first.clock.advance(minutes=8)  # 14 min after the first alert, 8 after the group's last one
+    second = await processes()
+    again = await second.router(grouping_window_minutes=10)
+    (late,) = await again.receive("alertmanager", [alert("fp-queue")])
+    assert late.outcome == "joined" and late.scope == opened.scope
+    assert await second.incidents() == [opened.scope]
+    first.clock.advance(minutes=10, seconds=1)  # past the window counted from the last alert: a new incident
+    (other,) = await again.receive("alertmanager", [alert("fp-disk")])
+    assert other.outcome == "new" and other.scope != opened.scope
+
+
+@FIRST_SENDERS
+async def test_a_fingerprint_routed_before_a_restart_still_goes_to_its_open_incident(
+    processes: Any, first_senders: tuple[str, ...]
+) -> None:
+    first = await processes(senders=first_senders)
+    router = await first.router(grouping_window_minutes=10)
+    (opened,) = await router.receive("alertmanager", [alert("fp-5xx")])
+    (joined,) = await router.receive("alertmanager", [alert("fp-latency")])
+    await first.close()
+
+    first.clock.advance(hours=3)  # far outside the grouping window: only the fingerprint can route it
+    second = await processes()
+    again = await second.router(grouping_window_minutes=10)
+    outcomes = await again.receive("alertmanager", [alert("fp-5xx", event_id="e2"), alert("fp-latency", event_id="e3")])
+    assert [(o.outcome, o.scope) for o in outcomes] == [("repeat", opened.scope), ("repeat", joined.scope)]
+    assert await second.incidents() == [opened.scope]
