@@ -13,7 +13,10 @@ Each request is checked in this order, and any refusal appends nothing:
 Then core records it (``core.alerts.AlertRouter`` / ``core.changes.ChangeService``) and the answer (202 when
 something was recorded, 200 when nothing was) says what happened to each alert or change. The Slack side is
 the outbox's: an alert-opened incident posts its header; later alerts are collapsed into at most one summary a
-minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener and re-armed at start-up).
+minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener as a hint, and derived from the
+log at start-up and every minute, so a crash between an alert's commit and the arming loses no summary). Change <->
+incident links are the ``changes`` outbox topic's (``core.change_links``). Every answer is sent only after what it
+reports is committed: the router and the change service await their appends.
 """
 
 from __future__ import annotations
@@ -210,9 +213,11 @@ class Receivers:
             self.summarizer.notice(scope)
 
     async def rearm(self) -> None:
-        """Schedule summaries that are due (at start-up and every minute: catches other processes' appends)."""
-        rows = await self.server.runtime.index.list_scopes(kind="incident", open_only=True, limit=2000)
-        armed = await self.summarizer.rearm(r.id for r in rows)
+        """Schedule summaries that are due, derived from the log (at start-up and every minute: catches a crash
+        before ``on_commit`` armed one, and other processes' appends). Incidents only reserved in the index (their
+        declaration not yet delivered to it) are looked at too."""
+        scopes = await self.server.runtime.index.unresolved_incidents(limit=2000)
+        armed = await self.summarizer.rearm(scopes)
         if armed:
             log.info("alerts: %d incident(s) have alerts to summarise", armed)
 
