@@ -108,8 +108,16 @@ class Dispatcher:
 
     def start(self) -> None:
         if not self._started:
-            self.store.subscribe(lambda scope, _entries: self.wake(scope))
+            self.store.subscribe(lambda scope, entries: self.wake(scope, self._topics_of(entries)))
             self._started = True
+
+    def _topics_of(self, entries: Sequence[Entry]) -> list[str] | None:
+        """The senders whose topics the committed entries have rows in (a topic may take only some kinds)."""
+        topics_for = getattr(self.store, "topics_for", None)
+        if topics_for is None:
+            return None
+        wanted = {topic for entry in entries for topic in topics_for(entry.kind)}
+        return [name for name in self.senders if name in wanted]
 
     @property
     def alive(self) -> bool:
@@ -152,7 +160,9 @@ class Dispatcher:
     def wake(self, scope: str, topics: Sequence[str] | None = None) -> None:
         if self._stopped:
             return  # shutting down: the boot sweep of the next start delivers what is pending
-        for name in topics or list(self.senders):
+        for name in list(self.senders) if topics is None else topics:
+            if name not in self.senders:
+                continue
             key = (scope, name)
             if key in self._running:
                 self._again.add(key)
