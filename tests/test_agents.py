@@ -582,3 +582,18 @@ def test_turn_delays_come_from_the_environment_then_decklog_toml_then_the_defaul
     monkeypatch.setenv("DECKLOG_FIRST_TURN_DELAY", "0.5")
     monkeypatch.setenv("DECKLOG_TURN_DEBOUNCE", "0.25")
     assert turn_delays(Settings(), AgentsConfig(first_turn_delay=30, turn_debounce=5)) == (0.5, 0.25)
+
+
+def test_the_max_wait_comes_from_the_environment_as_seconds_and_must_be_positive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pydantic import ValidationError
+
+    from bot.settings import Settings
+
+    assert Settings().turn_max_wait == 60.0
+    monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "2.5")
+    assert Settings().turn_max_wait == 2.5
+    monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "0")
+    with pytest.raises(ValidationError, match="DECKLOG_TURN_MAX_WAIT"):
+        Settings()
