@@ -20,13 +20,13 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import build_http_session, build_slack_app, build_web_client
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import SlackHooks
+from adapters.slack.intake import SlackIntake
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import ChannelPacer, SlackSender
 from bot import metrics as prom
@@ -35,12 +35,15 @@ from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
 from bot.settings import Settings, SlackMode
 from core.clock import Clock
+from core.inbox import Inbox
+from core.store import SqliteInbox
 
 log = logging.getLogger("decklog")
 
 Feature = Callable[["DecklogServer"], Awaitable[None]]
 SANDBOX_ALERTS_CHANNEL = "C0ALERTS"
 SERVER_KEY: web.AppKey[DecklogServer] = web.AppKey("decklog")
+STOP_GRACE_S = 3.0
 
 
 def json_error(status: int, message: str) -> web.Response:
@@ -96,6 +99,8 @@ class DecklogServer:
         self.slack_sender: SlackSender
         self.slack_deps: SlackDeps
         self.bolt: AsyncApp
+        self.inbox: Inbox
+        self.intake: SlackIntake
         self.sandbox: Any = None  # adapters.slack.fake.FakeSlack in sandbox mode
         self.socket_handler: Any = None
         self.actions: Any = None  # core.actions.ActionDesk, set by the actions feature
@@ -149,10 +154,14 @@ class DecklogServer:
         )
         self.slack_counters = counters
         self.slack_deps = deps
-        self.bolt = build_slack_app(
-            client=self.slack_client,
-            signing_secret=None if self.mode == "socket" else self.signing_secret,
+        # Bolt only routes requests the intake stored and acknowledged (it verified them): no verification here.
+        self.bolt = build_slack_app(client=self.slack_client, signing_secret=None, deps=deps)
+        self.inbox = await SqliteInbox.open(self.settings.data_dir)
+        self.intake = SlackIntake(
+            inbox=self.inbox,
+            bolt=self.bolt,
             deps=deps,
+            signing_secret=None if self.mode == "socket" else self.signing_secret,
         )
         self.web.router.add_post("/slack/events", self._slack_events)
         self.web.router.add_get("/healthz", self._healthz)
@@ -172,7 +181,10 @@ class DecklogServer:
         rt.dispatcher.start()
         rt.store.refill_spares()
         self.spawn(self._boot_sweep())
+        await self.intake.replay()  # acknowledged before a stop or a crash: processed now, oldest first
         self.alarm.every("sweep", 30.0, self._periodic_sweep)
+        self.alarm.every("inbox-prune", 3600.0, self._prune_inbox)
+        self.spawn(self._prune_inbox())
         return self.url
 
     async def stop(self) -> None:
@@ -192,11 +204,12 @@ class DecklogServer:
         if self._runner is not None:
             await self._runner.cleanup()
         if hasattr(self, "slack_deps"):
-            cancelled = await self.slack_deps.finish_work(
-                8.0
-            )  # acked: Slack will not send it again (8 s: inside a 10 s stop grace)
+            # What is unfinished stays in the inbox and is replayed at the next start; the grace only saves a replay.
+            cancelled = await self.slack_deps.finish_work(STOP_GRACE_S)
             if cancelled:
-                log.warning("stopped with %d acknowledged Slack requests unfinished", cancelled)
+                log.info("stopped with %d Slack requests unfinished; they stay in the inbox", cancelled)
+        if hasattr(self, "inbox"):
+            await self.inbox.close()
         await self.alarm.shutdown()
         if hasattr(self, "runtime"):
             await self.runtime.close()
@@ -255,14 +268,22 @@ class DecklogServer:
             app_token=self.settings.slack_app_token.get_secret_value(),
             web_client=AsyncWebClient(base_url=base_url),
         )
+        # Bolt's own listener would dispatch before acking; the intake stores the envelope, then acks it.
+        self.socket_handler.client.socket_mode_request_listeners[:] = [self.intake.socket_listener()]
         await self.socket_handler.connect_async()
 
     async def _slack_events(self, request: web.Request) -> web.StreamResponse:
         if self.mode == "socket":
             return json_error(404, "this server talks to Slack over Socket Mode; /slack/events is off")
-        bolt_request = await to_bolt_request(request)
-        bolt_response = await self.bolt.async_dispatch(bolt_request)
-        return await to_aiohttp_response(bolt_response)
+        answer = await self.intake.http(await request.read(), request.headers)
+        if isinstance(answer.body, dict):
+            return web.json_response(answer.body, status=answer.status)
+        return web.Response(status=answer.status, text=answer.body)
+
+    async def _prune_inbox(self) -> None:
+        pruned = await self.inbox.prune()
+        if pruned:
+            log.info("inbox: forgot %d requests done more than a day ago", pruned)
 
     # -- sweeps -------------------------------------------------------------------------------------------------
 
@@ -321,6 +342,7 @@ class DecklogServer:
             for topic, n in summary.parked.items():
                 parked[topic] = parked.get(topic, 0) + n
         stats = rt.dispatcher.stats
+        inbox_pending = await self.inbox.pending_count()
         m = self.metrics
         text = prom.render(
             [
@@ -357,6 +379,25 @@ class DecklogServer:
                     "Acknowledged Slack requests whose work has not finished (waiting for a slot or running)",
                     [({}, float(self.slack_deps.work_in_flight))],
                 ),
+                (
+                    "decklog_inbox_persisted_total",
+                    "counter",
+                    "Slack requests stored in the inbox before their ack",
+                    [({}, float(self.inbox.stats.persisted))],
+                ),
+                (
+                    "decklog_inbox_duplicates_total",
+                    "counter",
+                    "Slack requests whose key was already in the inbox (retries, duplicates): acked, not processed",
+                    [({}, float(self.inbox.stats.duplicates))],
+                ),
+                (
+                    "decklog_inbox_fsyncs_total",
+                    "counter",
+                    "Durable inbox commits (one fsync each; concurrent requests share one)",
+                    [({}, float(self.inbox.stats.fsyncs))],
+                ),
+                ("decklog_inbox_pending", "gauge", "Stored Slack requests not done yet", [({}, float(inbox_pending))]),
                 (
                     "decklog_appends_total",
                     "counter",

@@ -33,7 +33,7 @@ def build_slack_app(*, client: AsyncWebClient, signing_secret: str | None, deps:
         client=client,
         signing_secret=signing_secret or "",
         request_verification_enabled=signing_secret is not None,
-        process_before_response=True,  # acks inline (no 10 ms ack polling); the work runs in tasks
+        process_before_response=True,  # the intake acked already; the listener runs to the end, then dispatch returns
         ignoring_self_events_enabled=True,
         raise_error_for_unhandled_request=False,
         logger=logging.getLogger("decklog.slack.bolt"),

@@ -26,7 +26,7 @@ class SlackDeps:
     counters: dict[str, int]
     client: AsyncWebClient | None = None
     names: dict[str, str] = field(default_factory=dict)
-    # Work behind an ack waits for a slot (listeners/errors.start_work), so that a burst of requests cannot fill the event
+    # Work behind an ack waits for a slot (adapters/slack/intake.py), so that a burst of requests cannot fill the event
     # loop's run queue and delay the acks of the requests that follow (measured: bench/slack_ack.py). Work that may
     # take long (an agent answering `ask`) runs in a background task and does not hold a slot.
     work_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
@@ -38,8 +38,8 @@ class SlackDeps:
         return len(self.work_tasks)
 
     async def finish_work(self, timeout: float) -> int:
-        """At shutdown: let acknowledged work finish (Slack will not send it again), then cancel what is left.
-        Returns how many were cancelled."""
+        """At shutdown: let work in progress finish for ``timeout`` s, then cancel what is left (it stays in the
+        inbox and is replayed at the next start). Returns how many were cancelled."""
         pending = set(self.work_tasks)
         if pending:
             _done, pending = await asyncio.wait(pending, timeout=timeout)

@@ -1,5 +1,6 @@
-"""Durable storage: the per-scope log store and the SQLite plumbing under it."""
+"""Durable storage: the per-scope log store, the inbox and the SQLite plumbing under them."""
 
+from core.store.inbox_sqlite import SqliteInbox
 from core.store.log_store import (
     AppendResult,
     Decide,
@@ -18,6 +19,7 @@ __all__ = [
     "OutboxItem",
     "OutboxSummary",
     "ParkedItem",
+    "SqliteInbox",
     "SqliteLogStore",
     "VerifyReport",
 ]

@@ -1,4 +1,4 @@
-"""Block actions: header controls, the scope picker, suggestion and proposal buttons (acked at once; the work runs in the background)."""
+"""Block actions: header controls, the scope picker, suggestion and proposal buttons (stored and acked by the intake)."""
 
 from __future__ import annotations
 

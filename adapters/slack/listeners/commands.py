@@ -1,14 +1,20 @@
-"""``/incident …`` — acked at once; the work runs through core and answers ephemerally (or opens the modal)."""
+"""``/incident …`` — stored and acked by the intake; the work runs through core and answers ephemerally (or opens the modal)."""
 
 from __future__ import annotations
 
+import logging
+
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from adapters.slack import grammar, render
 from adapters.slack.deps import SlackDeps
 from adapters.slack.hooks import Where
 from adapters.slack.ids import COMMAND
 from adapters.slack.listeners.errors import Req, acked
+
+log = logging.getLogger("decklog.slack")
+FORM_EXPIRED = "The declare form could not be opened in time. Run `/incident declare` again, or give a title."
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
@@ -21,9 +27,13 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         key = f"slack:cmd:{command.get('trigger_id') or command.get('response_url', '')}"
         reply = await deps.runner.run(cmd, actor, where, key)
         if reply.open_modal:
-            await req.client.views_open(
-                trigger_id=command["trigger_id"], view=render.declare_modal(command["channel_id"])
-            )
+            try:
+                await req.client.views_open(
+                    trigger_id=command["trigger_id"], view=render.declare_modal(command["channel_id"])
+                )
+            except SlackApiError as exc:  # a replayed request's trigger_id expires after 3 s
+                log.warning("could not open the declare form: %s", exc.response.get("error"))
+                await req.respond(text=FORM_EXPIRED, response_type="ephemeral")
             return
         await req.respond(text=reply.text, blocks=reply.blocks or None, response_type="ephemeral")
 

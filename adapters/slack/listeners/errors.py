@@ -1,17 +1,16 @@
 """The one error handler: known errors → an ephemeral message; anything else → logged with a correlation id
 that the person is shown, so that an operator can find the traceback.
 
-Listeners ack at once and hand their work to a background task (``acked``), so the HTTP response never waits
-for the log or for Slack; every failure of that work goes through ``report`` — the same handler Bolt calls
-(``app.error``) for failures before the ack. Not Bolt's lazy listeners: Bolt deep-copies the whole request for
-each one *before* it answers Slack, which put that copy on every ack's path and, with a backlog of work, filled the
-heap that the garbage collector then paused the event loop to walk (100–300 ms pauses, measured). See
-docs/decisions.md.
+Slack requests are stored in the inbox and acknowledged before Bolt sees them (adapters/slack/intake.py); Bolt
+runs here only to route a stored request to its listener, whose ``ack()`` then answers nobody. ``acked`` wraps the
+work of a listener: it runs inline (the intake holds a work slot around the whole dispatch and marks the request
+done when it returns), and every failure goes through ``report`` — the same handler Bolt calls (``app.error``).
+An unexpected error on an attempt that is not the last is handed back to the intake (``Outcome``) to be retried
+instead of being shown. See docs/decisions.md.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -97,33 +96,42 @@ async def ack_automatically(_ack: Any, _body: dict[str, Any]) -> None:
     """Events: Bolt acknowledges them itself as soon as the listener returns."""
 
 
+OUTCOME = "decklog_outcome"  # the Bolt context key under which the intake passes an Outcome
+
+
+@dataclass
+class Outcome:
+    """How one processing attempt of a stored request went, for the intake: ``error`` is an unexpected failure
+    that was not shown to the person because the attempt is not ``final`` (it will be retried)."""
+
+    final: bool = True
+    error: BaseException | None = None
+
+
 def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[..., Awaitable[None]]:
-    """A Bolt listener that acks (``ack_with``), starts ``work`` in the background and returns: Bolt answers
-    Slack as soon as it returns."""
+    """A Bolt listener that acks (``ack_with``; the request was acknowledged already) and runs ``work``."""
 
     async def listener(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
         # Bolt injects arguments by these parameter names.
         await ack_with(ack, body)
-        start_work(deps, work, Req(body, respond, client, context))
+        await run_work(deps, work, Req(body, respond, client, context))
 
     listener.__name__ = f"acked_{work.__name__}"
     return listener
 
 
-def start_work(deps: SlackDeps, work: Work, req: Req) -> None:
-    """Run ``work`` in a task that waits for one of ``deps.work_slots`` (acks first: see SlackDeps.work_slots);
-    tracked in ``deps.work_tasks`` so that a stopping server lets it finish."""
-
-    async def run() -> None:
-        async with deps.work_slots:
-            try:
-                await work(req)
-            except Exception as exc:
-                await report(deps, exc, req.body, req.respond, req.client)
-
-    task = asyncio.get_running_loop().create_task(run(), name=f"slack:{work.__name__}")
-    deps.work_tasks.add(task)
-    task.add_done_callback(deps.work_tasks.discard)
+async def run_work(deps: SlackDeps, work: Work, req: Req) -> None:
+    """Run ``work``; a known error is shown to the person; an unexpected one is shown on the last attempt only."""
+    try:
+        await work(req)
+    except (UsageError, DecklogError) as exc:
+        await report(deps, exc, req.body, req.respond, req.client)
+    except Exception as exc:
+        outcome = req.context.get(OUTCOME) if req.context is not None else None
+        if isinstance(outcome, Outcome) and not outcome.final:
+            outcome.error = exc
+            return
+        await report(deps, exc, req.body, req.respond, req.client)
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:

@@ -1,4 +1,4 @@
-"""The declare modal: validated in the ack (errors show in the form), declared lazily."""
+"""The declare modal: validated in the ack (errors show in the form; see ``validation_errors``), then declared."""
 
 from __future__ import annotations
 
@@ -16,14 +16,19 @@ def _title(view: dict[str, Any]) -> str:
     return str(((values.get(DeclareField.TITLE_BLOCK) or {}).get(DeclareField.TITLE) or {}).get("value") or "")
 
 
+def validation_errors(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The ack that keeps the modal open with its errors (``response_action: errors``), or None if it is valid.
+    Called by the intake before anything is stored, and by Bolt's listener (whose ack then answers nobody)."""
+    view = body.get("view") or {}
+    if view.get("callback_id") != View.DECLARE.value or _title(view).strip():
+        return None
+    return {"response_action": "errors", "errors": {DeclareField.TITLE_BLOCK: "Say in a few words what is happening."}}
+
+
 def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def validate(ack: Any, body: dict[str, Any]) -> None:
-        if not _title(body["view"]).strip():
-            await ack(
-                response_action="errors", errors={DeclareField.TITLE_BLOCK: "Say in a few words what is happening."}
-            )
-            return
-        await ack()
+        errors = validation_errors(body)
+        await (ack(**errors) if errors else ack())
 
     async def on_declare(req: Req) -> None:
         view = req.view

@@ -1,0 +1,253 @@
+"""Persist, then ack: every Slack request (HTTP or Socket Mode) is stored in the inbox before Slack hears 200.
+
+In front of Bolt: the raw HTTP body's signature is verified (``SignatureVerifier``; bad or stale → 401), the body
+is parsed (a JSON event, a form command, a form ``payload=`` interaction; malformed → 400 with the reason), and
+``ssl_check`` / ``url_verification`` are answered as Bolt answers them. The declare modal's validation answers in
+the ack, before anything is stored. Then the request goes into the inbox under its idempotency key and only then
+is it acknowledged. A key already there (a Slack retry, or a duplicate delivered while the first one still runs)
+is acknowledged and not processed again.
+
+Idempotency keys (see docs/decisions.md):
+
+- events: ``ev:<event_id>`` — Slack's retries of one event carry the same ``event_id``;
+- slash commands: ``cmd:<trigger_id>`` (``cmd:<response_url>`` if a client sends none) — one per invocation;
+- block actions and other interactions: ``int:<trigger_id>`` — Slack issues a new trigger_id for every click;
+  without one, the view id, or the action ids with their ``action_ts``;
+- view submissions: ``view:<view id>`` — a modal is submitted (successfully) once.
+
+After the ack the stored request is dispatched through Bolt (a Bolt app with verification off: the intake verified
+it), in a task that holds one of ``SlackDeps.work_slots``. It is marked done when its work finished, also when it
+failed with an error the person was shown; an unexpected error is retried a few times, then given up with a
+logged error (a poison request must not replay forever). At boot ``replay`` re-runs every pending request,
+oldest first; the listeners' idempotency keys make a re-run after a crash harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+
+from adapters.slack.deps import SlackDeps
+from adapters.slack.listeners.errors import OUTCOME, Outcome
+from adapters.slack.listeners.views import validation_errors
+from core.inbox import Inbox, InboxItem
+
+log = logging.getLogger("decklog.slack.intake")
+
+JSON = dict[str, Any]
+MAX_ATTEMPTS = 3
+RETRY_DELAYS_S = (0.5, 2.0)
+
+
+class Rejected(Exception):
+    """A request that is not stored: ``status`` and the reason the sender is told."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What Slack is told: ``body`` is a JSON object, or "" for an empty 200."""
+
+    status: int
+    body: JSON | str = ""
+
+
+def parse_http(raw: bytes, content_type: str) -> JSON:
+    """The request body as Bolt would see it (form fields → str values; ``payload=`` → the interaction)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Rejected(400, "the body is not UTF-8") from None
+    if content_type.startswith("application/json"):
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise Rejected(400, f"the body is not valid JSON: {exc.msg}") from None
+        if not isinstance(body, dict):
+            raise Rejected(400, "the JSON body is not an object")
+        return body
+    form = {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
+    if "payload" in form:
+        try:
+            payload = json.loads(form["payload"])
+        except json.JSONDecodeError as exc:
+            raise Rejected(400, f"the payload field is not valid JSON: {exc.msg}") from None
+        if not isinstance(payload, dict) or not payload.get("type"):
+            raise Rejected(400, "the payload field is not an interaction (no type)")
+        return payload
+    if form.get("ssl_check") or form.get("command"):
+        return form
+    raise Rejected(400, "not a Slack request: no event, command or interaction payload")
+
+
+def request_key(body: JSON) -> str:
+    """The idempotency key of a parsed request (see the module docstring); Rejected(400) if it has none."""
+    kind = body.get("type")
+    if kind == "event_callback":
+        if not body.get("event_id") or not isinstance(body.get("event"), dict):
+            raise Rejected(400, "an event_callback needs an event_id and an event")
+        return f"ev:{body['event_id']}"
+    if "command" in body:
+        ref = body.get("trigger_id") or body.get("response_url")
+        if not ref:
+            raise Rejected(400, "a slash command needs a trigger_id")
+        return f"cmd:{ref}"
+    view: JSON = body["view"] if isinstance(body.get("view"), dict) else {}
+    if kind == "view_submission":
+        if not view.get("id"):
+            raise Rejected(400, "a view_submission needs a view id")
+        return f"view:{view['id']}"
+    if body.get("trigger_id"):
+        return f"int:{body['trigger_id']}"
+    if view.get("id"):
+        return f"int:{kind}:{view['id']}"
+    actions: list[Any] = body["actions"] if isinstance(body.get("actions"), list) else []
+    ids = [f"{a.get('action_id', '')}@{a.get('action_ts', '')}" for a in actions if isinstance(a, dict)]
+    if ids and kind:
+        user = (body.get("user") or {}).get("id", "") if isinstance(body.get("user"), dict) else ""
+        return f"int:{kind}:{user}:{','.join(ids)}"
+    raise Rejected(400, f"cannot tell one {kind or 'request'} from another (no event_id, trigger_id or view id)")
+
+
+class SlackIntake:
+    """``await intake.http(raw, headers)`` for ``/slack/events``; ``intake.socket_listener`` for Socket Mode."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox,
+        bolt: AsyncApp,
+        deps: SlackDeps,
+        signing_secret: str | None,
+        max_attempts: int = MAX_ATTEMPTS,
+        retry_delays: tuple[float, ...] = RETRY_DELAYS_S,
+    ) -> None:
+        self.inbox = inbox
+        self.bolt = bolt
+        self.deps = deps
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.max_attempts = max_attempts
+        self.retry_delays = retry_delays
+        self.running: set[str] = set()
+        # A test hook (set by the composition, never by configuration): awaited before a stored request is processed.
+        self.before_process: Callable[[InboxItem], Awaitable[None]] | None = None
+
+    # -- receiving ------------------------------------------------------------------------------------------------
+
+    async def http(self, raw: bytes, headers: Mapping[str, str]) -> Answer:
+        try:
+            content_type = headers.get("Content-Type") or headers.get("content-type") or ""
+            body = parse_http(raw, content_type)
+            if body.get("ssl_check") == "1":
+                return Answer(200)  # as Bolt: Slack checking the certificate, nothing to do
+            if self.verifier is None or not self.verifier.is_valid_request(raw, dict(headers)):
+                raise Rejected(401, "invalid or stale request signature")
+            if body.get("type") == "url_verification":
+                return Answer(200, {"challenge": body.get("challenge", "")})
+            retry = {
+                k: headers[h]
+                for k, h in (("retry_num", "X-Slack-Retry-Num"), ("retry_reason", "X-Slack-Retry-Reason"))
+                if h in headers
+            }
+            return await self.accept(body, source="http", meta=retry)
+        except Rejected as exc:
+            return Answer(exc.status, {"error": exc.reason})
+
+    async def accept(self, body: JSON, *, source: str, meta: JSON) -> Answer:
+        """Validate, store, then answer 200; the work starts once the request is durable."""
+        if body.get("type") == "app_rate_limited":
+            return Answer(200)
+        key = request_key(body)
+        errors = validation_errors(body) if body.get("type") == "view_submission" else None
+        if errors:
+            return Answer(200, errors)  # the form shows the errors; nothing happened, nothing is stored
+        if await self.inbox.put(key=key, source=source, body=body, meta=meta):
+            self.submit(InboxItem(key=key, source=source, body=body, meta=meta))
+        else:
+            self.deps.count("duplicate_requests")
+        return Answer(200)
+
+    def socket_listener(self) -> Callable[[AsyncBaseSocketModeClient, SocketModeRequest], Awaitable[None]]:
+        """Replaces Bolt's Socket Mode listener: store the envelope's payload, then ack the envelope."""
+
+        async def on_envelope(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+            meta = {"retry_num": str(req.retry_attempt or 0), "retry_reason": req.retry_reason or ""}
+            try:
+                if not isinstance(req.payload, dict):
+                    raise Rejected(400, "the envelope has no payload object")
+                answer = await self.accept(req.payload, source="socket", meta=meta)
+            except Rejected as exc:  # not acked: nothing was stored
+                log.warning("Socket Mode %s envelope %s rejected: %s", req.type, req.envelope_id, exc.reason)
+                return
+            payload = answer.body if isinstance(answer.body, dict) and answer.body else None
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id, payload=payload))
+
+        return on_envelope
+
+    # -- processing -----------------------------------------------------------------------------------------------
+
+    def submit(self, item: InboxItem) -> None:
+        if item.key in self.running:
+            return
+        self.running.add(item.key)
+        task = asyncio.get_running_loop().create_task(self._process(item), name=f"slack:{item.key[:40]}")
+        self.deps.work_tasks.add(task)
+        task.add_done_callback(self.deps.work_tasks.discard)
+
+    async def replay(self) -> int:
+        """Every request stored and not done (a previous process was stopped or killed), oldest first."""
+        items = await self.inbox.pending()
+        for item in items:
+            self.submit(item)
+        if items:
+            log.info("inbox: replaying %d stored Slack requests", len(items))
+        return len(items)
+
+    async def _process(self, item: InboxItem) -> None:
+        try:
+            if self.before_process is not None:
+                await self.before_process(item)
+            delays = iter(self.retry_delays)
+            while True:
+                async with self.deps.work_slots:
+                    attempt = await self.inbox.attempt(key=item.key)
+                    outcome = Outcome(final=attempt >= self.max_attempts)
+                    await self._dispatch(item, outcome)
+                if outcome.error is None:
+                    break
+                log.warning("Slack request %s failed (attempt %d), retrying: %r", item.key, attempt, outcome.error)
+                await asyncio.sleep(next(delays, self.retry_delays[-1] if self.retry_delays else 0.0))
+            await self.inbox.done(key=item.key)
+        except Exception:
+            log.exception("processing the stored Slack request %s failed; it stays in the inbox", item.key)
+        finally:
+            self.running.discard(item.key)
+
+    async def _dispatch(self, item: InboxItem, outcome: Outcome) -> None:
+        headers: dict[str, str | Sequence[str]] = {"x-slack-retry-num": str(item.meta.get("retry_num", "0"))}
+        if item.meta.get("retry_reason"):
+            headers["x-slack-retry-reason"] = str(item.meta["retry_reason"])
+        request = AsyncBoltRequest(body=item.body, mode="socket_mode", headers=headers, context={OUTCOME: outcome})
+        try:
+            await self.bolt.async_dispatch(request)
+        except Exception as exc:  # Bolt itself (its middleware, authorize) failed
+            if not outcome.final:
+                outcome.error = exc
+                return
+            log.exception("giving up on the Slack request %s after %d attempts", item.key, self.max_attempts)
