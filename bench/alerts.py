@@ -44,7 +44,7 @@ from aiohttp import web
 
 from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, median, note, percentile, verdict
 from bot.config import load_config
-from bot.runtime import OUTBOX_TOPICS
+from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from bot.server import DecklogServer
 from bot.settings import Settings, project_root
 from core.alerts import SUMMARY_SOURCE
@@ -157,7 +157,7 @@ async def baseline(storm: Storm, concurrency: int) -> Sample:
 async def store_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sample:
     """``LogStore.append`` of one alert observation per alert (same topics, so the same outbox rows), no HTTP,
     no routing, no dispatcher: what the storage alone costs on this machine."""
-    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS)
+    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
     actor = Actor.system("generic")
     for s in range(storm.services):
         await store.append(f"incident/svc-{s}", [NewEntry.make("declared", actor, {"title": f"svc-{s}"})], create=True)

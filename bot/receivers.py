@@ -13,7 +13,10 @@ Each request is checked in this order, and any refusal appends nothing:
 Then core records it (``core.alerts.AlertRouter`` / ``core.changes.ChangeService``) and the answer (202 when
 something was recorded, 200 when nothing was) says what happened to each alert or change. The Slack side is
 the outbox's: an alert-opened incident posts its header; later alerts are collapsed into at most one summary a
-minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener and re-armed at start-up).
+minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener as a hint, and derived from the
+log at start-up and every minute, so a crash between an alert's commit and the arming loses no summary). Change <->
+incident links are the ``changes`` outbox topic's (``core.change_links``). Every answer is sent only after what it
+reports is committed: the router and the change service await their appends.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES
 from adapters.payload_fields import header_value
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
-from core.changes import ChangeService, incident_alert_time
-from core.entries import Declared, Entry
+from core.change_links import ChangeLinkSender
+from core.changes import ChangeService
+from core.entries import Entry
 from core.errors import InvalidInput
 from core.signals import PayloadError, truncate_raw
 
@@ -202,21 +206,18 @@ class Receivers:
     # -- what the log says ------------------------------------------------------------------------------------
 
     def on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
-        """A store listener: link recent changes to every new incident; schedule alert summaries."""
-        if not scope.startswith("incident/"):
-            return
-        for entry in entries:
-            p = entry.payload
-            if isinstance(p, Declared) and p.services:
-                at = incident_alert_time(entries) or entry.at
-                self.server.spawn(self.changes.incident_opened(scope, p.services, at))
-        if any(needs_summary(e) for e in entries):
+        """A store listener: schedule alert summaries (a hint only: ``rearm`` derives the same from the log at
+        start-up and every minute, so a crash before this ran loses nothing). Change links are the ``changes``
+        outbox topic's (``core.change_links``)."""
+        if scope.startswith("incident/") and any(needs_summary(e) for e in entries):
             self.summarizer.notice(scope)
 
     async def rearm(self) -> None:
-        """Schedule summaries that are due (at start-up and every minute: catches other processes' appends)."""
-        rows = await self.server.runtime.index.list_scopes(kind="incident", open_only=True, limit=2000)
-        armed = await self.summarizer.rearm(r.id for r in rows)
+        """Schedule summaries that are due, derived from the log (at start-up and every minute: catches a crash
+        before ``on_commit`` armed one, and other processes' appends). Incidents only reserved in the index (their
+        declaration not yet delivered to it) are looked at too."""
+        scopes = await self.server.runtime.index.unresolved_incidents(limit=2000)
+        armed = await self.summarizer.rearm(scopes)
         if armed:
             log.info("alerts: %d incident(s) have alerts to summarise", armed)
 
@@ -305,6 +306,8 @@ async def receivers_feature(server: DecklogServer) -> None:
     server.web[RECEIVERS] = receivers
     server.web.router.add_post(ALERT_ROUTE, receivers.alert)
     server.web.router.add_post(CHANGE_ROUTE, receivers.change)
+    rt.dispatcher.register(ChangeLinkSender(changes, rt.store))
+    server.spawn(alerts.warm())  # routing state from the index and the scope states (the first alert waits for it)
     rt.store.subscribe(receivers.on_commit)
     server.spawn(receivers.rearm())
     server.alarm.every("alerts:summaries", 60.0, receivers.rearm)

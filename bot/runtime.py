@@ -22,9 +22,12 @@ from core.store import SqliteLogStore
 
 log = logging.getLogger(__name__)
 
-# Every entry gets one outbox row per topic. The set is fixed so that a CLI append and the server agree;
-# a topic whose sender is not running in this process simply stays pending until one is.
-OUTBOX_TOPICS = ("index", "slack", "agents", "actions")
+# Every entry gets one outbox row per topic, unless the topic names the entry kinds it cares about
+# (``TOPIC_KINDS``). Both are fixed so that a CLI append and the server agree; a topic whose sender is not running
+# in this process simply stays pending until one is.
+OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes")
+#: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
+TOPIC_KINDS: dict[str, tuple[str, ...]] = {"changes": ("declared",)}
 
 
 @dataclass
@@ -52,7 +55,7 @@ class Runtime:
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, clock=clock)
+        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
         index = Index(data_dir / "index.db", store.executor)
         await index.open()
         alarm = alarm or AsyncioAlarm()

@@ -319,6 +319,18 @@ class ChangeService:
                 linked.append(change)
         return linked
 
+    async def change_declared(self, scope: str) -> list[str]:
+        """A change scope was declared (from the outbox, also after a crash): link it to the open incidents on its
+        service (idempotent: ``record`` may have linked them already)."""
+        facts = await self._facts(scope)
+        if facts is None:
+            return []
+        linked: list[str] = []
+        for service in facts.services:
+            known = self._register_change(scope, service, facts.at)
+            linked += await self._link_change(scope, service, facts.at, known)
+        return linked
+
     def _register_change(self, scope: str, service: str, at: datetime) -> dict[str, datetime]:
         changes = self._changes.setdefault(service, {})
         changes[scope] = min(at, changes.get(scope, at))

@@ -350,6 +350,21 @@ class Index:
 
         return await self.file.read(q)
 
+    async def unresolved_incidents(self, *, limit: int = 2000) -> list[str]:
+        """Ids of incidents that are open or only reserved (declared, but the index has not seen the declaration
+        yet — e.g. a crash before its delivery), newest first: what must be looked at to rebuild routing state."""
+
+        def q(conn: Connection) -> list[str]:
+            stmt = (
+                sa.select(scopes.c.id)
+                .where(scopes.c.kind == "incident", scopes.c.status != "resolved")
+                .order_by((scopes.c.created_at == "").desc(), scopes.c.created_at.desc(), scopes.c.id)
+                .limit(limit)
+            )
+            return [str(r[0]) for r in conn.execute(stmt)]
+
+        return await self.file.read(q)
+
     async def changes_on(
         self, services: Sequence[str], since: datetime, until: datetime | None = None
     ) -> list[tuple[ScopeRow, datetime]]:

@@ -341,3 +341,27 @@ async def test_subscribers_run_after_the_commit_is_durable(store: SqliteLogStore
     await asyncio.gather(*(store.append(SCOPE, [message(f"m{i}")]) for i in range(10)))
     assert len(seen_on_disk) == 11
     assert sorted(s for batch in seen_on_disk for s in batch) == list(range(1, 12))
+
+
+# -- topics that name the entry kinds they care about ---------------------------------------------------------------
+
+
+async def test_a_topic_with_kinds_gets_rows_only_for_those_kinds(tmp_path: Path) -> None:
+    store = SqliteLogStore(tmp_path, topics=("index", "links"), topic_kinds={"links": ("declared",)})
+    try:
+        await declare(store)
+        await store.append(SCOPE, [message("a"), message("b")])
+        assert [i.entry.seq for i in await store.outbox_pending(SCOPE, "index")] == [1, 2, 3]
+        assert [(i.entry.seq, i.entry.kind) for i in await store.outbox_pending(SCOPE, "links")] == [(1, "declared")]
+        assert (await store.outbox_summary(SCOPE)).pending == {"index": 3, "links": 1}
+        await store.outbox_done(SCOPE, "links", [1])
+        assert await store.outbox_pending(SCOPE, "links") == []
+        assert store.topics_for("message") == ("index",) and store.topics_for("declared") == ("index", "links")
+    finally:
+        await store.close()
+    reopened = SqliteLogStore(tmp_path, topics=("index", "links"))  # without the filter: every kind again
+    try:
+        await reopened.append(SCOPE, [message("c")])
+        assert [i.entry.seq for i in await reopened.outbox_pending(SCOPE, "links")] == [4]
+    finally:
+        await reopened.close()

@@ -19,6 +19,7 @@ fingerprint in the index before the lock is released, so concurrent first alerts
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict, deque
@@ -40,6 +41,8 @@ from core.state import ScopeState
 from core.store import LogStore
 
 log = logging.getLogger(__name__)
+
+WARM_INCIDENTS = 2000  # unresolved incidents read at start-up (newest first)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -85,6 +88,12 @@ class RateLimiter:
         arrivals.append(now)
         return over
 
+    def seed(self, source: str, *, age: float) -> None:
+        """Count ``source`` as over the limit, as if ``limit`` alerts had arrived ``age`` seconds ago (a restart
+        during a storm: the storm incident's last alert says the storm was going on)."""
+        if self.limit > 0 and 0 <= age < self.window:
+            self._arrivals[source] = deque([self._monotonic() - age] * self.limit, maxlen=self.limit)
+
 
 class AlertRouter:
     """``await router.receive(source, signals, raw=...)`` → one ``AlertOutcome`` per signal, in order."""
@@ -110,12 +119,14 @@ class AlertRouter:
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
         self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately
         self._storms: dict[str, str] = {}  # source → its current alert-storm incident
+        self._warm: asyncio.Task[int] | None = None
 
     async def receive(
         self, source: str, signals: Sequence[AlertSignal], *, raw: Mapping[str, Any] | None = None
     ) -> list[AlertOutcome]:
         """Route each signal. ``raw`` (the capped vendor payload) is kept on the first observation the request
         appends."""
+        await self.warm()
         outcomes: list[AlertOutcome] = []
         evidence = dict(raw or {})
         for signal in signals:
@@ -125,6 +136,42 @@ class AlertRouter:
                 evidence = {}
             outcomes.append(outcome)
         return outcomes
+
+    # -- state derived from the index and the scope states ----------------------------------------------------
+
+    async def warm(self) -> int:
+        """Derive the caches from stored state, once per router (at start-up; ``receive`` waits for it).
+
+        Every unresolved incident the index knows — also one only *reserved* there because the process that
+        declared it died before the index saw the declaration — is read from its log: its fingerprints route to
+        it, it is a grouping candidate for its services with its last alert time, and an alert-storm incident is
+        its source's storm again, with the source counted as over the rate limit while the storm's last alert is
+        less than a minute old. Returns how many open incidents it found.
+        """
+        task = self._warm
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._warm = asyncio.ensure_future(self._derive())  # a failed attempt is tried again
+        return await asyncio.shield(task)
+
+    async def _derive(self) -> int:
+        found = 0
+        for scope in reversed(await self.index.unresolved_incidents(limit=WARM_INCIDENTS)):  # oldest first
+            state = await self._open_incident(scope)
+            if state is None:
+                continue
+            found += 1
+            for fingerprint in state.alerts:
+                self._fingerprints.put(fingerprint, scope)
+            last = await self._last_activity(state)
+            for service in state.services:
+                self._remember(scope, service, last)
+            source = rules.storm_source(state.title)
+            if source:
+                self._storms[source] = scope
+                self.rate.seed(source, age=(self.clock.now() - last).total_seconds())
+        if found:
+            log.info("alerts: routing state derived from %d open incident(s)", found)
+        return found
 
     # -- routing ----------------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -148,6 +149,15 @@ def storm_title(source: str, limit: int) -> str:
 
 def is_storm_title(title: str, source: str) -> bool:
     return title.startswith("Alert storm: ") and title.endswith(f" {source} alerts a minute")
+
+
+def storm_source(title: str) -> str:
+    """The source of an alert-storm incident's title (``storm_title``), or "" when it is not one."""
+    match = _STORM.fullmatch(title)
+    return match.group(1) if match else ""
+
+
+_STORM = re.compile(r"Alert storm: more than \d+ (\S+) alerts a minute")
 
 
 def alert_observation(

@@ -17,7 +17,7 @@ import os
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -350,6 +350,7 @@ class SqliteLogStore:
         data_dir: Path,
         *,
         topics: Sequence[str] = ("index",),
+        topic_kinds: Mapping[str, Collection[str]] | None = None,
         clock: Clock | None = None,
         max_open: int = 64,
         executor: Executor | None = None,
@@ -366,6 +367,11 @@ class SqliteLogStore:
         self._filling: asyncio.Future[int] | None = None
         self._closing = False
         self.topics = tuple(topics)
+        # A topic may declare the entry kinds it cares about; other entries get no outbox row for it.
+        self.topic_kinds: dict[str, frozenset[str]] = {
+            topic: frozenset(kinds) for topic, kinds in (topic_kinds or {}).items() if topic in self.topics
+        }
+        self._kind_topics: dict[str, tuple[str, ...]] = {}
         self.clock: Clock = clock or SystemClock()
         self.max_open = max_open
         self._own_executor = executor is None
@@ -380,6 +386,14 @@ class SqliteLogStore:
         self.appended_total = 0
 
     # -- files ------------------------------------------------------------------------------------------------
+
+    def topics_for(self, kind: str) -> tuple[str, ...]:
+        """The outbox topics an entry of ``kind`` gets a row in (every topic, less those that filter it out)."""
+        found = self._kind_topics.get(kind)
+        if found is None:
+            found = tuple(t for t in self.topics if t not in self.topic_kinds or kind in self.topic_kinds[t])
+            self._kind_topics[kind] = found
+        return found
 
     def path_for(self, scope: ScopeId) -> Path:
         return self.scopes_dir / f"{scope.file_stem}.db"
@@ -687,7 +701,7 @@ class SqliteLogStore:
                     "hash": digest,
                 }
             )
-            outbox_rows.extend({"topic": topic, "seq": seq} for topic in self.topics)
+            outbox_rows.extend({"topic": topic, "seq": seq} for topic in self.topics_for(ne.kind))
             head_hash = digest
             made.append(entry)
         # Commit the request to the batch only now: everything above may raise without leaving a trace.
