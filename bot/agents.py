@@ -7,7 +7,9 @@
 ``runtime.use_catalog(...)``.
 
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
-60 s / 13 s); ``ANTHROPIC_API_KEY`` (and ``ANTHROPIC_BASE_URL``) select Claude.
+60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
+``ANTHROPIC_BASE_URL``) select Claude. Progress (:fire:) goes through ``SlackProgress``, which is also a Slack
+sender updater (it removes an ask's :fire: when the answer is delivered).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from adapters.slack.ask import SlackAsk
+from adapters.slack.progress import SlackProgress
 from bot.settings import Settings, project_root
 from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnRuntime, TurnScheduler
 from core.agents.scheduler import AgentsSender
@@ -76,6 +79,9 @@ async def agents_feature(server: DecklogServer) -> None:
     rt = server.runtime
     cfg = rt.config.agents
     first_delay, debounce = turn_delays(server.settings, cfg)
+    max_wait = server.settings.turn_max_wait
+    progress = SlackProgress(client=server.slack_client, store=rt.store)
+    server.slack_sender.updaters.append(progress.on_delivered)
     reasoner = build_reasoner(server.settings, cfg)
     runtime = TurnRuntime(
         rt.store,
@@ -89,21 +95,25 @@ async def agents_feature(server: DecklogServer) -> None:
         ),
         lease_seconds=rt.config.obligations.lease_seconds,
         change_window_hours=rt.config.changes.link_window_hours,
+        progress=progress,
     )
-    scheduler = TurnScheduler(runtime, rt.alarm, first_delay=first_delay, debounce=debounce, clock=rt.clock)
+    scheduler = TurnScheduler(
+        runtime, rt.alarm, first_delay=first_delay, debounce=debounce, max_wait=max_wait, clock=rt.clock
+    )
     rt.dispatcher.register(AgentsSender(scheduler))
     server.web[AGENTS] = runtime
     server.web[SCHEDULER] = scheduler
-    server.hooks.ask = SlackAsk(runtime=runtime, store=rt.store, client=server.slack_client, spawn=server.spawn)
+    server.hooks.ask = SlackAsk(runtime=runtime, store=rt.store)
     server.on_stop(scheduler.stop)
     client = getattr(reasoner, "client", None)
     if client is not None:
         server.on_stop(client.close)
     server.spawn(scheduler.arm_pending())
     log.info(
-        "agents: %s reasoner%s, first turn after %gs, debounce %gs",
+        "agents: %s reasoner%s, first turn after %gs, debounce %gs, max wait %gs",
         reasoner.name,
         f" ({reasoner.model})" if reasoner.model else "",
         first_delay,
         debounce,
+        max_wait,
     )

@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
     first_turn_delay: float = Field(60.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
     turn_debounce: float = Field(13.0, ge=0, validation_alias="DECKLOG_TURN_DEBOUNCE")
+    turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
 
     @field_validator(
         "slack_bot_token",

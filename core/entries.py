@@ -347,6 +347,19 @@ class SuggestionFeedback(Payload):
     user_id: str = ""
 
 
+class Question(Payload):
+    """``ask``: a question stored before it is answered; the ``answer`` entry refers to it (``refs``).
+
+    ``key``: the request's idempotency key (the answer is appended under ``ask:<key>``, so it happens once);
+    ``channel`` / ``message_ts``: the message that carries the question, when it is already in the thread;
+    otherwise ``refs`` points at the ``message`` entry that echoes it there."""
+
+    text: str
+    key: str
+    channel: str = ""
+    message_ts: str = ""
+
+
 class Answer(Payload):
     question: str
     text: str
@@ -369,7 +382,7 @@ class AgentTurn(Payload):
     cache_creation_input_tokens: int = 0
     cost_usd: float = 0.0
     duration_ms: int = 0
-    outcome: str = "ok"  # ok | failed | skipped
+    outcome: str = "ok"  # ok | nothing (the turn decided nothing) | failed | refused
     error: str = ""
     appended: tuple[int, ...] = ()
 
@@ -425,6 +438,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "verification": Verification,
     "suggestion": Suggestion,
     "suggestion_feedback": SuggestionFeedback,
+    "question": Question,
     "answer": Answer,
     "agent_turn": AgentTurn,
     "report_exported": ReportExported,
@@ -622,6 +636,8 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
             return f"Suggestion ({who}): {_clip(p.text)}"
         case SuggestionFeedback():
             return f"Suggestion {p.suggestion_id} {p.verdict}"
+        case Question():
+            return f"Question ({who}): {_clip(p.text)}"
         case Answer():
             return f"Answer ({who}): {_clip(p.text)}"
         case AgentTurn():

@@ -320,7 +320,8 @@ async def test_no_human_activity_for_a_while_gets_one_nudge_per_quiet_period(wor
     await alerting_incident(world, link=False)
     runtime = world.runtime(RuleBasedReasoner(idle_nudge_minutes=20))
     await world.add("message", ALICE, {"text": "on it"})
-    assert (await runtime.run_turn(SCOPE)).status == "noop"
+    quiet = await runtime.run_turn(SCOPE)
+    assert quiet.status == "recorded" and quiet.output is not None and quiet.output.outcome == "nothing"
     world.clock.advance(minutes=25)
     assert (await runtime.run_turn(SCOPE, trigger="wake", force=True)).status == "recorded"
     world.clock.advance(minutes=25)
@@ -354,12 +355,30 @@ async def test_a_recorded_turn_carries_its_provenance(world: World) -> None:
     assert not warrants_turn(turn_entry)
 
 
-async def test_a_turn_with_nothing_to_do_records_nothing_and_is_not_repeated(world: World) -> None:
+async def test_a_turn_with_nothing_to_do_records_outcome_nothing_and_is_not_repeated(world: World) -> None:
     await world.service.declare(title="Quiet", scope=SCOPE, actor=ALICE)
     runtime = world.runtime()
-    assert (await runtime.run_turn(SCOPE)).status == "noop"
+    result = await runtime.run_turn(SCOPE)
+    assert result.status == "recorded" and result.appended == ()
     assert (await runtime.run_turn(SCOPE)).status == "skipped"
-    assert await world.entries("agent_turn") == []
+    turns = await world.entries("agent_turn")
+    assert len(turns) == 1 and turns[0].seq == result.turn_seq
+    t = turns[0].payload
+    assert (t.outcome, t.reasoner, t.trigger, t.seq_from, t.seq_to, t.appended) == (
+        "nothing",
+        "rules",
+        "debounce",
+        1,
+        1,
+        (),
+    )
+    assert (t.view, t.view_bytes) == ("", 0)  # the rules read no view for a quiet, unlinked incident
+    assert t.input_tokens == t.output_tokens == 0 and t.duration_ms >= 0
+    assert t.cache_read_input_tokens == t.cache_creation_input_tokens == 0 and t.cost_usd == 0
+    assert not warrants_turn(turns[0])
+    state = await world.store.get_state(SCOPE)
+    assert state.last_turn_seq == 1 and runtime.stats.noop == 1
+    assert (await world.store.verify(SCOPE)).ok
 
 
 async def test_a_failed_turn_is_recorded_and_the_next_turn_proceeds(world: World) -> None:
@@ -455,7 +474,9 @@ async def test_a_burst_of_entries_inside_the_debounce_window_gives_exactly_one_t
 async def test_the_first_turn_waits_for_the_first_delay_and_agent_turns_arm_nothing(world: World) -> None:
     await world.service.declare(title="Settle", scope=SCOPE, actor=ALICE)
     alarm = AsyncioAlarm()
-    scheduler = TurnScheduler(world.runtime(Scripted()), alarm, first_delay=3600, debounce=0.01, clock=world.clock)
+    scheduler = TurnScheduler(
+        world.runtime(Scripted()), alarm, first_delay=3600, debounce=0.01, max_wait=7200, clock=world.clock
+    )
     try:
         assert scheduler.delay_for(await world.store.get_state(SCOPE)) == pytest.approx(3600, abs=1)
         turn = NewEntry.make("agent_turn", Actor.agent("rules"), {"reasoner": "rules"})
@@ -472,7 +493,9 @@ async def test_the_first_turn_waits_for_the_first_delay_and_agent_turns_arm_noth
 async def test_pending_turns_are_rearmed_from_the_log_at_boot(world: World) -> None:
     await alerting_incident(world)
     await world.service.declare(title="Already handled", scope="incident/done", actor=ALICE)
-    await world.runtime().run_turn("incident/done")  # noop: nothing recorded, so it is still pending
+    done = await world.runtime().run_turn("incident/done")
+    assert done.status == "recorded" and done.turn_seq  # it decided nothing, recorded as such: covered
+    await world.add("message", ALICE, {"text": "one more thing"}, scope="incident/done")  # pending again
     alarm = AsyncioAlarm()
     reasoner = Scripted()
     scheduler = TurnScheduler(world.runtime(reasoner), alarm, first_delay=0.0, debounce=0.01, clock=world.clock)
@@ -559,3 +582,18 @@ def test_turn_delays_come_from_the_environment_then_decklog_toml_then_the_defaul
     monkeypatch.setenv("DECKLOG_FIRST_TURN_DELAY", "0.5")
     monkeypatch.setenv("DECKLOG_TURN_DEBOUNCE", "0.25")
     assert turn_delays(Settings(), AgentsConfig(first_turn_delay=30, turn_debounce=5)) == (0.5, 0.25)
+
+
+def test_the_max_wait_comes_from_the_environment_as_seconds_and_must_be_positive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pydantic import ValidationError
+
+    from bot.settings import Settings
+
+    assert Settings().turn_max_wait == 60.0
+    monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "2.5")
+    assert Settings().turn_max_wait == 2.5
+    monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "0")
+    with pytest.raises(ValidationError, match="DECKLOG_TURN_MAX_WAIT"):
+        Settings()

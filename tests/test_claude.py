@@ -170,6 +170,8 @@ async def test_the_tools_are_withheld_on_the_last_step_and_the_cache_prefix_stay
     result = await runtime.run_turn(SCOPE)
     fake.assert_done()
     assert result.status == "recorded"  # it spent tokens, so the turn is recorded even without intents
+    recorded = await turn_entry(world)
+    assert recorded.outcome == "nothing" and recorded.input_tokens > 0  # decided nothing: with what it spent
     assert prefixes[0] == prefixes[1] == prefixes[2]
     assert fake.requests[-1]["tool_choice"] == {"type": "none"}
     assert prefixes[0][1][-1]["cache_control"] == {"type": "ephemeral"}

@@ -1,10 +1,22 @@
-"""The APScheduler-backed alarm runs lambdas that return coroutines (a classic way to lose a job silently)."""
+"""The APScheduler-backed alarm runs lambdas that return coroutines (a classic way to lose a job silently); turn
+due times (a trailing debounce with a maximum wait) are a function of the log, so a restart arms the same ones."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bot.scheduler import SchedulerAlarm
+from core.agents import RuleBasedReasoner, TurnRuntime, TurnScheduler
+from core.agents.scheduler import Due
+from core.clock import ManualClock, iso
+from core.entries import Actor, NewEntry
+from core.state import ScopeState
+from core.store import SqliteLogStore
 from tests.conftest import eventually
 
 
@@ -26,3 +38,91 @@ async def test_alarm_awaits_a_lambda_job_and_replaces_by_key() -> None:
         await eventually(lambda: ran.count("tick") >= 2)
     finally:
         await alarm.shutdown()
+
+
+# -- turn due times: a trailing debounce with a maximum wait, derived from the log ------------------------------
+
+
+class RecordingAlarm:
+    """An alarm that only records what was armed (the virtual clock decides what "now" is)."""
+
+    def __init__(self) -> None:
+        self.delays: dict[str, float] = {}
+
+    def set(self, key: str, delay: float, job: Any) -> None:
+        self.delays[key] = delay
+
+    def cancel(self, key: str) -> None:
+        self.delays.pop(key, None)
+
+    def pending(self, key: str) -> bool:
+        return key in self.delays
+
+
+def _scheduler(store: SqliteLogStore, clock: ManualClock, alarm: RecordingAlarm) -> TurnScheduler:
+    runtime = TurnRuntime(store, reasoner=RuleBasedReasoner(), clock=clock)
+    return TurnScheduler(runtime, alarm, first_delay=60, debounce=1, max_wait=2, clock=clock)
+
+
+async def test_due_times_cap_the_debounce_and_are_the_same_after_a_restart(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = SqliteLogStore(tmp_path, topics=("agents",), clock=clock)
+    alarm = RecordingAlarm()
+    scope = "incident/chatty"
+    key = f"agents:turn:{scope}"
+    alice = Actor.human("U0ALICE", "alice")
+    try:
+        declared = await store.append(
+            scope, [NewEntry.make("declared", alice, {"title": "Chatty"})], create=True, idempotency_key="d"
+        )
+        t0 = declared.entries[0].at
+        scheduler = _scheduler(store, clock, alarm)
+        # the first turn waits for the incident to settle (60 s), but never longer than the max wait (2 s)
+        first = await scheduler.due(scope)
+        assert first is not None and (first.at - t0).total_seconds() == pytest.approx(2) and first.trigger == "first"
+        # pretend the first turn ran: an agent_turn covering #1
+        turn = NewEntry.make("agent_turn", Actor.agent("rules"), {"reasoner": "rules", "seq_from": 1, "seq_to": 1})
+        await store.append(scope, [turn])
+        assert await scheduler.due(scope) is None  # an agent_turn (even "nothing") warrants nothing
+        chatter = []
+        for i in range(5):  # a message every 0.3 s: the trailing debounce alone would not fire while it lasts
+            clock.advance(seconds=0.3)
+            result = await store.append(scope, [NewEntry.make("message", alice, {"text": f"update {i}"})])
+            chatter.extend(result.entries)
+            await scheduler.on_entries(scope, result.entries)
+        due = await scheduler.due(scope)
+        assert due is not None and due.trigger == "max_wait"
+        assert due.at == chatter[0].at + timedelta(seconds=2) and due.last_at == chatter[-1].at
+        assert alarm.delays[key] == pytest.approx((due.at - clock.now()).total_seconds())
+        assert alarm.delays[key] == pytest.approx(0.8)  # 2 s after the first (at 0.3 s), not 1 s after the last
+        # a quiet spell after one entry: the trailing debounce governs
+        quiet = await scheduler.due(scope, batch=chatter[:1])
+        assert quiet is not None and quiet.at == due.at  # the batch only adds the newest, never hides the first
+        # restart: a new scheduler over a new store on the same files arms the same due time
+        await store.close()
+        store = SqliteLogStore(tmp_path, topics=("agents",), clock=clock)
+        again = _scheduler(store, clock, RecordingAlarm())
+        assert await again.due(scope) == due
+        assert await again.arm_pending() == 1
+        assert again.alarm.delays[key] == pytest.approx(alarm.delays[key])  # type: ignore[attr-defined]
+        clock.advance(seconds=3)  # the process was down past the due time: the turn runs at once after boot
+        assert await again.arm_pending() == 1 and again.alarm.delays[key] == 0  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+
+
+def test_the_debounce_trails_the_last_entry_until_the_max_wait_caps_it() -> None:
+    clock = ManualClock()
+    scheduler = TurnScheduler.__new__(TurnScheduler)
+    scheduler.first_delay, scheduler.debounce, scheduler.max_wait = 60.0, 13.0, 60.0
+    state = ScopeState(scope="incident/x", kind="incident", created_at=iso(clock.now()), last_turn_seq=5, version=9)
+    t = clock.now()
+    s = timedelta(seconds=1)
+    assert scheduler.due_at(state, t, t) == Due(t + 13 * s, "debounce", t, t)
+    assert scheduler.due_at(state, t, t + 40 * s).at == t + 53 * s
+    assert scheduler.due_at(state, t, t + 50 * s) == Due(t + 60 * s, "max_wait", t, t + 50 * s)
+    first = state.model_copy(update={"last_turn_seq": 0})
+    assert scheduler.due_at(first, t, t + 5 * s) == Due(t + 60 * s, "first", t, t + 5 * s)  # settles 60 s
+    assert scheduler.due_at(first, t + 30 * s, t + 59 * s).at == t + 60 * s  # entries inside the settle time
+    assert scheduler.due_at(first, t + 30 * s, t + 61 * s).at == t + 74 * s  # still busy: debounce after it
+    assert scheduler.due_at(first, t + 10 * s, t + 65 * s).at == t + 70 * s  # ... capped 60 s after the first

@@ -1,4 +1,10 @@
-"""Ports the turn runtime uses to reach the action desk (issue 6) without depending on it.
+"""Ports the turn runtime uses to reach the action desk (issue 6) and the chat it shows progress in, without
+depending on either.
+
+``TurnProgress``: a turn that runs longer than a second shows it (Slack: :fire: on the incident header; an ask
+shows it on the question's message at once). Progress is not record: it is the one effect allowed outside the
+outbox, so an implementation notes durably what it shows before showing it, and ``recover`` clears at boot what a
+process that died mid-turn left shown.
 
 ``Proposer``: how a proposal intent becomes a parked proposal. A model or a rule never executes anything; the
 desk validates, previews, parks for approval and runs under delegated authority. Until a desk is wired, the
@@ -40,6 +46,23 @@ class Proposer(Protocol):
         self, scope: str, *, action: str, params: dict[str, Any], rationale: str, obligation_id: str, actor: Actor
     ) -> str:
         """Propose ``action``; returns a one-line outcome (``parked p-1a2b for approval``, ``refused: …``)."""
+        ...
+
+
+class TurnProgress(Protocol):
+    async def working(self, scope: str, *, question_seq: int = 0) -> str:
+        """Show that a turn works on ``scope`` (``question_seq``: an ask answering that ``question`` entry).
+
+        Returns where it is shown for a question (a Slack message ts), else ""."""
+        ...
+
+    async def done(self, scope: str) -> None:
+        """The scheduled turn of ``scope`` ended: stop showing it (idempotent). An ask's progress ends when its
+        answer is delivered (the chat adapter's business)."""
+        ...
+
+    async def recover(self, scope: str) -> None:
+        """At boot: stop showing whatever a previous process left shown on ``scope``."""
         ...
 
 

@@ -7,9 +7,11 @@
   that ``last_turn_seq`` is still what the turn started from (a compare-and-set). Another runtime — another
   process, or a second server on the same data directory — that recorded a turn in the meantime wins; the loser
   records nothing and releases what it claimed.
-- a turn that finds nothing to do records nothing (no ``agent_turn``): only turns that did something, spent
-  model tokens, or failed leave an entry. ``agent_turn`` never warrants a turn (core/agents/triggers.py), so
+- every turn that runs records one ``agent_turn``, a turn that decided nothing too (``outcome: "nothing"``, with
+  the same provenance), so that anyone can see it happened; it moves ``last_turn_seq`` like any other, so the
+  same range is not looked at again. ``agent_turn`` never warrants a turn (core/agents/triggers.py), so
   recording a turn cannot schedule the next one.
+- a turn running longer than ``progress_after`` (1 s) is shown through the ``TurnProgress`` port until it ends.
 - verifications are claimed first (a fenced lease, core/obligations.py) and fulfilled under that fence in the
   turn's transaction; proposals go to the ``Proposer`` port only after the turn is recorded (a lost race
   proposes nothing).
@@ -18,20 +20,23 @@
 
 ``ask(scope, question)`` is a prompt turn: same views and reasoner, the answer recorded as an ``answer`` entry,
 idempotent by the caller's key. Ask turns do not move ``last_turn_seq`` (they answer, they do not cover).
+``answer(scope, question_entry)`` answers a stored ``question`` entry (the durable ask: the scheduler calls it
+when the entry is delivered and, for questions still unanswered, at boot); the answer refers to the question.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.agents.context import ContextAgents
-from core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer
+from core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer, TurnProgress
 from core.agents.reasoner import Reasoner, ReasonerError, TurnInput, TurnOutput
 from core.agents.tools import ToolBox
 from core.agents.triggers import QUIET_KINDS, only_agents, warranting
@@ -41,8 +46,10 @@ from core.entries import (
     Actor,
     AgentTurn,
     Answer,
+    Entry,
     NewEntry,
     ObligationClaimed,
+    Question,
     Suggestion,
     Verification,
 )
@@ -91,8 +98,8 @@ class TurnViews:
 
 @dataclass
 class TurnResult:
-    """What ``run_turn`` / ``ask`` did: ``recorded`` | ``failed`` / ``refused`` (recorded too) | ``noop`` |
-    ``skipped`` | ``raced`` | ``duplicate``."""
+    """What ``run_turn`` / ``ask`` did: ``recorded`` (``output.outcome`` ``ok`` or ``nothing``) | ``failed`` /
+    ``refused`` — all recorded as an ``agent_turn`` — or ``skipped`` | ``raced`` | ``duplicate`` (nothing recorded)."""
 
     scope: str
     status: str
@@ -131,6 +138,8 @@ class TurnRuntime:
         lease_seconds: float = 120.0,
         change_window_hours: float = 6.0,
         instance: str | None = None,
+        progress: TurnProgress | None = None,
+        progress_after: float = 1.0,
     ) -> None:
         self.store = store
         self.reasoner = reasoner
@@ -148,8 +157,9 @@ class TurnRuntime:
         self.holder = f"agent:{reasoner.name}:{self.instance}"
         self.stats = TurnStats()
         self.on_wake: Callable[[str, float], None] | None = None
+        self.progress = progress
+        self.progress_after = progress_after
         self._locks: dict[str, asyncio.Lock] = {}
-        self._noop_at: dict[str, int] = {}
 
     # -- wiring (the action desk plugs in here once it exists) ----------------------------------------------
 
@@ -159,6 +169,9 @@ class TurnRuntime:
     def use_catalog(self, catalog: ActionCatalogView | None) -> None:
         self.catalog = catalog
 
+    def use_progress(self, progress: TurnProgress | None) -> None:
+        self.progress = progress
+
     def lock(self, scope: str) -> asyncio.Lock:
         return self._locks.setdefault(scope, asyncio.Lock())
 
@@ -166,11 +179,40 @@ class TurnRuntime:
 
     async def run_turn(self, scope: str, *, trigger: str = "debounce", force: bool = False) -> TurnResult:
         """Run one turn over what is new since the last one (``force``: even if nothing new warrants it)."""
-        async with self.lock(scope):
+        async with self.lock(scope), self._showing(scope):
             try:
                 return await self._run_turn(scope, trigger, force)
             except NotFound:
                 return TurnResult(scope, "skipped", "no such scope")
+
+    @contextlib.asynccontextmanager
+    async def _showing(self, scope: str) -> AsyncIterator[None]:
+        """Show progress once the turn has run ``progress_after`` seconds; stop showing it when the turn ends."""
+        progress = self.progress
+        if progress is None:
+            yield
+            return
+        shown = asyncio.Event()
+
+        async def show() -> None:
+            await asyncio.sleep(self.progress_after)
+            shown.set()
+            await progress.working(scope)
+
+        task = asyncio.ensure_future(show())
+        try:
+            yield
+        finally:
+            if shown.is_set():
+                await asyncio.gather(task, return_exceptions=True)  # let "working" finish, then undo it
+                await _quietly(progress.done(scope), f"progress done on {scope}")
+            else:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def recover_progress(self, scope: str) -> None:
+        if self.progress is not None:
+            await _quietly(self.progress.recover(scope), f"progress recovery on {scope}")
 
     async def _run_turn(self, scope: str, trigger: str, force: bool) -> TurnResult:
         state = await self.store.get_state(scope)
@@ -180,8 +222,6 @@ class TurnRuntime:
         if not force:
             if state.version <= start:
                 return self._skip(scope, "a turn already covered every entry")
-            if self._noop_at.get(scope) == state.version:
-                return self._skip(scope, "nothing new since a turn that found nothing to do")
             pending = warranting(await self.store.read(scope, after=start, limit=500, kinds=WARRANT_KINDS))
             if not pending:
                 return self._skip(scope, "nothing since the last turn warrants one")
@@ -201,11 +241,8 @@ class TurnRuntime:
         started = time.monotonic()
         out = await self._reason(turn)
         duration_ms = int((time.monotonic() - started) * 1000)
-        if out.outcome == "ok" and not out.intents and not out.spent:
-            self.stats.noop += 1
-            self._noop_at[scope] = state.version
-            self._wake(scope, out)
-            return TurnResult(scope, "noop", "nothing to do", output=out)
+        if out.outcome == "ok" and not out.intents:
+            out.outcome = "nothing"  # recorded all the same: every turn leaves its agent_turn
         fences = await self._claim(scope, out)
 
         def decide(current: ScopeState) -> list[NewEntry]:
@@ -223,7 +260,6 @@ class TurnRuntime:
             await self._release(scope, fences)
             log.info("turn discarded: %s", exc.message)
             return TurnResult(scope, "raced", exc.message, output=out)
-        self._noop_at.pop(scope, None)
         return await self._after_record(scope, result.entries, out)
 
     def _skip(self, scope: str, reason: str) -> TurnResult:
@@ -243,8 +279,27 @@ class TurnRuntime:
         probe = await self.store.append(scope, lambda _s: [], idempotency_key=_ask_key(key))
         return probe.duplicate
 
-    async def ask(self, scope: str, question: str, actor: Actor, *, key: str, question_ts: str = "") -> TurnResult:
-        """A prompt turn: answer ``question`` from the scope's views; idempotent by ``key``."""
+    async def answer(self, scope: str, question: Entry) -> TurnResult:
+        """Answer a stored ``question`` entry once (its key), showing progress on its message meanwhile."""
+        p = question.payload
+        if not isinstance(p, Question):
+            raise InvalidInput(f"{scope}#{question.seq} is a {question.kind}, not a question")
+        if await self.answered(scope, p.key):
+            return TurnResult(scope, "duplicate", "this question was already answered")
+        where = p.message_ts
+        if self.progress is not None:
+            shown = await _quietly(self.progress.working(scope, question_seq=question.seq), f"ask on {scope}")
+            where = shown or where
+        result = await self.ask(scope, p.text, question.actor, key=p.key, question_ts=where, question_seq=question.seq)
+        log.info("ask on %s#%d: %s %s", scope, question.seq, result.status, result.reason)
+        return result
+
+    async def ask(
+        self, scope: str, question: str, actor: Actor, *, key: str, question_ts: str = "", question_seq: int = 0
+    ) -> TurnResult:
+        """A prompt turn: answer ``question`` from the scope's views; idempotent by ``key``.
+
+        ``question_seq``: the ``question`` entry being answered (the answer and the turn refer to it)."""
         async with self.lock(scope):
             if await self.answered(scope, key):
                 return TurnResult(scope, "duplicate", "this question was already answered")
@@ -265,7 +320,9 @@ class TurnRuntime:
             out.tool_calls.insert(0, {"tool": "ask", "asked_by": actor.id})
 
             def decide(current: ScopeState) -> list[NewEntry]:
-                return self._entries(current, turn, views, out, {}, duration_ms, question_ts=question_ts)
+                return self._entries(
+                    current, turn, views, out, {}, duration_ms, question_ts=question_ts, question_seq=question_seq
+                )
 
             result = await self.store.append(scope, decide, idempotency_key=_ask_key(key))
             if result.duplicate:
@@ -366,6 +423,7 @@ class TurnRuntime:
         duration_ms: int,
         *,
         question_ts: str = "",
+        question_seq: int = 0,
     ) -> list[NewEntry]:
         """The turn's outputs as entries, then its ``agent_turn`` (runs inside the append's transaction)."""
         made: list[NewEntry] = []
@@ -454,6 +512,7 @@ class TurnRuntime:
             add(
                 "answer",
                 Answer(question=turn.question[:_TEXT_MAX], text=out.answer[:_TEXT_MAX], question_ts=question_ts),
+                refs((question_seq,)),
             )
         appended = tuple(range(base + 1, base + len(made) + 1))
         proposals = [
@@ -480,13 +539,16 @@ class TurnRuntime:
             error=out.error[:1000],
             appended=appended,
         )
-        return [*made, NewEntry.make("agent_turn", self.actor, turn_entry)]
+        turn_refs = refs((question_seq,)) if question_seq else ()
+        return [*made, NewEntry.make("agent_turn", self.actor, turn_entry, refs=turn_refs)]
 
     async def _after_record(self, scope: str, entries: Sequence[Any], out: TurnOutput) -> TurnResult:
         turn_entry = entries[-1] if entries else None
-        failed = out.outcome != "ok"
+        failed = out.outcome not in ("ok", "nothing")
         if out.outcome == "failed":
             self.stats.failed += 1
+        elif out.outcome == "nothing":
+            self.stats.noop += 1
         else:
             self.stats.recorded += 1
         lines: list[str] = []
@@ -527,6 +589,17 @@ def _failed(out: TurnOutput, error: str) -> TurnOutput:
     out.answer = None
     out.outcome, out.error = "failed", error
     return out
+
+
+async def _quietly(call: Any, what: str) -> Any:
+    """Await a progress call; progress is cosmetic, so its failure is logged and never fails the turn."""
+    try:
+        return await call
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.warning("%s failed", what, exc_info=True)
+        return None
 
 
 def _ask_key(key: str) -> str:

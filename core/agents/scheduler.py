@@ -1,15 +1,27 @@
-"""When turns run: debounced per scope, armed by the ``agents`` outbox sender, re-armed from the log at boot.
+"""When turns run: debounced per scope with a maximum wait, armed by the ``agents`` outbox sender, re-armed from
+the log at boot.
 
-- The first turn of an incident runs ``first_delay`` after its declaration (the incident settles first); later
-  turns run ``debounce`` after the last entry that warrants one. Each warranting entry re-arms the same timer
-  (key ``agents:turn:<scope>``), so a burst coalesces into one turn.
-- The timer only *spawns* the turn and returns (an APScheduler job that is still running when its next run falls
-  due would be dropped); turns of one scope serialise on the runtime's per-scope lock, and each turn covers
-  whatever is new when it starts.
+A turn's due time is a function of the log only (``last_turn_seq`` and the ``at`` of the warranting entries after
+it), so a restart arms the same due times as the process that died:
+
+- trailing debounce: ``debounce`` after the LAST warranting entry since the last turn (a burst coalesces);
+- the first turn of an incident waits for it to settle: ``first_delay`` after the declaration, unless entries keep
+  coming after that, when the debounce applies;
+- maximum wait: never later than ``max_wait`` after the FIRST warranting entry since the last turn, however busy
+  the thread (a trailing debounce alone starves a thread with an entry every few seconds).
+
+- The timer (key ``agents:turn:<scope>``) only *spawns* the turn and returns (an APScheduler job that is still
+  running when its next run falls due would be dropped); turns of one scope serialise on the runtime's per-scope
+  lock, and each turn covers whatever is new when it starts. Entries that arrive while a turn of their scope runs
+  are armed when it ends, from the log (their max wait counts from the first of them, not from an entry the
+  running turn covers).
 - A reasoner may ask for another look later (``wake_after``: a verification grace period, an idle nudge); that
   is a separate timer (``agents:wake:<scope>``) and a forced turn.
-- Timers live in memory. At boot every open incident whose log has warranting entries after ``last_turn_seq``
-  gets a turn armed (and, for reasoners that use timers, a wake), so pending turns survive a restart.
+- ``question`` entries (``ask``) are answered by a prompt turn armed at once (``agents:ask:<scope>:<seq>``);
+  the answer is appended under the question's key, so a redelivery or a re-run answers once.
+- Timers live in memory. At boot every incident is looked at: progress a dead process left shown is cleared
+  (``TurnProgress.recover``), unanswered questions are answered, and every open incident whose log has warranting
+  entries after ``last_turn_seq`` gets its turn armed at its due time (and, for reasoners that use timers, a wake).
 """
 
 from __future__ import annotations
@@ -17,19 +29,32 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from core.agents.runtime import WARRANT_KINDS, TurnRuntime
+from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
 from core.agents.triggers import warranting
 from core.alarm import Alarm
 from core.clock import Clock, SystemClock, parse_iso
-from core.entries import Entry
+from core.entries import Entry, Question
 from core.errors import NotFound
 from core.state import ScopeState
 
 log = logging.getLogger(__name__)
 
 TOPIC = "agents"
+_PEEK = 50  # warranting entries read at each end of the pending range
+
+
+@dataclass(frozen=True)
+class Due:
+    """When the next turn of a scope is due, and why (``first`` | ``debounce`` | ``max_wait``)."""
+
+    at: datetime
+    trigger: str
+    first_at: datetime  # the first warranting entry since the last turn: the max wait counts from it
+    last_at: datetime  # the last one: the debounce counts from it
 
 
 class TurnScheduler:
@@ -40,6 +65,7 @@ class TurnScheduler:
         *,
         first_delay: float = 60.0,
         debounce: float = 13.0,
+        max_wait: float = 60.0,
         clock: Clock | None = None,
     ) -> None:
         self.runtime = runtime
@@ -47,22 +73,65 @@ class TurnScheduler:
         self.alarm = alarm
         self.first_delay = first_delay
         self.debounce = debounce
+        self.max_wait = max_wait
         self.clock: Clock = clock or SystemClock()
         self.armed = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._keys: set[str] = set()
+        self._running: dict[str, int] = {}  # scope -> scheduled turns in flight (a cache: losing it is harmless)
+        self._dirty: set[str] = set()  # scopes with warranting entries delivered while one of their turns ran
         self._stopped = False
         runtime.on_wake = self.wake
 
-    # -- arming ----------------------------------------------------------------------------------------------
+    # -- due times, from the log -----------------------------------------------------------------------------
 
     def delay_for(self, state: ScopeState) -> float:
-        """``first_delay`` after the declaration until the first turn, then ``debounce``."""
+        """Seconds from now until the first turn may run (the settle time, capped by the max wait), else the
+        debounce: the delay a warranting entry recorded now would get."""
         if state.last_turn_seq == 0 and state.created_at:
-            due = (parse_iso(state.created_at) - self.clock.now()).total_seconds() + self.first_delay
+            created = parse_iso(state.created_at)
+            settle = created + timedelta(seconds=min(self.first_delay, self.max_wait))
+            due = (settle - self.clock.now()).total_seconds()
             if due > 0:
                 return due
-        return self.debounce
+        return min(self.debounce, self.max_wait)
+
+    def due_at(self, state: ScopeState, first_at: datetime, last_at: datetime) -> Due:
+        """The due time of a turn over pending entries first recorded at ``first_at``, last at ``last_at``."""
+        base, trigger = last_at + timedelta(seconds=self.debounce), "debounce"
+        if state.last_turn_seq == 0:
+            trigger = "first"
+            if state.created_at:
+                settle = parse_iso(state.created_at) + timedelta(seconds=self.first_delay)
+                base = settle if settle > last_at else base
+        cap = first_at + timedelta(seconds=self.max_wait)
+        if cap < base:
+            return Due(cap, trigger if trigger == "first" else "max_wait", first_at, last_at)
+        return Due(base, trigger, first_at, last_at)
+
+    async def due(self, scope: str, *, batch: Sequence[Entry] = ()) -> Due | None:
+        """When the next turn of ``scope`` is due (None: nothing pending, or not an open incident).
+
+        ``batch``: entries just delivered (the newest; spares a read of the log's tail)."""
+        try:
+            state = await self.store.get_state(scope)
+        except NotFound:
+            return None
+        if state.kind != "incident" or not state.is_open or state.version <= state.last_turn_seq:
+            return None
+        after = state.last_turn_seq
+        head = warranting(await self.store.read(scope, after=after, limit=_PEEK, kinds=WARRANT_KINDS))
+        tail = [e for e in warranting(batch) if e.seq > after]
+        if not tail:
+            tail = [e for e in warranting(await self.store.read_last(scope, limit=_PEEK, kinds=WARRANT_KINDS))]
+            tail = [e for e in tail if e.seq > after]
+        if not head and not tail:
+            return None
+        first = head[0] if head else tail[0]
+        last = tail[-1] if tail else head[-1]
+        return self.due_at(state, first.at, max(last.at, head[-1].at if head else last.at))
+
+    # -- arming ----------------------------------------------------------------------------------------------
 
     def arm(self, scope: str, delay: float, trigger: str = "debounce") -> None:
         if self._stopped:
@@ -70,56 +139,94 @@ class TurnScheduler:
         self.armed += 1
 
         async def job() -> None:
-            self._spawn(self.runtime.run_turn(scope, trigger=trigger))
+            self._spawn(self._turn(scope, trigger))
 
-        self._set(f"agents:turn:{scope}", delay, job)
+        self._set(f"agents:turn:{scope}", max(delay, 0.0), job)
+
+    def arm_due(self, scope: str, due: Due, trigger: str | None = None) -> None:
+        self.arm(scope, (due.at - self.clock.now()).total_seconds(), trigger or due.trigger)
 
     def wake(self, scope: str, delay: float) -> None:
         if self._stopped:
             return
 
         async def job() -> None:
-            self._spawn(self.runtime.run_turn(scope, trigger="wake", force=True))
+            self._spawn(self._turn(scope, "wake", force=True))
 
         self._set(f"agents:wake:{scope}", max(delay, 0.0), job)
+
+    def answer_later(self, scope: str, question: Entry) -> None:
+        """Answer a stored question (at once, in its own task); the runtime answers each key once."""
+        if self._stopped:
+            return
+
+        async def job() -> None:
+            self._spawn(self.runtime.answer(scope, question))
+
+        self._set(f"agents:ask:{scope}:{question.seq}", 0.0, job)
 
     def _set(self, key: str, delay: float, job: Callable[[], Awaitable[None]]) -> None:
         self._keys.add(key)
         self.alarm.set(key, delay, job)
 
-    async def on_entries(self, scope: str, entries: Sequence[Entry]) -> None:
-        """Arm a debounced turn when any of ``entries`` warrants one."""
-        if not scope.startswith("incident/") or not warranting(entries):
-            return
+    async def _turn(self, scope: str, trigger: str, *, force: bool = False) -> TurnResult:
+        """Run a turn, then arm the next one from the log if entries came in meanwhile or the turn recorded."""
+        self._running[scope] = self._running.get(scope, 0) + 1
         try:
-            state = await self.store.get_state(scope)
-        except NotFound:
+            result = await self.runtime.run_turn(scope, trigger=trigger, force=force)
+        finally:
+            left = self._running.pop(scope, 1) - 1
+            if left:
+                self._running[scope] = left
+        dirty = scope in self._dirty and not left
+        if dirty:
+            self._dirty.discard(scope)
+        if dirty or result.status not in ("skipped", "raced"):
+            due = await self.due(scope)
+            if due is not None:
+                self.arm_due(scope, due)
+        return result
+
+    async def on_entries(self, scope: str, entries: Sequence[Entry]) -> None:
+        """Arm a turn at its due time when any of ``entries`` warrants one; answer questions."""
+        if not scope.startswith("incident/"):
             return
-        if not state.is_open:
+        for entry in entries:
+            if isinstance(entry.payload, Question):
+                self.answer_later(scope, entry)
+        if not warranting(entries):
             return
-        trigger = "first" if state.last_turn_seq == 0 else "debounce"
-        self.arm(scope, self.delay_for(state), trigger)
+        if self._running.get(scope):
+            self._dirty.add(scope)  # armed from the log when the running turn ends
+            return
+        due = await self.due(scope, batch=entries)
+        if due is not None:
+            self.arm_due(scope, due)
 
     async def arm_pending(self) -> int:
-        """At boot: arm a turn for every open incident with warranting entries after its last turn."""
+        """At boot: clear stale progress, answer unanswered questions, arm every pending turn at its due time."""
         armed = 0
         for sid in await self.store.scope_ids():
             if sid.kind != "incident":
                 continue
             scope = str(sid)
+            await self.runtime.recover_progress(scope)
             try:
+                for question in await self.store.read_last(scope, limit=20, kinds=("question",)):
+                    if isinstance(question.payload, Question) and not await self.runtime.answered(
+                        scope, question.payload.key
+                    ):
+                        self.answer_later(scope, question)
                 state = await self.store.get_state(scope)
             except NotFound:
                 continue
             if not state.is_open:
                 continue
-            if state.version > state.last_turn_seq:
-                after = await self.store.read(scope, after=state.last_turn_seq, limit=500, kinds=WARRANT_KINDS)
-                if warranting(after):
-                    self.arm(scope, self.delay_for(state), "boot")
-                    armed += 1
-                    continue
-            if self.runtime.reasoner.wants_wakes:
+            due = await self.due(scope)
+            if due is not None:
+                self.arm_due(scope, due, "boot")
+                armed += 1
+            elif self.runtime.reasoner.wants_wakes:
                 self.wake(scope, self.debounce)
         log.info("agents: %d pending turn(s) re-armed from the log", armed)
         return armed

@@ -1,8 +1,9 @@
 """Which entries warrant an agent turn.
 
 A turn is warranted by what humans and the system record (a declaration, an alert, a message, a link, an approval,
-an action result…), never by bookkeeping (``agent_turn``, ``thread_linked``, ``delivery_failed``, lease entries…)
-and never by an agent's own outputs — otherwise every ``agent_turn`` entry would schedule the next turn.
+an action result…), never by bookkeeping (``agent_turn`` whatever its outcome, ``thread_linked``,
+``delivery_failed``, lease entries…), nor by ``question`` / ``answer`` (an ask runs its own prompt turn), and
+never by an agent's own outputs — otherwise every ``agent_turn`` entry would schedule the next turn.
 
 One exception keeps multi-step work durable: an ``obligation_opened`` by an agent that carries an action (a
 rollback the agent just asked for) warrants one *follow-up* turn, the one that proposes it. A follow-up turn
@@ -27,6 +28,7 @@ QUIET_KINDS = frozenset(
         "obligation_released",
         "obligation_expired",
         "fence_rejected",
+        "question",
         "answer",
     }
 )
