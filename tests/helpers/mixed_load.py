@@ -123,7 +123,9 @@ class CrashRun:
         while True:
             roll = self.rng.random()
             cycle.sent += 1
-            if roll < 0.1 or not threads:
+            if w == 0:  # one client sends only webhooks: alerts wait behind Slack work, and must still be tried
+                ok = await self._alert(served, http)
+            elif roll < 0.1 or not threads:
                 ok = await self._declare(cycle, w)
             elif roll < 0.55:
                 ok = await self._message(threads)
