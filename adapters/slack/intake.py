@@ -186,17 +186,19 @@ class SlackIntake:
     def socket_listener(self) -> Callable[[AsyncBaseSocketModeClient, SocketModeRequest], Awaitable[None]]:
         """Replaces Bolt's Socket Mode listener: store the envelope's payload, then ack the envelope."""
 
-        async def on_envelope(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+        async def on_envelope(socket: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
             meta = {"retry_num": str(req.retry_attempt or 0), "retry_reason": req.retry_reason or ""}
+            payload: dict[str, Any] | None = None
             try:
                 if not isinstance(req.payload, dict):
                     raise Rejected(400, "the envelope has no payload object")
                 answer = await self.accept(req.payload, source="socket", meta=meta)
-            except Rejected as exc:  # not acked: nothing was stored
+                payload = answer.body if isinstance(answer.body, dict) and answer.body else None
+            except Rejected as exc:
+                # Nothing was stored. Acked all the same: an envelope that cannot be stored now cannot be stored
+                # on Slack's redelivery either, so not acking would only make Slack send it again.
                 log.warning("Socket Mode %s envelope %s rejected: %s", req.type, req.envelope_id, exc.reason)
-                return
-            payload = answer.body if isinstance(answer.body, dict) and answer.body else None
-            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id, payload=payload))
+            await socket.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id, payload=payload))
 
         return on_envelope
 
