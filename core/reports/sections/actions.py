@@ -12,6 +12,7 @@ from core.entries import (
     ActionStarted,
     Approval,
     ApprovalRefused,
+    Entry,
     FenceRejected,
     ProposalClosed,
     ProposalMade,
@@ -45,142 +46,55 @@ class _Run:
     verification: str = ""
 
 
-def actions(
-    src: Source,
-) -> tuple[tuple[ActionLine, ...], tuple[VerificationLine, ...], tuple[FenceRejection, ...], dict[str, RunLine]]:
-    proposals: dict[str, _Proposal] = {}
-    runs: dict[str, _Run] = {}
-    order: list[tuple[int, str, str]] = []  # (first seq, "proposal"|"run", id)
-    verifications: list[VerificationLine] = []
-    rejections: list[FenceRejection] = []
+ActionsSection = tuple[
+    tuple[ActionLine, ...], tuple[VerificationLine, ...], tuple[FenceRejection, ...], dict[str, RunLine]
+]
+
+
+def actions(src: Source) -> ActionsSection:
+    """Actions (proposals with their runs, and runs of no proposal) in log order, the verifications, the fence
+    rejections, and every run's line by run id."""
+    fold = _Fold()
     for e in src.entries:
+        fold.add(e)
+    return fold.finish()
+
+
+class _Fold:
+    """The actions of one log, folded entry by entry the way the state fold reads them."""
+
+    def __init__(self) -> None:
+        self.proposals: dict[str, _Proposal] = {}
+        self.runs: dict[str, _Run] = {}
+        self.order: list[tuple[int, str, str]] = []  # (first seq, "proposal"|"run", id)
+        self.verifications: list[VerificationLine] = []
+        self.rejections: list[FenceRejection] = []
+
+    def add(self, e: Entry) -> None:
         p = e.payload
-        at = iso(e.at)
         if isinstance(p, ProposalMade):
-            if p.proposal_id in proposals:
-                continue  # a proposal id is made once; a repeat is ignored like the fold ignores it
-            line = {
-                "proposal_id": p.proposal_id,
-                "seq": e.seq,
-                "at": at,
-                "by": e.actor,
-                "origin": origin(e.actor),
-                "proposer": p.proposer or e.actor.id,
-                "action": p.action,
-                "risk": p.risk,
-                "preview": p.preview,
-                "args_hash": p.args_hash,
-                "params": p.params,
-                "rationale": p.rationale,
-                "safety_conditions": p.safety_conditions,
-                "obligation_id": p.obligation_id,
-                "approvals_required": p.approvals_required,
-                "expires_at": p.expires_at,
-                "compensates_run": p.compensates_run,
-                "inputs_digest": p.inputs_digest,
-                "checks": p.checks,
-                "reason": p.reason,
-                "status": p.status,
-            }
-            proposals[p.proposal_id] = _Proposal(line)
-            order.append((e.seq, "proposal", p.proposal_id))
+            self._proposal(e, p)
         elif isinstance(p, Approval):
-            prop = proposals.get(p.proposal_id)
-            if prop is None:
-                continue
-            prop.approvals.append(
-                ApprovalLine(
-                    seq=e.seq,
-                    at=at,
-                    decision=p.decision,
-                    approver=p.approver,
-                    approver_name=p.approver_name,
-                    reason=p.reason,
-                )
-            )
-            approved = sum(1 for a in prop.approvals if a.decision == "approved")
-            if p.decision == "denied":
-                prop.line["status"] = "denied"
-            elif approved >= int(prop.line["approvals_required"]) and prop.line["status"] == "waiting_for_approval":
-                prop.line["status"] = "approved"
+            self._approval(e, p)
         elif isinstance(p, ApprovalRefused):
-            if p.proposal_id in proposals:
-                proposals[p.proposal_id].refusals.append(
-                    RefusalLine(seq=e.seq, at=at, user_id=p.user_id, reason=p.reason)
+            if p.proposal_id in self.proposals:
+                self.proposals[p.proposal_id].refusals.append(
+                    RefusalLine(seq=e.seq, at=iso(e.at), user_id=p.user_id, reason=p.reason)
                 )
         elif isinstance(p, ProposalClosed):
-            if p.proposal_id in proposals:
-                proposals[p.proposal_id].line.update(status=p.outcome, closed_reason=p.reason)
+            if p.proposal_id in self.proposals:
+                self.proposals[p.proposal_id].line.update(status=p.outcome, closed_reason=p.reason)
         elif isinstance(p, ActionStarted):
-            if p.run_id in runs:
-                continue
-            line = {
-                "run_id": p.run_id,
-                "action": p.action,
-                "seq": e.seq,
-                "at": at,
-                "started_by": e.actor,
-                "proposal_id": p.proposal_id,
-                "obligation_id": p.obligation_id,
-                "fence": p.fence,
-                "lease_until": p.lease_until,
-                "receipt": p.receipt,
-                "idempotency_key": p.idempotency_key,
-                "proposer": p.proposer,
-                "approvers": p.approvers,
-                "params": p.params,
-                "compensates_run": p.compensates_run,
-            }
-            runs[p.run_id] = _Run(line)
-            prop = proposals.get(p.proposal_id) if p.proposal_id else None
-            if prop is not None:
-                prop.runs.append(p.run_id)
-                prop.line["status"] = "ran"
-                if not line["proposer"]:
-                    line["proposer"] = prop.line["proposer"]
-                if not line["approvers"]:
-                    line["approvers"] = tuple(a.approver for a in prop.approvals if a.decision == "approved")
-            else:
-                order.append((e.seq, "run", p.run_id))
+            self._started(e, p)
         elif isinstance(p, ActionResult):
-            run = runs.get(p.run_id)
-            if run is None:  # a result for a run this log never saw start: show it as a run of its own
-                run = _Run({"run_id": p.run_id, "action": p.action, "seq": e.seq, "at": at, "started_by": e.actor})
-                runs[p.run_id] = run
-                order.append((e.seq, "run", p.run_id))
-            run.results.append(
-                ResultLine(
-                    seq=e.seq,
-                    at=at,
-                    outcome=p.outcome,
-                    fence=p.fence,
-                    effect_digest=p.effect_digest,
-                    error=p.error,
-                    reconciled=p.reconciled,
-                    by=e.actor,
-                )
-            )
+            self._result(e, p)
         elif isinstance(p, Verification):
-            verifications.append(
-                VerificationLine(
-                    seq=e.seq,
-                    at=at,
-                    by=e.actor,
-                    origin=origin(e.actor),
-                    outcome=p.outcome,
-                    run_id=p.run_id,
-                    obligation_id=p.obligation_id,
-                    expected=p.expected,
-                    observed=p.observed,
-                )
-            )
-            if p.run_id in runs:
-                runs[p.run_id].verification = p.outcome
+            self._verification(e, p)
         elif isinstance(p, FenceRejected):
-            rejections.append(
+            self.rejections.append(
                 FenceRejection(
                     seq=e.seq,
-                    at=at,
+                    at=iso(e.at),
                     obligation_id=p.obligation_id,
                     fence=p.fence,
                     current_fence=p.current_fence,
@@ -189,24 +103,138 @@ def actions(
                     reason=p.reason,
                 )
             )
-    finished: dict[str, RunLine] = {rid: _run_line(run) for rid, run in runs.items()}
-    actions: list[ActionLine] = []
-    for _seq, what, ident in sorted(order):
-        if what == "proposal":
-            prop = proposals[ident]
-            pline = ProposalLine(**prop.line, approvals=tuple(prop.approvals), refusals=tuple(prop.refusals))
-            actions.append(
-                ActionLine(
-                    action=pline.action,
-                    risk=pline.risk,
-                    proposal=pline,
-                    runs=tuple(finished[r] for r in prop.runs),
-                )
+
+    def _proposal(self, e: Entry, p: ProposalMade) -> None:
+        if p.proposal_id in self.proposals:
+            return  # a proposal id is made once; a repeat is ignored like the fold ignores it
+        line = {
+            "proposal_id": p.proposal_id,
+            "seq": e.seq,
+            "at": iso(e.at),
+            "by": e.actor,
+            "origin": origin(e.actor),
+            "proposer": p.proposer or e.actor.id,
+            "action": p.action,
+            "risk": p.risk,
+            "preview": p.preview,
+            "args_hash": p.args_hash,
+            "params": p.params,
+            "rationale": p.rationale,
+            "safety_conditions": p.safety_conditions,
+            "obligation_id": p.obligation_id,
+            "approvals_required": p.approvals_required,
+            "expires_at": p.expires_at,
+            "compensates_run": p.compensates_run,
+            "inputs_digest": p.inputs_digest,
+            "checks": p.checks,
+            "reason": p.reason,
+            "status": p.status,
+        }
+        self.proposals[p.proposal_id] = _Proposal(line)
+        self.order.append((e.seq, "proposal", p.proposal_id))
+
+    def _approval(self, e: Entry, p: Approval) -> None:
+        prop = self.proposals.get(p.proposal_id)
+        if prop is None:
+            return
+        prop.approvals.append(
+            ApprovalLine(
+                seq=e.seq,
+                at=iso(e.at),
+                decision=p.decision,
+                approver=p.approver,
+                approver_name=p.approver_name,
+                reason=p.reason,
             )
-        else:
-            rline = finished[ident]
-            actions.append(ActionLine(action=rline.action, runs=(rline,)))
-    return tuple(actions), tuple(verifications), tuple(rejections), finished
+        )
+        approved = sum(1 for a in prop.approvals if a.decision == "approved")
+        if p.decision == "denied":
+            prop.line["status"] = "denied"
+        elif approved >= int(prop.line["approvals_required"]) and prop.line["status"] == "waiting_for_approval":
+            prop.line["status"] = "approved"
+
+    def _started(self, e: Entry, p: ActionStarted) -> None:
+        if p.run_id in self.runs:
+            return
+        line = {
+            "run_id": p.run_id,
+            "action": p.action,
+            "seq": e.seq,
+            "at": iso(e.at),
+            "started_by": e.actor,
+            "proposal_id": p.proposal_id,
+            "obligation_id": p.obligation_id,
+            "fence": p.fence,
+            "lease_until": p.lease_until,
+            "receipt": p.receipt,
+            "idempotency_key": p.idempotency_key,
+            "proposer": p.proposer,
+            "approvers": p.approvers,
+            "params": p.params,
+            "compensates_run": p.compensates_run,
+        }
+        self.runs[p.run_id] = _Run(line)
+        prop = self.proposals.get(p.proposal_id) if p.proposal_id else None
+        if prop is None:
+            self.order.append((e.seq, "run", p.run_id))
+            return
+        prop.runs.append(p.run_id)
+        prop.line["status"] = "ran"
+        if not line["proposer"]:
+            line["proposer"] = prop.line["proposer"]
+        if not line["approvers"]:
+            line["approvers"] = tuple(a.approver for a in prop.approvals if a.decision == "approved")
+
+    def _result(self, e: Entry, p: ActionResult) -> None:
+        at = iso(e.at)
+        run = self.runs.get(p.run_id)
+        if run is None:  # a result for a run this log never saw start: show it as a run of its own
+            run = _Run({"run_id": p.run_id, "action": p.action, "seq": e.seq, "at": at, "started_by": e.actor})
+            self.runs[p.run_id] = run
+            self.order.append((e.seq, "run", p.run_id))
+        run.results.append(
+            ResultLine(
+                seq=e.seq,
+                at=at,
+                outcome=p.outcome,
+                fence=p.fence,
+                effect_digest=p.effect_digest,
+                error=p.error,
+                reconciled=p.reconciled,
+                by=e.actor,
+            )
+        )
+
+    def _verification(self, e: Entry, p: Verification) -> None:
+        self.verifications.append(
+            VerificationLine(
+                seq=e.seq,
+                at=iso(e.at),
+                by=e.actor,
+                origin=origin(e.actor),
+                outcome=p.outcome,
+                run_id=p.run_id,
+                obligation_id=p.obligation_id,
+                expected=p.expected,
+                observed=p.observed,
+            )
+        )
+        if p.run_id in self.runs:
+            self.runs[p.run_id].verification = p.outcome
+
+    def finish(self) -> ActionsSection:
+        finished: dict[str, RunLine] = {rid: _run_line(run) for rid, run in self.runs.items()}
+        lines: list[ActionLine] = []
+        for _seq, what, ident in sorted(self.order):
+            if what == "proposal":
+                prop = self.proposals[ident]
+                pline = ProposalLine(**prop.line, approvals=tuple(prop.approvals), refusals=tuple(prop.refusals))
+                runs = tuple(finished[r] for r in prop.runs)
+                lines.append(ActionLine(action=pline.action, risk=pline.risk, proposal=pline, runs=runs))
+            else:
+                rline = finished[ident]
+                lines.append(ActionLine(action=rline.action, runs=(rline,)))
+        return tuple(lines), tuple(self.verifications), tuple(self.rejections), finished
 
 
 def _run_line(run: _Run) -> RunLine:
