@@ -30,7 +30,6 @@ from core.actions.outcomes import (
     ActionInfo,
     CompensationOutcome,
     DecisionOutcome,
-    Proposed,
     SweepReport,
     Verified,
 )
@@ -63,6 +62,7 @@ class ActionDesk:
         self.ctx = DeskContext(store, index, catalog, policy, clock, groups)
         self.store, self.index, self.catalog, self.policy, self.clock = store, index, catalog, policy, clock
         self.proposals = Proposals(self.ctx)
+        self.make_proposal = self.proposals.make  # ``propose`` with the details: the proposal id and its status
         self.approvals = Approvals(self.ctx, self.proposals)
         self.compensations = Compensations(self.ctx, self.proposals)
         self.verifier = Verifier(self.ctx)
@@ -132,36 +132,10 @@ class ActionDesk:
         (unknown action or obligation), ``Forbidden`` (unavailable action), ``InvalidInput`` (bad parameters,
         naming the parameter), ``Conflict`` (the obligation already has an approved proposal).
         """
-        made = await self.make_proposal(
+        made = await self.proposals.make(
             scope, action=action, params=params, rationale=rationale, obligation_id=obligation_id or "", actor=actor
         )
         return made.text
-
-    async def make_proposal(
-        self,
-        scope: str,
-        *,
-        action: str,
-        params: Mapping[str, Any],
-        rationale: str,
-        obligation_id: str = "",
-        actor: Actor,
-        compensates_run: str = "",
-        idempotency_key: str | None = None,
-        text: str = "",
-    ) -> Proposed:
-        """``propose`` with the details: the proposal id and its status."""
-        return await self.proposals.make(
-            scope,
-            action=action,
-            params=params,
-            rationale=rationale,
-            obligation_id=obligation_id,
-            actor=actor,
-            compensates_run=compensates_run,
-            idempotency_key=idempotency_key,
-            text=text,
-        )
 
     # -- deciding, compensating -------------------------------------------------------------------------------
 
