@@ -24,6 +24,7 @@ import aiohttp
 from adapters.executors.http import HttpExecutor
 from adapters.executors.statuspage import StatuspageExecutor
 from adapters.slack import render
+from adapters.slack.outcomes import SlackDesk
 from bot.settings import SettingsError
 from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
 from core.agents.ports import ActionInfo as AgentActionInfo
@@ -263,8 +264,9 @@ async def actions_feature(server: DecklogServer) -> None:
     )
     rt.dispatcher.register(ActionsSender(desk, server=server))
     server.slack_sender.updaters.append(ProposalMessages(rt.store))
-    server.hooks.decide = desk.decide
-    server.hooks.compensate = desk.compensate
+    slack = SlackDesk(desk)  # the desk's typed outcomes, as the Slack user reads them
+    server.hooks.decide = slack.decide
+    server.hooks.compensate = slack.compensate
     setattr(server, "actions", desk)  # noqa: B010 - the desk, for other features and tests
     _plug_into_agents(server, desk)
 

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from adapters.executors.fake_services import FakeDeployService
+from adapters.slack.outcomes import SlackDesk
 from bot.actions import build_executor
 from core.actions import ActionDesk, ApproverPolicy, Catalog
 from core.actions.runner import Checkpoint
@@ -108,6 +109,11 @@ class Kit:
     clock: Clock
     session: aiohttp.ClientSession
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def slack(self) -> SlackDesk:
+        """The desk as the Slack hooks call it: the replies are the texts the person sees."""
+        return SlackDesk(self.desk)
 
     async def declare(self, title: str = "Payments 5xx", **kw: Any) -> str:
         result = await self.service.declare(title=title, actor=ALICE, **kw)

@@ -15,6 +15,7 @@ import pytest
 from adapters.executors.fake_services import FakeDeployService
 from adapters.slack.fake import FakeSlack
 from adapters.slack.ids import Action
+from adapters.slack.outcomes import SlackDesk
 from bot.actions import actions_feature
 from bot.server import DecklogServer
 from bot.settings import Settings
@@ -284,7 +285,9 @@ async def test_with_every_feature_wired_the_desk_is_the_agents_proposer_and_cata
     rollback = next(a for a in offered if a.name == "rollback_deploy")
     assert rollback.risk == "R2" and "change_is_latest_on_service" in rollback.safety_conditions
     assert rollback.params_schema["service"]["required"] is True
-    assert server.hooks.decide == server.actions.decide and server.hooks.compensate == server.actions.compensate
+    slack = server.hooks.decide.__self__  # the Slack rendering of the desk's typed outcomes
+    assert isinstance(slack, SlackDesk) and slack.desk is server.actions
+    assert server.hooks.compensate == slack.compensate
 
 
 async def test_compensate_from_the_thread_is_a_new_approved_run_bound_to_the_original(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.actions import Verified
 from core.clock import ManualClock
 from tests.actions_support import AGENT, ALICE, desk_kit, pid_of
 
@@ -21,7 +22,7 @@ async def _applied_rollback(kit) -> tuple[str, str]:
         obligation_id=None,
         actor=AGENT,
     )
-    await kit.desk.decide(scope, pid_of(line), True, ALICE, "", "k")
+    await kit.slack.decide(scope, pid_of(line), True, ALICE, "", "k")
     report = await kit.desk.execute(scope, pid_of(line), receipt="t")
     assert report.status == "applied"
     return scope, report.run_id
@@ -39,7 +40,7 @@ async def test_resolved_alerts_verify_the_run(tmp_path: Path) -> None:
         )
         assert await kit.desk.verify(scope) == []  # still firing, not due: nothing to decide yet
         await kit.alert(scope, "resolved")
-        assert await kit.desk.verify(scope) == [f"{ob.id}: verified"]
+        assert await kit.desk.verify(scope) == [Verified(ob.id, "verified")]
         (v,) = await kit.payloads(scope, "verification")
         assert (v.outcome, v.run_id, v.expected) == ("verified", run_id, "the alerts on payments resolve")
         entry = (await kit.entries(scope, "verification"))[0]
@@ -55,7 +56,7 @@ async def test_alerts_still_firing_when_due_fail_the_verification_and_suggest_co
         assert (await kit.desk.sweep()).verifications == []
         clock.advance(minutes=6)
         report = await kit.desk.sweep()
-        assert len(report.verifications) == 1 and report.verifications[0].endswith("failed")
+        assert len(report.verifications) == 1 and str(report.verifications[0]).endswith("failed")
         (v,) = await kit.payloads(scope, "verification")
         assert v.outcome == "failed" and "still firing on payments" in v.observed
         (follow_up,) = (await kit.state(scope)).obligations.values()

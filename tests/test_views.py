@@ -21,7 +21,7 @@ from core.entries import Actor, NewEntry
 from core.index import Index
 from core.service import ScopeService
 from core.store import SqliteLogStore
-from core.views import VIEW_NAMES, Part, build_view, compose
+from core.views import VIEW_NAMES, Part, ViewCache, Views, build_view, compose
 
 GOLDEN = Path(__file__).parent / "golden" / "views"
 SCOPE = "incident/payments-5xx"
@@ -252,6 +252,18 @@ async def test_view_matches_its_golden_file(story: Story, name: str) -> None:
     view = await build_view(story.store, SCOPE, name)
     check_golden(name, view.to_json())
     assert view.bytes == len(view.text.encode()) <= view.budget
+
+
+async def test_a_view_cache_is_owned_not_shared_and_changes_nothing_but_the_reads(story: Story) -> None:
+    await build_story(story)
+    views = Views(story.store)  # the owner of its cache (the agent runtime holds one)
+    other = ViewCache()
+    for name in ("triage", "investigation", "joiner", "verification"):
+        fresh = await build_view(story.store, SCOPE, name)  # no cache: this build remembers only for itself
+        first, again = await views.build(SCOPE, name), await views.build(SCOPE, name)
+        assert fresh.text == first.text == again.text
+    assert views.cache.memo(story.store).tails, "the owner's cache remembered the tails its builds read"
+    assert not other.memo(story.store).tails, "another cache shares nothing with it"
 
 
 async def test_action_view_matches_its_golden_file(story: Story) -> None:

@@ -6,8 +6,18 @@ Nothing here performs I/O of its own except through ports: the log store, and ``
 
 from core.actions.catalog import ActionSpec, Catalog, CompensationSpec, ExecutorSpec
 from core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
-from core.actions.desk import ActionDesk, ActionInfo, GroupResolver, Proposed, SweepReport
+from core.actions.desk import ActionDesk, GroupResolver
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
+from core.actions.outcomes import (
+    ActionInfo,
+    CompensationKind,
+    CompensationOutcome,
+    DecisionKind,
+    DecisionOutcome,
+    Proposed,
+    SweepReport,
+    Verified,
+)
 from core.actions.policy import ApproverPolicy
 from core.actions.runner import RunAuthority, Runner, RunReport, idempotency_key
 
@@ -20,7 +30,11 @@ __all__ = [
     "Catalog",
     "ChangeFact",
     "CheckResult",
+    "CompensationKind",
+    "CompensationOutcome",
     "CompensationSpec",
+    "DecisionKind",
+    "DecisionOutcome",
     "Evidence",
     "ExecutionOutcome",
     "ExecutionRequest",
@@ -33,5 +47,6 @@ __all__ = [
     "RunReport",
     "Runner",
     "SweepReport",
+    "Verified",
     "idempotency_key",
 ]

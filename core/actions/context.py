@@ -1,0 +1,75 @@
+"""What every room of the action desk shares: the store and index, the catalog and policy, the clock, and the
+facts they read from outside a scope's own state (linked change scopes, Slack user-group memberships)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.actions.catalog import Catalog
+from core.actions.conditions import ChangeFact, Evidence
+from core.actions.policy import ApproverPolicy
+from core.clock import Clock
+from core.entries import Actor
+from core.errors import NotFound
+from core.index import Index
+from core.state import ScopeState
+from core.store import LogStore
+
+log = logging.getLogger("core.actions.desk")
+
+GroupResolver = Callable[[str], Awaitable[frozenset[str]]]  # Slack user group id → its members' user ids
+APPROVALS = Actor.system("approvals")
+VERIFIER = Actor.agent("verifier", "rule-based verifier")
+
+
+def new_proposal_id() -> str:
+    return f"p-{secrets.token_hex(3)}"
+
+
+@dataclass
+class DeskContext:
+    """The desk's collaborators (``groups`` may be replaced after construction: the desk's ``groups`` writes it)."""
+
+    store: LogStore
+    index: Index | None
+    catalog: Catalog
+    policy: ApproverPolicy
+    clock: Clock
+    groups: GroupResolver | None = None
+
+    async def evidence(self, scope: str, state: ScopeState, params: Mapping[str, Any]) -> Evidence:
+        """Facts from outside the scope's own state: the change scopes linked to it or touching the service."""
+        facts: dict[str, ChangeFact] = {}
+        for other in state.linked:
+            if not other.startswith("change/"):
+                continue
+            try:
+                cs = await self.store.get_state(other)
+            except NotFound:
+                continue
+            facts[other] = ChangeFact(other, cs.services, cs.created_at, cs.status, cs.title)
+        service = str(params.get("service") or "")
+        if service and self.index is not None:
+            for row in await self.index.list_scopes(kind="change", service=service, limit=200):
+                facts.setdefault(row.id, ChangeFact(row.id, row.services, row.created_at, row.status, row.title))
+        return Evidence(tuple(sorted(facts.values(), key=lambda c: c.scope)))
+
+    async def memberships(self, user_id: str, action_group: str) -> frozenset[str]:
+        """The Slack user groups (of those that may approve) that ``user_id`` belongs to."""
+        slack_groups = self.policy.slack_groups(action_group)
+        if self.groups is None:
+            if slack_groups:
+                log.warning("approvals: Slack user groups %s are configured but cannot be resolved here", slack_groups)
+            return frozenset()
+        out = set()
+        for group in slack_groups:
+            try:
+                if user_id in await self.groups(group):
+                    out.add(group)
+            except Exception:
+                log.warning("approvals: could not read the members of Slack user group %s", group, exc_info=True)
+        return frozenset(out)
