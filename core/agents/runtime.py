@@ -58,7 +58,7 @@ from core.index import Index
 from core.obligations import claim, fulfil, open_obligation, release
 from core.state import ScopeState
 from core.store import LogStore
-from core.views import DEFAULT_BUDGET, View, build_view
+from core.views import DEFAULT_BUDGET, View, ViewCache, build_view
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +73,24 @@ class TurnRaced(Conflict):
 class TurnViews:
     """The views of one turn: each built at most once, all accounted for in the turn's provenance."""
 
-    def __init__(self, store: LogStore, state: ScopeState, budget: int) -> None:
+    def __init__(self, store: LogStore, state: ScopeState, budget: int, cache: ViewCache | None = None) -> None:
         self.store = store
         self.state = state
         self.budget = budget
+        self.cache = cache
         self._built: dict[tuple[str, str | None], View] = {}
 
     async def view(self, name: str, *, obligation_id: str | None = None) -> View:
         key = (name, obligation_id)
         if key not in self._built:
             self._built[key] = await build_view(
-                self.store, self.state.scope, name, budget=self.budget, obligation_id=obligation_id, state=self.state
+                self.store,
+                self.state.scope,
+                name,
+                budget=self.budget,
+                obligation_id=obligation_id,
+                state=self.state,
+                cache=self.cache,
             )
         return self._built[key]
 
@@ -160,6 +167,7 @@ class TurnRuntime:
         self.progress = progress
         self.progress_after = progress_after
         self._locks: dict[str, asyncio.Lock] = {}
+        self.view_cache = ViewCache()  # what earlier turns' views read and rendered (entries never change)
 
     # -- wiring (the action desk plugs in here once it exists) ----------------------------------------------
 
@@ -334,7 +342,7 @@ class TurnRuntime:
     def _turn_input(
         self, state: ScopeState, trigger: str, *, seq_from: int, seq_to: int, question: str = ""
     ) -> tuple[TurnInput, TurnViews]:
-        views = TurnViews(self.store, state, self.budget)
+        views = TurnViews(self.store, state, self.budget, self.view_cache)
         catalog = self.catalog.available() if self.catalog is not None else None
         now = self.clock.now()
         tools = ToolBox(
