@@ -37,7 +37,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.slack.fake import FakeSlack, SlackDriver
+from adapters.local.slack import FakeSlack, SlackDriver
 from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict
 
 SECRET = "bench-signing-secret"

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def all_features() -> list[Feature]:
-    from adapters.slack.sandbox import sandbox_feature
+    from adapters.local.sandbox import sandbox_feature
     from bot.actions import actions_feature
     from bot.agents import agents_feature
     from bot.api import api_feature

@@ -101,7 +101,7 @@ class DecklogServer:
         self.bolt: AsyncApp
         self.inbox: Inbox
         self.intake: SlackIntake
-        self.sandbox: Any = None  # adapters.slack.fake.FakeSlack in sandbox mode
+        self.sandbox: Any = None  # adapters.local.slack.FakeSlack in sandbox mode
         self.socket_handler: Any = None
         self.actions: Any = None  # core.actions.ActionDesk, set by the actions feature
         self.url = ""
@@ -246,7 +246,7 @@ class DecklogServer:
     async def _slack_endpoint(self) -> tuple[str, str]:
         s = self.settings
         if self.mode == "sandbox":
-            from adapters.slack.fake import FakeSlack
+            from adapters.local.slack import FakeSlack
 
             # Credentials that only the loopback fake accepts: nothing here could reach a real workspace.
             self.signing_secret = secrets.token_hex(16)

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from adapters.executors.fake_services import FakeDeployService
+from adapters.local.services import FakeDeployService
 from adapters.slack.outcomes import SlackDesk
 from bot.actions import build_executor
 from core.actions import ActionDesk, ApproverPolicy, Catalog

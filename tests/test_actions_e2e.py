@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from adapters.executors.fake_services import FakeDeployService
-from adapters.slack.fake import FakeSlack
+from adapters.local.services import FakeDeployService
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from adapters.slack.outcomes import SlackDesk
 from bot.actions import actions_feature

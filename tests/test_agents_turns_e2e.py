@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from bot.agents import AGENTS
 from bot.server import DecklogServer
 from core.agents import TurnInput, TurnOutput

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from bot.runtime import OUTBOX_TOPICS
 from core.store import SqliteLogStore
 from tests.helpers.log_view import read_log

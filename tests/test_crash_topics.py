@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from bot.runtime import OUTBOX_TOPICS
 from tests.conftest import eventually
 from tests.helpers.crash_topic_child import CRASH_EXIT

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.executors.fake_services import FakeDeployService, FakeStatuspage
 from adapters.executors.http import HttpExecutor
 from adapters.executors.statuspage import StatuspageExecutor
+from adapters.local.services import FakeDeployService, FakeStatuspage
 from core.actions import ExecutionRequest, idempotency_key
 from core.entries import ActionResult
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.api import api_feature
 from bot.reports import export_to_slack, reports_feature

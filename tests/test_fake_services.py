@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.executors.fake_services import FakeDeployService, FakeStatuspage
+from adapters.local.services import FakeDeployService, FakeStatuspage
 
 
 @pytest.fixture

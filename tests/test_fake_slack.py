@@ -23,14 +23,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.fake import (
+from adapters.local.slack import (
     FakeSlack,
     FakeSlackServer,
     FakeSlackWorkspace,
     SlackDriver,
     workspace_snapshot,
 )
-from adapters.slack.fake.pacing import ChannelPacer
+from adapters.local.slack.pacing import ChannelPacer
 
 SECRET = "s3cret-signing"
 BOT_TOKEN = "xoxb-test"

@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.executors.fake_services import FakeDeployService
-from adapters.slack.fake import FakeSlack
+from adapters.local.sandbox import SANDBOX_KEY, SandboxPage, sandbox_feature
+from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
+from adapters.local.services import FakeDeployService
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action, DeclareField
-from adapters.slack.sandbox import SANDBOX_KEY, SandboxPage, sandbox_feature
-from adapters.slack.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
 from bot.server import DecklogServer
 from bot.settings import Settings
 from tests.conftest import ServerFactory, eventually, test_config
@@ -65,7 +65,7 @@ async def test_the_page_and_its_assets_are_served_from_the_package(server: Deckl
         assert "script-src 'self'" in response.headers["Content-Security-Policy"]
         html = await response.text()
     assert '<script type="module" src="/sandbox/assets/sandbox.js">' in html
-    here = Path(__file__).resolve().parent.parent / "adapters" / "slack" / "sandbox"
+    here = Path(__file__).resolve().parent.parent / "adapters" / "local" / "sandbox"
     for name, kind in (
         ("sandbox.js", "text/javascript"),
         ("mrkdwn.js", "text/javascript"),

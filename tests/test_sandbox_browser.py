@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.sandbox import SANDBOX_KEY
-from adapters.slack.sandbox.environment import SAMPLE_SERVICE
-from adapters.slack.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
+from adapters.local.sandbox import SANDBOX_KEY
+from adapters.local.sandbox.environment import SAMPLE_SERVICE
+from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 

@@ -12,11 +12,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.executors.fake_services import FakeDeployService, FakeStatuspage
-from adapters.slack.fake import FakeSlack, FakeSlackWorkspace, Identity, Message, workspace_snapshot
-from adapters.slack.fake.ids import parse_ts
-from adapters.slack.sandbox import SANDBOX_KEY, SandboxPersistence
-from adapters.slack.sandbox.persistence import DEPLOYS_FILE, WORKSPACE_FILE, sandbox_dir
+from adapters.local.sandbox import SANDBOX_KEY, SandboxPersistence
+from adapters.local.sandbox.persistence import DEPLOYS_FILE, WORKSPACE_FILE, sandbox_dir
+from adapters.local.services import FakeDeployService, FakeStatuspage
+from adapters.local.slack import FakeSlack, FakeSlackWorkspace, Identity, Message, workspace_snapshot
+from adapters.local.slack.ids import parse_ts
 from bot.server import DecklogServer
 from core.actions.executor import ExecutionRequest
 from core.entries import Actor

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.server import DecklogServer
 from core.inbox import InboxItem

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually, test_config
 

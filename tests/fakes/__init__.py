@@ -2,5 +2,5 @@
 
 Each fake is an aiohttp server on 127.0.0.1 (port 0) driven by the real client library pointed at it by
 ``base_url``. Executor fakes that the demo and the sandbox also need live in
-``adapters.executors.fake_services`` instead.
+``adapters.local.services`` instead.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 
 from .serve import GENERAL
 

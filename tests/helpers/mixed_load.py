@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from adapters.slack.fake import FakeSlack
+from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 
 from .log_view import Acked, Verdict, judge, linked_threads

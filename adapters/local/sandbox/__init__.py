@@ -5,9 +5,9 @@ to try it.
 serves a page on the bot's own port (``http://127.0.0.1:8080/`` by default) that shows that workspace —
 channels, threads, Block Kit messages, reactions, modals, App Home — and lets a person act in it. Every input
 reaches the bot as a signed Slack request through ``/slack/events``; the sample alert and deploy go through the
-bot's public receivers. See :mod:`adapters.slack.sandbox.page` for the routes,
-:mod:`adapters.slack.sandbox.environment` for the settings it fills (deploy URL, status page URL, alert token,
-approvers) and :mod:`adapters.slack.sandbox.persistence` for how the workspace and the deploy service outlive a
+bot's public receivers. See :mod:`adapters.local.sandbox.page` for the routes,
+:mod:`adapters.local.sandbox.environment` for the settings it fills (deploy URL, status page URL, alert token,
+approvers) and :mod:`adapters.local.sandbox.persistence` for how the workspace and the deploy service outlive a
 restart (``DATA_DIR/sandbox/``).
 
 It must run before the features that read those settings (``bot.features`` lists it first), and it restores the
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from adapters.slack.fake import FakeSlack
-from adapters.slack.sandbox.environment import SandboxEnvironment, prepare
-from adapters.slack.sandbox.live import LiveFeed
-from adapters.slack.sandbox.page import SandboxPage
-from adapters.slack.sandbox.persistence import SandboxPersistence, sandbox_dir
-from adapters.slack.sandbox.samples import SampleSender
+from adapters.local.sandbox.environment import SandboxEnvironment, prepare
+from adapters.local.sandbox.live import LiveFeed
+from adapters.local.sandbox.page import SandboxPage
+from adapters.local.sandbox.persistence import SandboxPersistence, sandbox_dir
+from adapters.local.sandbox.samples import SampleSender
+from adapters.local.slack import FakeSlack
 
 if TYPE_CHECKING:
     from bot.server import DecklogServer

@@ -1,8 +1,8 @@
 """The sandbox page's HTTP routes: the page itself, the workspace as JSON, live updates, and what a person does.
 
-Every person-level input goes through :class:`~adapters.slack.fake.FakeSlack`, which changes the fake workspace
+Every person-level input goes through :class:`~adapters.local.slack.FakeSlack`, which changes the fake workspace
 as Slack would and delivers a signed request to the bot's ``/slack/events`` — the production path. The two
-sample buttons go to the bot's public receivers (:mod:`adapters.slack.sandbox.samples`).
+sample buttons go to the bot's public receivers (:mod:`adapters.local.sandbox.samples`).
 
     GET  /                                the page (plain HTML, CSS and JavaScript from this package)
     GET  /sandbox/assets/{name}           its CSS and JavaScript
@@ -31,11 +31,11 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.slack.fake import FakeSlack, FakeSlackWorkspace, Outcome, SlackError, workspace_snapshot
+from adapters.local.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
+from adapters.local.sandbox.live import LiveFeed
+from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, SampleSender, installed
+from adapters.local.slack import FakeSlack, FakeSlackWorkspace, Outcome, SlackError, workspace_snapshot
 from adapters.slack.ids import COMMAND
-from adapters.slack.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
-from adapters.slack.sandbox.live import LiveFeed
-from adapters.slack.sandbox.samples import ALERT_PATH, CHANGE_PATH, SampleSender, installed
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import aiohttp
 
-from adapters.executors.fake_services import FakeDeployService
-from adapters.slack.sandbox.environment import SAMPLE_SERVICE
+from adapters.local.sandbox.environment import SAMPLE_SERVICE
+from adapters.local.services import FakeDeployService
 from core.entries import Actor, NewEntry, Observation
 from core.service import ScopeService
 

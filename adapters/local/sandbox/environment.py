@@ -2,13 +2,13 @@
 
 In sandbox mode (no ``SLACK_*`` credentials) there is nothing to point decklog at, so the sandbox brings it:
 
-- a local :class:`~adapters.executors.fake_services.FakeDeployService` on loopback, with the deploy history and
+- a local :class:`~adapters.local.services.FakeDeployService` on loopback, with the deploy history and
   effects of the previous run restored (``DATA_DIR/sandbox/deploys.json``, see
-  :mod:`adapters.slack.sandbox.persistence`) or else seeded with a baseline ``payments`` deploy; when
+  :mod:`adapters.local.sandbox.persistence`) or else seeded with a baseline ``payments`` deploy; when
   ``DECKLOG_DEPLOY_API_URL`` is unset, ``settings.deploy_api_url`` becomes its base URL, so the example
   ``rollback_deploy`` action has a real executor (``<base>/rollback``, reconcile ``<base>/reconcile/<key>``);
 - when ``DECKLOG_STATUSPAGE_API_URL`` is unset, a local
-  :class:`~adapters.executors.fake_services.FakeStatuspage`, and ``settings.statuspage_api_url`` becomes its
+  :class:`~adapters.local.services.FakeStatuspage`, and ``settings.statuspage_api_url`` becomes its
   page URL with the key as the URL's user part (``http://<key>@127.0.0.1:<port>/v1/pages/<page id>``): the
   form the ``statuspage`` executor reads without ``DECKLOG_STATUSPAGE_PAGE_ID``. The key is made per run,
   unless ``DECKLOG_STATUSPAGE_API_KEY`` is set (the example action's ``api_key`` reads it and it wins over the
@@ -32,9 +32,9 @@ from urllib.parse import quote
 
 from pydantic import SecretStr
 
-from adapters.executors.fake_services import FakeDeployService, FakeStatuspage
-from adapters.slack.fake import FakeSlackWorkspace
-from adapters.slack.sandbox.persistence import SandboxPersistence
+from adapters.local.sandbox.persistence import SandboxPersistence
+from adapters.local.services import FakeDeployService, FakeStatuspage
+from adapters.local.slack import FakeSlackWorkspace
 from bot.config import DecklogConfig
 from bot.settings import Settings
 
