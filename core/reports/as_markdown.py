@@ -7,10 +7,7 @@ Markdown or HTML written by anyone who can append); only http(s) URLs become lin
 from __future__ import annotations
 
 from core.reports.model import Report
-from core.reports.templating import ReportTemplates, md_code, md_esc, md_link
-
-# The escaping helpers keep their old names for callers that format Markdown the same way.
-esc, code, link = md_esc, md_code, md_link
+from core.reports.templating import ReportTemplates
 
 
 def render_markdown(r: Report, templates: ReportTemplates | None = None) -> str:
