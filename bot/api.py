@@ -273,7 +273,7 @@ class ScopesApi:
         if fmt not in FORMATS:
             raise NotFound(f"no such report format: {fmt!r} (one of: {', '.join(FORMATS)})")
         state = await self._state(request)
-        body, sha, parsed = await render_report(self.store, state.scope, fmt)
+        body, sha, parsed = await render_report(self.store, state.scope, fmt, templates=self.server.runtime.reports)
         etag = f'"{sha}"'
         headers = {
             "ETag": etag,

@@ -178,7 +178,7 @@ async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     from bot.reports import record_export, render_report
 
     async with _runtime(settings) as rt:
-        body, digest, fmt = await render_report(rt.store, scope, args.format)
+        body, digest, fmt = await render_report(rt.store, scope, args.format, templates=rt.reports)
         # Deliver first, then record: a report_exported entry must never claim a file that was not written.
         if args.output:
             _write_atomically(args.output, body)

@@ -63,6 +63,10 @@ class ObligationsConfig(_Section):
     lease_seconds: float = Field(120, gt=0)
 
 
+class ReportsConfig(_Section):
+    templates_dir: str = ""  # report templates that override the shipped ones by name; relative to decklog.toml
+
+
 class DecklogConfig(_Section):
     slack: SlackConfig = SlackConfig()
     alerts: AlertsConfig = AlertsConfig()
@@ -70,6 +74,7 @@ class DecklogConfig(_Section):
     agents: AgentsConfig = AgentsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     obligations: ObligationsConfig = ObligationsConfig()
+    reports: ReportsConfig = ReportsConfig()
     actions: tuple[dict[str, Any], ...] = ()
     path: str = ""
 

@@ -175,7 +175,7 @@ class Demo:
     async def report_file(self, directory: Path) -> tuple[Path, str]:
         from bot.reports import record_export, render_report
 
-        body, digest, fmt = await render_report(self.rt.store, SCOPE, "md")
+        body, digest, fmt = await render_report(self.rt.store, SCOPE, "md", templates=self.rt.reports)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "incident-payments-5xx.md"
         path.write_bytes(body)

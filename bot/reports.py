@@ -1,6 +1,8 @@
 """Exporting post-incident reports: read a scope's log (+ linked scopes + chain verification), build, record.
 
-- ``render_report(store, scope, fmt)`` — the bytes and their sha256; a pure read (the REST API uses it).
+- ``render_report(store, scope, fmt, templates=…)`` — the bytes and their sha256; a pure read (the REST API uses
+  it). ``templates`` is the runtime's ``ReportTemplates`` (``report_templates(config)``: the shipped templates,
+  overridden by name from ``[reports] templates_dir``), compiled once per process.
 - ``record_export(store, scope, fmt, body, destination=…)`` — the ``report_exported`` entry, appended by the CLI
   once it has written the bytes (never before: an entry must not claim a file that was not written).
 - ``export_to_slack(rt, scope, fmt, actor)`` — the Slack export hook: stashes the bytes, records the export; the
@@ -18,10 +20,22 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.config import DecklogConfig
+from bot.settings import SettingsError
 from core.entries import Actor, NewEntry, ReportExported, ScopeLinked
 from core.errors import InvalidInput, NotFound
 from core.ids import ScopeId
-from core.reports import Format, ScopeLog, build_report, digest, filename, parse_format, render
+from core.reports import (
+    Format,
+    ReportTemplateError,
+    ReportTemplates,
+    ScopeLog,
+    build_report,
+    digest,
+    filename,
+    parse_format,
+    render,
+)
 from core.store import LogStore
 
 if TYPE_CHECKING:
@@ -53,11 +67,28 @@ async def read_logs(store: LogStore, scope: str) -> tuple[ScopeLog, list[ScopeLo
     return main, linked
 
 
-async def render_report(store: LogStore, scope: str, fmt: str) -> tuple[bytes, str, Format]:
-    """The report's bytes, their sha256 and the parsed format. Reads only: nothing is appended."""
+def report_templates(config: DecklogConfig) -> ReportTemplates:
+    """The report templates ``config`` asks for; a ``templates_dir`` that is not a directory stops start-up."""
+    if not config.reports.templates_dir:
+        return ReportTemplates()
+    where = Path(config.reports.templates_dir).expanduser()
+    if not where.is_absolute() and config.path:
+        where = Path(config.path).parent / where
+    try:
+        return ReportTemplates(where)
+    except ReportTemplateError as exc:
+        raise SettingsError(f"DECKLOG_CONFIG: {config.path}: reports.templates_dir: {exc}") from None
+
+
+async def render_report(
+    store: LogStore, scope: str, fmt: str, *, templates: ReportTemplates | None = None
+) -> tuple[bytes, str, Format]:
+    """The report's bytes, their sha256 and the parsed format. Reads only: nothing is appended.
+
+    A broken operator template raises ``ReportTemplateError`` naming the template (nothing is recorded)."""
     parsed = parse_format(fmt)
     main, linked = await read_logs(store, scope)
-    body = render(build_report(main, linked), parsed)
+    body = render(build_report(main, linked), parsed, templates)
     return body, digest(body), parsed
 
 
@@ -104,7 +135,7 @@ async def export_to_slack(rt: Runtime, scope: str, fmt: str, actor: Actor) -> st
             f"`{scope}` has no Slack thread yet, so there is nowhere to upload its report; "
             f"`decklog export {scope} --format {parsed}` writes it to a file."
         )
-    body, sha, _ = await render_report(rt.store, scope, parsed)
+    body, sha, _ = await render_report(rt.store, scope, parsed, templates=rt.reports)
     name = filename(scope, parsed)
     stash: dict[str, Any] = {
         "filename": name,

@@ -8,15 +8,17 @@ dispatcher. Nothing is built at import time.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config import DecklogConfig, load_config
+from bot.reports import report_templates
 from bot.settings import Settings
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
 from core.index import Index, IndexSender
 from core.outbox import Dispatcher, RetryPolicy
+from core.reports import ReportTemplates
 from core.service import ScopeService
 from core.store import SqliteLogStore
 
@@ -40,6 +42,7 @@ class Runtime:
     service: ScopeService
     dispatcher: Dispatcher
     alarm: Alarm
+    reports: ReportTemplates = field(default_factory=ReportTemplates)  # compiled once; [reports] templates_dir
 
     @classmethod
     async def open(
@@ -52,6 +55,7 @@ class Runtime:
         retry: RetryPolicy | None = None,
     ) -> Runtime:
         config = config or load_config(settings.resolved_config_path)
+        reports = report_templates(config)
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +66,7 @@ class Runtime:
         dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
         dispatcher.register(IndexSender(index, store))
         service = ScopeService(store, index)
-        return cls(settings, config, clock, store, index, service, dispatcher, alarm)
+        return cls(settings, config, clock, store, index, service, dispatcher, alarm, reports)
 
     async def close(self) -> None:
         await self.dispatcher.stop()

@@ -1,4 +1,4 @@
-"""Prompt templates render strictly: a missing or unused variable, an unknown partial, a cycle — all raise."""
+"""Prompt templates (Jinja2) render strictly: a missing or unused variable, an unknown include, a cycle — all raise."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from core.prompts import PromptError, PromptLibrary
 @pytest.fixture
 def library(tmp_path: Path) -> PromptLibrary:
     (tmp_path / "partials").mkdir()
-    (tmp_path / "greet.md").write_text("Hello {{ name }}.\n{{> partials/sig }}", encoding="utf-8")
+    (tmp_path / "greet.md").write_text("Hello {{ name }}.\n{% include 'partials/sig.md' %}", encoding="utf-8")
     (tmp_path / "partials" / "sig.md").write_text("-- {{ team }}", encoding="utf-8")
-    (tmp_path / "loop.md").write_text("{{> loop }}", encoding="utf-8")
+    (tmp_path / "loop.md").write_text("{% include 'loop.md' %}", encoding="utf-8")
     (tmp_path / "broken.md").write_text("Hello {{ name }", encoding="utf-8")
     (tmp_path / "json.md").write_text('Example: {"a": {"b": 1}} for {{ name }}', encoding="utf-8")
     return PromptLibrary(tmp_path)
@@ -39,7 +39,7 @@ def test_an_unused_variable_raises_naming_it(library: PromptLibrary) -> None:
 def test_unknown_template_or_partial_raises(library: PromptLibrary, tmp_path: Path) -> None:
     with pytest.raises(PromptError, match="no prompt template 'nope'"):
         library.render("nope")
-    (tmp_path / "bad_partial.md").write_text("{{> partials/missing }}", encoding="utf-8")
+    (tmp_path / "bad_partial.md").write_text("{% include 'partials/missing.md' %}", encoding="utf-8")
     with pytest.raises(PromptError, match="partials/missing"):
         library.render("bad_partial")
 
@@ -49,6 +49,8 @@ def test_a_partial_cycle_and_a_malformed_placeholder_raise(library: PromptLibrar
         library.render("loop")
     with pytest.raises(PromptError, match="malformed placeholder"):
         library.render("broken", name="Ada")
+    with pytest.raises(PromptError, match="cycle"):
+        library.variables("loop")
 
 
 def test_values_are_inserted_verbatim_and_json_braces_in_templates_are_text(library: PromptLibrary) -> None:
@@ -80,3 +82,40 @@ def test_the_shipped_prompts_render_with_exactly_their_variables() -> None:
         "ask", scope="incident/x", question="what changed?", view_name="joiner", view_bytes=10, view="{}"
     )
     assert "what changed?" in ask
+
+
+def test_an_unused_variable_is_detected_through_includes_and_in_branches_not_taken(
+    library: PromptLibrary, tmp_path: Path
+) -> None:
+    (tmp_path / "branch.md").write_text("{% if name %}{{ name }}{% else %}{{ fallback }}{% endif %}", encoding="utf-8")
+    assert library.variables("branch") == {"name", "fallback"}
+    with pytest.raises(PromptError, match="needs the variable\\(s\\) fallback"):
+        library.render("branch", name="Ada")
+    assert library.render("branch", name="Ada", fallback="x") == "Ada"
+    (tmp_path / "outer.md").write_text("{% include 'greet.md' %}", encoding="utf-8")
+    assert library.variables("outer") == {"name", "team"}
+    with pytest.raises(PromptError, match="does not use the variable\\(s\\) extra"):
+        library.render("outer", name="Ada", team="sre", extra=1)
+
+
+def test_an_undefined_attribute_raises_and_a_computed_include_is_refused(
+    library: PromptLibrary, tmp_path: Path
+) -> None:
+    (tmp_path / "attr.md").write_text("{{ name.nope }}", encoding="utf-8")
+    with pytest.raises(PromptError, match="nope"):
+        library.render("attr", name="Ada")
+    (tmp_path / "dynamic.md").write_text("{% include which %}", encoding="utf-8")
+    with pytest.raises(PromptError, match="computed name"):
+        library.render("dynamic", which="greet.md")
+
+
+def test_the_file_bytes_are_kept_trailing_newline_included(library: PromptLibrary, tmp_path: Path) -> None:
+    (tmp_path / "nl.md").write_text("{{ a }}\n\n", encoding="utf-8")
+    assert library.render("nl", a="x") == "x\n\n"
+
+
+def test_the_shipped_prompts_are_package_data() -> None:
+    shipped = PromptLibrary.shipped()
+    assert shipped.root.resolve() == (project_root() / "prompts").resolve()
+    assert shipped.source("system").startswith("{% include")
+    assert shipped.variables("system") == {"actions"}

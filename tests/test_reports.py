@@ -635,3 +635,8 @@ async def test_a_linked_scope_that_is_gone_is_marked_not_found(store: SqliteLogS
     report = build_report(*await read_logs(store, INCIDENT))
     gone = next(x for x in report.linked_scopes if x.scope == "incident/older-one")
     assert not gone.found and [i.scope for i in report.integrity] == [INCIDENT, CHANGE]
+
+
+async def test_golden_html_of_the_0312_story(store: SqliteLogStore) -> None:
+    await write_story(store)
+    check_golden("payments-5xx.html", await report_bytes(store, "html"))

@@ -1,7 +1,8 @@
 """Post-incident reports: a deterministic function of a scope's log (and its linked scopes' logs).
 
-``build_report(ScopeLog, linked)`` derives a ``Report``; ``render(report, fmt)`` turns it into Markdown, JSON or
-self-contained HTML bytes; ``digest(body)`` is the sha256 that names those bytes. The same log always gives
+``build_report(ScopeLog, linked)`` derives a ``Report``; ``render(report, fmt, templates)`` turns it into Markdown,
+JSON or self-contained HTML bytes (Markdown and HTML through the Jinja2 templates of ``ReportTemplates``, which an
+operator may override from a directory); ``digest(body)`` is the sha256 that names those bytes. The same log always gives
 byte-identical output: no wall-clock time, no entry ids, sorted JSON keys, log order everywhere, and
 ``report_exported`` entries (the record of earlier exports) are not part of a report.
 
@@ -20,6 +21,7 @@ from core.reports.as_html import render_html
 from core.reports.as_markdown import render_markdown
 from core.reports.build import EXCLUDED_KINDS, ScopeLog, build_report, report_entries
 from core.reports.model import Report
+from core.reports.templating import ReportTemplateError, ReportTemplates
 
 Format = Literal["md", "json", "html"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -40,14 +42,15 @@ def parse_format(value: str) -> Format:
     raise InvalidInput(f"unknown report format {value!r} (one of: {', '.join(FORMATS)})", field="format")
 
 
-def render(report: Report, fmt: Format) -> bytes:
-    """The report as UTF-8 bytes in ``fmt``; always ends with a newline."""
+def render(report: Report, fmt: Format, templates: ReportTemplates | None = None) -> bytes:
+    """The report as UTF-8 bytes in ``fmt``; always ends with a newline. ``templates`` defaults to the shipped ones
+    (compiled afresh: pass a long-lived ``ReportTemplates`` to compile once)."""
     if fmt == "json":
         text = json.dumps(report.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     elif fmt == "html":
-        text = render_html(report)
+        text = render_html(report, templates)
     elif fmt == "md":
-        text = render_markdown(report)
+        text = render_markdown(report, templates)
     else:  # pragma: no cover - Format is closed
         raise InvalidInput(f"unknown report format {fmt!r}", field="format")
     return text.encode("utf-8")
@@ -69,6 +72,8 @@ __all__ = [
     "MEDIA_TYPES",
     "Format",
     "Report",
+    "ReportTemplateError",
+    "ReportTemplates",
     "ScopeLog",
     "build_report",
     "digest",

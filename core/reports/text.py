@@ -97,3 +97,18 @@ def check(result: Mapping[str, Any]) -> str:
     verdict = "ok" if ok is True else ("FAILED" if ok is False else "unknown")
     detail = str(result.get("detail") or "")
     return f"{name}: {verdict}" + (f" ({detail})" if detail else "")
+
+
+def participant_names(participants: Iterable[Any]) -> dict[str, str]:
+    """``names`` over a report's participants (``ParticipantLine``): id → label."""
+    return names((p.actor.id, p.actor.label()) for p in participants)
+
+
+def approver(approval: Any) -> str:
+    """Who decided an approval: their name when recorded, else their id."""
+    return str(approval.approver_name or approval.approver)
+
+
+def lookup(key: str, table: Mapping[str, str]) -> str:
+    """``table[key]``, or ``key`` itself when the table does not know it."""
+    return table.get(key, key)
