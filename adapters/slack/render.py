@@ -455,11 +455,10 @@ def proposal_outcome(p: ProposalMade, outcome: str, who: str, *, details: tuple[
 # -- ephemeral helpers, modals, App Home ------------------------------------------------------------------------
 
 
-def usage(reason: str = "") -> list[Block]:
-    from adapters.slack.grammar import USAGE
-
+def usage(text: str, reason: str = "") -> list[Block]:
+    """The help ``text`` (``adapters.slack.subcommands.usage_text``), after a warning saying what was wrong."""
     blocks = [_section(f":warning: {esc(reason)}")] if reason else []
-    return [*blocks, _section(USAGE)]
+    return [*blocks, _section(text)]
 
 
 def picker(rows: list[ScopeRow], command_text: str) -> list[Block]:

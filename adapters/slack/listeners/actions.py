@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import grammar
+from adapters.slack import subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import Where
 from adapters.slack.ids import Action
 from adapters.slack.listeners.errors import Req, Work, acked
+from adapters.slack.ports import Where
 from core.entries import Actor
 from core.errors import InvalidInput
 
@@ -50,15 +50,15 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
 
     async def on_export(req: Req) -> None:
         actor, _where, key = await _who(deps, req)
-        if deps.hooks.export is None:
+        if deps.ports.export is None:
             await _tell(req, "Reports are not available here.")
             return
-        await _tell(req, await deps.hooks.export(req.action["value"], "md", actor, key))
+        await _tell(req, await deps.ports.export(scope=req.action["value"], fmt="md", actor=actor, key=key))
 
     async def on_pick(req: Req) -> None:
         actor, where, key = await _who(deps, req)
         scope, _, text = req.action["selected_option"]["value"].partition(" ")
-        result = await deps.runner.run(grammar.parse(f"{text} {scope}"), actor, where, key)
+        result = await deps.runner.run(subcommands.parse(f"{text} {scope}"), actor, where, key)
         await req.respond(
             text=result.text, blocks=result.blocks or None, response_type="ephemeral", replace_original=True
         )
@@ -80,11 +80,13 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_proposal(req: Req) -> None:
         actor, _where, key = await _who(deps, req)
         scope, pid = _split(req.action["value"])
-        if deps.hooks.decide is None:
+        if deps.ports.decide is None:
             await _tell(req, "Approvals are not available here.")
             return
         approve = req.action["action_id"] == Action.PROPOSAL_APPROVE
-        await _tell(req, await deps.hooks.decide(scope, pid, approve, actor, "", key))
+        await _tell(
+            req, await deps.ports.decide(scope=scope, proposal_id=pid, approve=approve, actor=actor, reason="", key=key)
+        )
 
     async def on_home_link(req: Req) -> None:
         return None  # a link button: Slack opens the URL; nothing to record

@@ -7,11 +7,11 @@ import logging
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack import grammar, render
+from adapters.slack import render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import Where
 from adapters.slack.ids import COMMAND
 from adapters.slack.listeners.errors import Req, acked
+from adapters.slack.ports import Where
 
 log = logging.getLogger("decklog.slack")
 FORM_EXPIRED = "The declare form could not be opened in time. Run `/incident declare` again, or give a title."
@@ -21,7 +21,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_incident(req: Req) -> None:
         command = req.body
         deps.count("commands")
-        cmd = grammar.parse(command.get("text", ""))
+        cmd = subcommands.parse(command.get("text", ""))
         actor = await deps.human(command["user_id"], command.get("user_name", ""))
         where = Where(channel=command["channel_id"], user=command["user_id"])
         key = f"slack:cmd:{command.get('trigger_id') or command.get('response_url', '')}"

@@ -20,7 +20,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render
+from adapters.slack import subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.grammar import UsageError
 from core.errors import DecklogError
@@ -56,7 +56,7 @@ Work = Callable[[Req], Awaitable[None]]
 
 def message_for(error: BaseException) -> tuple[str, list[dict[str, Any]] | None]:
     if isinstance(error, UsageError):
-        return f"{error}", render.usage(str(error))
+        return f"{error}", subcommands.usage_blocks(str(error))
     if isinstance(error, DecklogError):
         return f":warning: {error}", None
     ref = uuid.uuid4().hex[:10]

@@ -10,11 +10,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import grammar, render
+from adapters.slack import grammar, render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import Where
 from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
 from adapters.slack.listeners.errors import Req, ack_automatically, acked
+from adapters.slack.ports import Where
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
@@ -58,7 +58,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         channel, user = event["channel"], event.get("user", "")
         thread_ts = event.get("thread_ts") or ""
         text = grammar.strip_mention(event.get("text", ""), context.get("bot_user_id"))
-        cmd = grammar.parse(text)
+        cmd = subcommands.parse(text)
         where = Where(channel=channel, user=user, thread_ts=thread_ts, message_ts=event["ts"])
         if cmd.name == "declare" and not cmd.args.get("title"):
             reply_text, blocks = (
