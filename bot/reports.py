@@ -161,7 +161,7 @@ async def reports_feature(server: DecklogServer) -> None:
     """Wire the Slack export hook (``/incident export``, ``@decklog export``, the header's Export button)."""
     rt = server.runtime
 
-    async def export(scope: str, fmt: str, actor: Actor, _key: str) -> str:
+    async def export(*, scope: str, fmt: str, actor: Actor, key: str) -> str:
         return await export_to_slack(rt, scope, fmt, actor)
 
     server.hooks.export = export

@@ -22,7 +22,7 @@ async def _applied_rollback(kit) -> tuple[str, str]:
         obligation_id=None,
         actor=AGENT,
     )
-    await kit.slack.decide(scope, pid_of(line), True, ALICE, "", "k")
+    await kit.slack.decide(scope=scope, proposal_id=pid_of(line), approve=True, actor=ALICE, reason="", key="k")
     report = await kit.desk.execute(scope, pid_of(line), receipt="t")
     assert report.status == "applied"
     return scope, report.run_id

@@ -46,17 +46,23 @@ async def _parked_rollback(kit, *, actor=AGENT) -> tuple[str, str, str]:
 async def test_an_unauthorised_approver_gets_a_refusal_and_the_attempt_is_recorded(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
         scope, pid, _ob = await _parked_rollback(kit)
-        reply = await kit.slack.decide(scope, pid, True, MALLORY, "", "slack:act:1")
+        reply = await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=MALLORY, reason="", key="slack:act:1"
+        )
         assert "You may not approve" in reply and "not one of the configured approvers" in reply
         refused = await kit.payloads(scope, "approval_refused")
         assert refused == [ApprovalRefused(proposal_id=pid, user_id="U0MALLORY", reason=refused[0].reason)]
         assert (await kit.state(scope)).proposals[pid].status == "waiting_for_approval"
-        reply = await kit.slack.decide(scope, pid, False, MALLORY, "no", "slack:act:2")
+        reply = await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=False, actor=MALLORY, reason="no", key="slack:act:2"
+        )
         assert "You may not deny" in reply
         assert len(await kit.payloads(scope, "approval_refused")) == 2
         assert await kit.payloads(scope, "approval") == []
         # a repeated delivery of the same click records nothing new
-        again = await kit.slack.decide(scope, pid, True, MALLORY, "", "slack:act:1")
+        again = await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=MALLORY, reason="", key="slack:act:1"
+        )
         assert "You may not approve" in again
         assert len(await kit.payloads(scope, "approval_refused")) == 2
         typed = await kit.desk.decide(scope, pid, True, MALLORY, "", "slack:act:1")  # core answers with a type
@@ -67,21 +73,23 @@ async def test_an_unauthorised_approver_gets_a_refusal_and_the_attempt_is_record
 async def test_an_agent_never_approves(tmp_path: Path) -> None:
     async with desk_kit(tmp_path, approvers=("triage",)) as kit:
         scope, pid, _ob = await _parked_rollback(kit)
-        reply = await kit.slack.decide(scope, pid, True, AGENT, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=AGENT, reason="", key="k")
         assert "only a person can approve" in reply
 
 
 async def test_no_configured_approvers_means_nobody_can_approve_and_says_how_to_fix_it(tmp_path: Path) -> None:
     async with desk_kit(tmp_path, approvers=()) as kit:
         scope, pid, _ob = await _parked_rollback(kit)
-        reply = await kit.slack.decide(scope, pid, True, ALICE, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k")
         assert "DECKLOG_APPROVERS" in reply
 
 
 async def test_r2_any_approver_may_approve_even_the_proposer(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
         scope, pid, _ob = await _parked_rollback(kit, actor=ALICE)
-        reply = await kit.slack.decide(None, pid, True, ALICE, "", "k")  # no scope: found through the index
+        reply = await kit.slack.decide(
+            scope=None, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k"
+        )  # no scope: found through the index
         assert reply.startswith(":white_check_mark: Approved") and "runs now" in reply
         assert (await kit.state(scope)).proposals[pid].status == "approved"
 
@@ -100,14 +108,16 @@ async def test_r3_needs_distinct_approvers_other_than_the_proposer(tmp_path: Pat
         pid = pid_of(line)
         prop = (await kit.state(scope)).proposals[pid]
         assert (prop.risk, prop.approvals_required, prop.proposer) == ("R3", 2, "U0ALICE")
-        reply = await kit.slack.decide(scope, pid, True, ALICE, "", "k1")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k1")
         assert "R3 actions need an approver other than the proposer" in reply
-        reply = await kit.slack.decide(scope, pid, True, BOB, "", "k2")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k2")
         assert "(1 of 2)" in reply
-        reply = await kit.slack.decide(scope, pid, True, BOB, "", "k3")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k3")
         assert "already approved" in reply
         assert (await kit.state(scope)).proposals[pid].status == "waiting_for_approval"
-        assert "runs now" in await kit.slack.decide(scope, pid, True, CAROL, "", "k4")
+        assert "runs now" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=CAROL, reason="", key="k4"
+        )
         report = await kit.desk.execute(scope, pid, receipt="test")
         assert report.status == "applied"
         started = (await kit.payloads(scope, "action_started"))[0]
@@ -133,7 +143,9 @@ async def test_r4_is_denied_when_proposed_with_the_reason_recorded(tmp_path: Pat
         assert len(made) == 1 and made[0].status == "denied" and "R4" in made[0].reason
         state = await kit.state(scope)
         assert pid not in state.proposals and not state.obligations
-        assert "denied by policy" in await kit.slack.decide(scope, pid, True, ALICE, "", "k")
+        assert "denied by policy" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k"
+        )
         assert (await kit.desk.execute(scope, pid, receipt="t")).status == "not_runnable"
         assert kit.deploy.effects == []
 
@@ -149,7 +161,7 @@ async def test_a_parked_proposal_expires_and_the_sweep_records_it(tmp_path: Path
         assert report.proposals_expired == 1
         closed = await kit.payloads(scope, "proposal_closed")
         assert closed == [ProposalClosed(proposal_id=pid, outcome="expired", reason="not approved within 30 minutes")]
-        reply = await kit.slack.decide(scope, pid, True, ALICE, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k")
         assert "closed (expired" in reply
         state = await kit.state(scope)
         assert pid not in state.proposals and ob in state.obligations  # the obligation stays: a person decides next
@@ -160,7 +172,7 @@ async def test_approving_after_expiry_closes_the_proposal_instead(tmp_path: Path
     async with desk_kit(tmp_path, clock=clock) as kit:
         scope, pid, _ob = await _parked_rollback(kit)
         clock.advance(minutes=31)
-        reply = await kit.slack.decide(scope, pid, True, ALICE, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k")
         assert reply.startswith(":hourglass:") and "nothing will run" in reply
         assert [c.outcome for c in await kit.payloads(scope, "proposal_closed")] == ["expired"]
         assert await kit.payloads(scope, "approval") == []
@@ -170,7 +182,7 @@ async def test_drift_voids_the_approval_tells_why_and_re_evaluates(tmp_path: Pat
     async with desk_kit(tmp_path) as kit:
         scope, pid, ob = await _parked_rollback(kit)
         await kit.alert(scope, "resolved")  # the evidence the safety conditions read has changed
-        reply = await kit.slack.decide(scope, pid, True, BOB, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k")
         assert reply.startswith(":warning: Your approval of") and "alert_still_firing" in reply
         assert "every alert on payments has resolved" in reply
         closed = (await kit.payloads(scope, "proposal_closed"))[0]
@@ -185,7 +197,9 @@ async def test_drift_voids_the_approval_tells_why_and_re_evaluates(tmp_path: Pat
         assert state.proposals[again.proposal_id].proposer == "triage"
         assert await kit.payloads(scope, "approval") == []
         # approving the re-evaluated proposal works; the run then re-checks the conditions and does not act
-        assert "runs now" in await kit.slack.decide(scope, again.proposal_id, True, BOB, "", "k2")
+        assert "runs now" in await kit.slack.decide(
+            scope=scope, proposal_id=again.proposal_id, approve=True, actor=BOB, reason="", key="k2"
+        )
         report = await kit.desk.execute(scope, again.proposal_id, receipt="t")
         assert report.status == "skipped" and "alert_still_firing" in report.detail
         assert kit.deploy.effects == []
@@ -198,7 +212,7 @@ async def test_a_newer_change_on_the_service_is_drift(tmp_path: Path) -> None:
             title="deploy r5", kind="change", scope="change/r2026-09-19-5", services=["payments"], actor=ALICE
         )
         await kit.settle()
-        reply = await kit.slack.decide(scope, pid, True, BOB, "", "k")
+        reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k")
         assert "change_is_latest_on_service" in reply and "change/r2026-09-19-5 came after it" in reply
 
 
@@ -207,13 +221,17 @@ async def test_unrelated_entries_are_not_drift(tmp_path: Path) -> None:
         scope, pid, _ob = await _parked_rollback(kit)
         await kit.alert(scope)  # a repeat of the same firing alert
         await kit.service.record(scope, "message", {"text": "looking"}, BOB)
-        assert "runs now" in await kit.slack.decide(scope, pid, True, BOB, "", "k")
+        assert "runs now" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k"
+        )
 
 
 async def test_deny_by_an_approver_or_withdrawal_by_the_proposer(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
         scope, pid, ob = await _parked_rollback(kit)
-        reply = await kit.slack.decide(scope, pid, False, CAROL, "the change is fine", "k")
+        reply = await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=False, actor=CAROL, reason="the change is fine", key="k"
+        )
         assert reply.startswith(":no_entry_sign: Denied")
         assert await kit.payloads(scope, "approval") == [
             Approval(
@@ -224,7 +242,9 @@ async def test_deny_by_an_approver_or_withdrawal_by_the_proposer(tmp_path: Path)
                 reason="the change is fine",
             )
         ]
-        assert "already denied by carol" in await kit.slack.decide(scope, pid, True, ALICE, "", "k2")
+        assert "already denied by carol" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k2"
+        )
         assert (await kit.desk.execute(scope, pid, receipt="t")).status == "not_runnable"
         line = await kit.desk.propose(
             scope,
@@ -235,15 +255,21 @@ async def test_deny_by_an_approver_or_withdrawal_by_the_proposer(tmp_path: Path)
             actor=MALLORY,
         )
         mine = pid_of(line)
-        assert "Denied" in await kit.slack.decide(scope, mine, False, MALLORY, "", "k3")  # the proposer withdraws
+        assert "Denied" in await kit.slack.decide(
+            scope=scope, proposal_id=mine, approve=False, actor=MALLORY, reason="", key="k3"
+        )  # the proposer withdraws
 
 
 async def test_an_approver_group_narrows_who_may_approve(tmp_path: Path) -> None:
     actions = [rollback_action(approver_group="sre"), restore_action()]
     async with desk_kit(tmp_path, actions=actions, groups={"sre": ("U0BOB",)}) as kit:
         scope, pid, _ob = await _parked_rollback(kit)
-        assert "not one of the sre group" in await kit.slack.decide(scope, pid, True, ALICE, "", "k1")
-        assert "runs now" in await kit.slack.decide(scope, pid, True, BOB, "", "k2")
+        assert "not one of the sre group" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=ALICE, reason="", key="k1"
+        )
+        assert "runs now" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k2"
+        )
 
 
 async def test_slack_user_group_approvers_are_resolved_through_the_port(tmp_path: Path) -> None:
@@ -254,8 +280,12 @@ async def test_slack_user_group_approvers_are_resolved_through_the_port(tmp_path
 
         kit.desk.groups = members
         scope, pid, _ob = await _parked_rollback(kit)
-        assert "You may not approve" in await kit.slack.decide(scope, pid, True, BOB, "", "k1")
-        assert "runs now" in await kit.slack.decide(scope, pid, True, CAROL, "", "k2")
+        assert "You may not approve" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key="k1"
+        )
+        assert "runs now" in await kit.slack.decide(
+            scope=scope, proposal_id=pid, approve=True, actor=CAROL, reason="", key="k2"
+        )
 
 
 async def test_equal_arguments_look_equal_and_are_proposed_once(tmp_path: Path) -> None:

@@ -34,16 +34,16 @@ class RecordingApp:
         bucket.add(str(key))
         return lambda *fn, **lazy: fn[0] if fn else None  # decorator, or Bolt's (ack=…, lazy=[…]) form
 
-    def command(self, name: Any) -> Callable[[Any], Any]:
+    def command(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
         return self._record(self.commands, name)
 
-    def event(self, name: Any) -> Callable[[Any], Any]:
+    def event(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
         return self._record(self.events, name)
 
-    def action(self, name: Any) -> Callable[[Any], Any]:
+    def action(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
         return self._record(self.actions, name)
 
-    def view(self, name: Any) -> Callable[[Any], Any]:
+    def view(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
         return self._record(self.views, name)
 
     def error(self, fn: Any) -> Any:

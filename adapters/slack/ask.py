@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from adapters.slack.hooks import Where
+from adapters.slack.ports import Where
 from core.agents.runtime import TurnRuntime
 from core.entries import Actor, Message, NewEntry, Question
 from core.state import ScopeState
@@ -31,13 +31,14 @@ def question_key(key: str) -> str:
 
 
 class SlackAsk:
-    """``server.hooks.ask``: ``await ask(scope, question, actor, where, key) -> str`` (the ephemeral reply)."""
+    """The ``ask`` port (``adapters.slack.ports.Ask``): ``await ask(scope=…, question=…, actor=…, where=…, key=…)``
+    returns the ephemeral reply."""
 
     def __init__(self, *, runtime: TurnRuntime, store: LogStore) -> None:
         self.runtime = runtime
         self.store = store
 
-    async def __call__(self, scope: str, question: str, actor: Actor, where: Where, key: str) -> str:
+    async def __call__(self, *, scope: str, question: str, actor: Actor, where: Where, key: str) -> str:
         if await self.runtime.answered(scope, key):
             return "That question was already answered in the incident's thread."
         entries: list[NewEntry] = []

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.hooks import SlackHooks
+from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from core.entries import Actor
 from core.index import Index
@@ -21,7 +21,7 @@ class SlackDeps:
     service: ScopeService
     store: LogStore
     index: Index
-    hooks: SlackHooks
+    ports: SlackPorts
     runner: CommandRunner
     counters: dict[str, int]
     client: AsyncWebClient | None = None

@@ -1,7 +1,8 @@
 """The action desk's typed outcomes as the Slack user reads them (an ephemeral reply, with Slack emoji).
 
 Core says what happened (``core.actions.outcomes``); this module is the one place that says how it looks in
-Slack. :class:`SlackDesk` adapts the desk's ``decide`` / ``compensate`` to the ``SlackHooks`` shape (text out).
+Slack. :class:`SlackDesk` adapts the desk's ``decide`` / ``compensate`` to the Slack ports
+(``adapters.slack.ports.Decide`` / ``Compensate``: keyword arguments in, the reply's text out).
 """
 
 from __future__ import annotations
@@ -78,15 +79,15 @@ class Desk(Protocol):
 
 
 class SlackDesk:
-    """The desk's Slack hooks: the same calls, answering with the text the person sees."""
+    """The desk's Slack ports (``decide``, ``compensate``): the same calls, answering with the text the person sees."""
 
     def __init__(self, desk: Desk) -> None:
         self.desk = desk
 
     async def decide(
-        self, scope: str | None, proposal_id: str, approve: bool, actor: Actor, reason: str = "", key: str = ""
+        self, *, scope: str | None, proposal_id: str, approve: bool, actor: Actor, reason: str = "", key: str = ""
     ) -> str:
         return decision_text(await self.desk.decide(scope, proposal_id, approve, actor, reason, key))
 
-    async def compensate(self, scope: str, run_id: str, actor: Actor, key: str = "") -> str:
+    async def compensate(self, *, scope: str, run_id: str, actor: Actor, key: str = "") -> str:
         return compensation_text(await self.desk.compensate(scope, run_id, actor, key))

@@ -7,11 +7,12 @@ import logging
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack import grammar, render
+from adapters.slack import render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import Where
 from adapters.slack.ids import COMMAND
-from adapters.slack.listeners.errors import Req, acked
+from adapters.slack.listeners.errors import acked
+from adapters.slack.middleware import command_context, counted
+from adapters.slack.request import Req
 
 log = logging.getLogger("decklog.slack")
 FORM_EXPIRED = "The declare form could not be opened in time. Run `/incident declare` again, or give a title."
@@ -20,12 +21,8 @@ FORM_EXPIRED = "The declare form could not be opened in time. Run `/incident dec
 def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_incident(req: Req) -> None:
         command = req.body
-        deps.count("commands")
-        cmd = grammar.parse(command.get("text", ""))
-        actor = await deps.human(command["user_id"], command.get("user_name", ""))
-        where = Where(channel=command["channel_id"], user=command["user_id"])
-        key = f"slack:cmd:{command.get('trigger_id') or command.get('response_url', '')}"
-        reply = await deps.runner.run(cmd, actor, where, key)
+        cmd = subcommands.parse(command.get("text", ""))
+        reply = await deps.runner.run(cmd, req.actor, req.where, req.key)
         if reply.open_modal:
             try:
                 await req.client.views_open(
@@ -37,4 +34,4 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
             return
         await req.respond(text=reply.text, blocks=reply.blocks or None, response_type="ephemeral")
 
-    app.command(COMMAND)(acked(deps, on_incident))
+    app.command(COMMAND, middleware=[counted(deps, "commands"), command_context(deps)])(acked(deps, on_incident))

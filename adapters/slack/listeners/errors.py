@@ -20,35 +20,13 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render
+from adapters.slack import subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.grammar import UsageError
+from adapters.slack.request import FAILED, Req
 from core.errors import DecklogError
 
 log = logging.getLogger("decklog.slack")
-
-
-@dataclass
-class Req:
-    """One Slack request, as the work behind its ack sees it."""
-
-    body: dict[str, Any]
-    respond: Any
-    client: AsyncWebClient
-    context: Any
-
-    @property
-    def event(self) -> dict[str, Any]:
-        return self.body.get("event") or {}
-
-    @property
-    def action(self) -> dict[str, Any]:
-        actions: list[dict[str, Any]] = self.body.get("actions") or [{}]
-        return actions[0]
-
-    @property
-    def view(self) -> dict[str, Any]:
-        return self.body.get("view") or {}
 
 
 Work = Callable[[Req], Awaitable[None]]
@@ -56,7 +34,7 @@ Work = Callable[[Req], Awaitable[None]]
 
 def message_for(error: BaseException) -> tuple[str, list[dict[str, Any]] | None]:
     if isinstance(error, UsageError):
-        return f"{error}", render.usage(str(error))
+        return f"{error}", subcommands.usage_blocks(str(error))
     if isinstance(error, DecklogError):
         return f":warning: {error}", None
     ref = uuid.uuid4().hex[:10]
@@ -109,7 +87,8 @@ class Outcome:
 
 
 def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[..., Awaitable[None]]:
-    """A Bolt listener that acks (``ack_with``; the request was acknowledged already) and runs ``work``."""
+    """A Bolt listener that acks (``ack_with``; the request was acknowledged already) and runs ``work``, after the
+    middleware it is registered with (``app.command(…, middleware=[…])``) filled the context in."""
 
     async def listener(ack: Any, body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any) -> None:
         # Bolt injects arguments by these parameter names.
@@ -123,6 +102,9 @@ def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[
 async def run_work(deps: SlackDeps, work: Work, req: Req) -> None:
     """Run ``work``; a known error is shown to the person; an unexpected one is shown on the last attempt only."""
     try:
+        failed = req.context.get(FAILED) if req.context is not None else None
+        if failed is not None:
+            raise failed
         await work(req)
     except (UsageError, DecklogError) as exc:
         await report(deps, exc, req.body, req.respond, req.client)

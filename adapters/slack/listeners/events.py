@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import grammar, render
+from adapters.slack import grammar, render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import Where
-from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
-from adapters.slack.listeners.errors import Req, ack_automatically, acked
+from adapters.slack.ids import ACCEPT_REACTIONS, PIN_REACTIONS
+from adapters.slack.listeners.errors import ack_automatically, acked
+from adapters.slack.middleware import counted, mention_context, message_scope, reaction_scope
+from adapters.slack.request import MESSAGE, Req
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
@@ -23,7 +20,6 @@ IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_top
 def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_message(req: Req) -> None:
         event = req.event
-        deps.count("events")
         subtype = event.get("subtype")
         if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
             return
@@ -34,68 +30,47 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         if subtype == "message_deleted":
             await _deleted(deps, channel, event)
             return
-        if subtype not in (None, "thread_broadcast", "file_share") or not event.get("user"):
-            return
-        scope = await deps.index.route(channel, event.get("thread_ts") or "")
-        if scope is None:
+        if req.scope is None:  # not a person's message in an incident's thread or channel (message_scope)
             return
         payload = Message(
             text=event.get("text", ""), channel=channel, ts=event["ts"], thread_ts=event.get("thread_ts", "")
         )
-        result = await deps.service.record(
-            scope,
-            "message",
-            payload,
-            await deps.human(event["user"]),
-            idempotency_key=f"slack:msg:{channel}:{event['ts']}",
-        )
+        result = await deps.service.record(req.scope, "message", payload, req.actor, idempotency_key=req.key)
         if result.duplicate:
             deps.count("duplicate_deliveries")
 
     async def on_mention(req: Req) -> None:
-        event, context, client = req.event, req.context, req.client
-        deps.count("events")
-        channel, user = event["channel"], event.get("user", "")
-        thread_ts = event.get("thread_ts") or ""
-        text = grammar.strip_mention(event.get("text", ""), context.get("bot_user_id"))
-        cmd = grammar.parse(text)
-        where = Where(channel=channel, user=user, thread_ts=thread_ts, message_ts=event["ts"])
+        event, where = req.event, req.where
+        text = grammar.strip_mention(event.get("text", ""), req.context.get("bot_user_id"))
+        cmd = subcommands.parse(text)
         if cmd.name == "declare" and not cmd.args.get("title"):
             reply_text, blocks = (
                 "Give the incident a title: `@decklog declare <title> [sev1-4]`, or use `/incident declare`.",
                 None,
             )
         else:
-            reply = await deps.runner.run(cmd, await deps.human(user), where, f"slack:mention:{channel}:{event['ts']}")
+            reply = await deps.runner.run(cmd, req.actor, where, req.key)
             reply_text, blocks = reply.text, reply.blocks or None
         if reply_text:
-            await client.chat_postEphemeral(
-                channel=channel, user=user, thread_ts=thread_ts or None, text=reply_text, blocks=blocks
+            await req.client.chat_postEphemeral(
+                channel=where.channel,
+                user=where.user,
+                thread_ts=where.thread_ts or None,
+                text=reply_text,
+                blocks=blocks,
             )
 
     async def on_reaction(req: Req) -> None:
-        event, client = req.event, req.client
-        deps.count("events")
-        item = event.get("item") or {}
-        name = event.get("reaction", "")
-        if item.get("type") != "message" or name not in (*PIN_REACTIONS, *ACCEPT_REACTIONS, *DISMISS_REACTIONS):
+        event, scope, message = req.event, req.scope, req.context.get(MESSAGE)
+        if scope is None or message is None:  # not a reaction decklog reads, or not in an incident (reaction_scope)
             return
-        channel, ts, user = item["channel"], item["ts"], event.get("user", "")
-        message = await _fetch(client, channel, ts)
-        if message is None:
-            return
-        scope = await _route_with_patience(deps, channel, ts, message.get("thread_ts") or ts)
-        if scope is None:
-            return
+        item, name = event["item"], event.get("reaction", "")
+        channel, ts = item["channel"], item["ts"]
         if name in PIN_REACTIONS:
-            evidence = Evidence(
-                text=message.get("text", ""),
-                channel=channel,
-                ts=ts,
-                author=message.get("user", "") or message.get("bot_id", ""),
-            )
+            author = message.get("user", "") or message.get("bot_id", "")
+            evidence = Evidence(text=message.get("text", ""), channel=channel, ts=ts, author=author)
             await deps.service.record(
-                scope, "evidence", evidence, await deps.human(user), idempotency_key=f"slack:pin:{channel}:{ts}"
+                scope, "evidence", evidence, req.actor, idempotency_key=f"slack:pin:{channel}:{ts}"
             )
             return
         meta = (message.get("metadata") or {}).get("event_payload") or {}
@@ -107,22 +82,22 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         verdict = "accepted" if name in ACCEPT_REACTIONS else "dismissed"
         sid = getattr(entries[0].payload, "suggestion_id", "")
         await deps.service.suggestion_feedback(
-            scope, sid, verdict, await deps.human(user), idempotency_key=f"slack:feedback:{scope}:{sid}"
+            scope, sid, verdict, req.actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
         )
 
     async def on_home(req: Req) -> None:
-        deps.count("events")
         if req.event.get("tab", "home") != "home":
             return
         await req.client.views_publish(user_id=req.event["user"], view=await home_view(deps))
 
-    for name, work in (
-        ("message", on_message),
-        ("app_mention", on_mention),
-        ("reaction_added", on_reaction),
-        ("app_home_opened", on_home),
+    events = counted(deps, "events")
+    for name, work, chain in (
+        ("message", on_message, [events, message_scope(deps)]),
+        ("app_mention", on_mention, [events, mention_context(deps)]),
+        ("reaction_added", on_reaction, [events, reaction_scope(deps)]),
+        ("app_home_opened", on_home, [events]),
     ):
-        app.event(name)(acked(deps, work, ack_automatically))
+        app.event(name, middleware=chain)(acked(deps, work, ack_automatically))
 
 
 async def home_view(deps: SlackDeps) -> dict[str, Any]:
@@ -135,25 +110,6 @@ async def home_view(deps: SlackDeps) -> dict[str, Any]:
             if waiting:
                 pending.append((row, waiting))
     return render.home_view(rows, pending)
-
-
-async def _fetch(client: AsyncWebClient, channel: str, ts: str) -> dict[str, Any] | None:
-    try:
-        resp = await client.conversations_replies(channel=channel, ts=ts, include_all_metadata=True, limit=200)
-    except SlackApiError:
-        return None
-    messages: list[dict[str, Any]] = resp.get("messages", [])
-    return next((m for m in messages if m.get("ts") == ts), None)
-
-
-async def _route_with_patience(deps: SlackDeps, channel: str, ts: str, root_ts: str) -> str | None:
-    """The index trails the log by milliseconds: a reaction right after a message may need a moment."""
-    deadline = time.monotonic() + 2.0
-    while True:
-        scope = await deps.index.route(channel, ts) or await deps.index.route(channel, root_ts)
-        if scope is not None or time.monotonic() > deadline:
-            return scope
-        await asyncio.sleep(0.05)
 
 
 async def _edited(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None:

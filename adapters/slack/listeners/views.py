@@ -8,7 +8,9 @@ from slack_bolt.async_app import AsyncApp
 
 from adapters.slack.deps import SlackDeps
 from adapters.slack.ids import DeclareField, View
-from adapters.slack.listeners.errors import Req, acked
+from adapters.slack.listeners.errors import acked
+from adapters.slack.middleware import counted, view_context
+from adapters.slack.request import Req
 
 
 def _title(view: dict[str, Any]) -> str:
@@ -35,7 +37,6 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         title = _title(view)
         if not title.strip():
             return
-        deps.count("views")
         values = view["state"]["values"]
         sev_opt = ((values.get(DeclareField.SEVERITY_BLOCK) or {}).get(DeclareField.SEVERITY) or {}).get(
             "selected_option"
@@ -48,11 +49,11 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         result = await deps.service.declare(
             title=title,
             severity=int(sev_opt["value"]) if sev_opt else None,
-            actor=await deps.human(user, req.body["user"].get("username", "")),
+            actor=req.actor,
             via="slack",
             channel=channel,
             dedicated_channel=any(o.get("value") == "dedicated_channel" for o in options),
-            idempotency_key=f"slack:view:{view['id']}",
+            idempotency_key=req.key,
         )
         if channel[:1] in ("C", "G"):
             await req.client.chat_postEphemeral(
@@ -61,4 +62,6 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 text=f":rotating_light: Declared `{result.state.scope}`; its thread is on its way.",
             )
 
-    app.view(View.DECLARE.value)(acked(deps, on_declare, validate))
+    app.view(View.DECLARE.value, middleware=[counted(deps, "views"), view_context(deps)])(
+        acked(deps, on_declare, validate)
+    )

@@ -1,0 +1,59 @@
+"""The typed ports the Slack adapter calls for features that live elsewhere (agents, actions, reports).
+
+Each port is a callable with keyword-only arguments that returns the one-line reply shown to the person who
+asked. The composition root fills :class:`SlackPorts` in; a port left ``None`` is a feature that is not wired
+here, and the adapter answers "… not available here" instead of failing.
+
+    async def decide(*, scope: str | None, proposal_id: str, approve: bool, actor: Actor, reason: str, key: str) -> str
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.entries import Actor
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a request came from in Slack."""
+
+    channel: str
+    user: str
+    thread_ts: str = ""
+    message_ts: str = ""
+
+
+class Ask(Protocol):
+    """``ask <question>``: record the question for the agent; ``key`` is the request's idempotency key."""
+
+    async def __call__(self, *, scope: str, question: str, actor: Actor, where: Where, key: str) -> str: ...
+
+
+class Decide(Protocol):
+    """Approve or deny a parked proposal (``scope`` None: found through the index)."""
+
+    async def __call__(
+        self, *, scope: str | None, proposal_id: str, approve: bool, actor: Actor, reason: str, key: str
+    ) -> str: ...
+
+
+class Export(Protocol):
+    """Upload the post-incident report in ``fmt`` (md, json or html) to the incident's thread."""
+
+    async def __call__(self, *, scope: str, fmt: str, actor: Actor, key: str) -> str: ...
+
+
+class Compensate(Protocol):
+    """Propose the compensation of the action run ``run_id``."""
+
+    async def __call__(self, *, scope: str, run_id: str, actor: Actor, key: str) -> str: ...
+
+
+@dataclass
+class SlackPorts:
+    ask: Ask | None = None
+    decide: Decide | None = None
+    export: Export | None = None
+    compensate: Compensate | None = None

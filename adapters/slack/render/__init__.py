@@ -1,0 +1,54 @@
+"""Block Kit rendering: pure functions from core data (state, entries, index rows) to Slack message payloads.
+
+Nothing here does I/O. The sender decides *when* to post; this package decides *what it looks like*:
+``blocks`` (the shared pieces), ``header``, ``replies`` (one renderer per entry kind, in a table),
+``proposals``, ``modals`` (help, the scope picker, the declare form) and ``home`` (App Home).
+"""
+
+from adapters.slack.render.blocks import (
+    SEV_EMOJI,
+    STATUS_EMOJI,
+    Block,
+    Outgoing,
+    button,
+    context,
+    date,
+    esc,
+    section,
+    severity_label,
+    severity_options,
+)
+from adapters.slack.render.header import header
+from adapters.slack.render.home import home_view
+from adapters.slack.render.modals import declare_modal, picker, usage
+from adapters.slack.render.proposals import proposal_message, proposal_outcome
+from adapters.slack.render.replies import REPLIES, entry_reply
+
+# The names before the split, still used by bot/actions.py and adapters/slack/sender.py.
+_section = section
+_context = context
+
+__all__ = [
+    "REPLIES",
+    "SEV_EMOJI",
+    "STATUS_EMOJI",
+    "Block",
+    "Outgoing",
+    "_context",
+    "_section",
+    "button",
+    "context",
+    "date",
+    "declare_modal",
+    "entry_reply",
+    "esc",
+    "header",
+    "home_view",
+    "picker",
+    "proposal_message",
+    "proposal_outcome",
+    "section",
+    "severity_label",
+    "severity_options",
+    "usage",
+]

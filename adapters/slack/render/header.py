@@ -1,0 +1,80 @@
+"""The incident's header message, updated in place (``chat.update``) as its state changes."""
+
+from __future__ import annotations
+
+from adapters.slack.ids import Action
+from adapters.slack.render.blocks import (
+    STATUS_EMOJI,
+    Block,
+    Outgoing,
+    button,
+    context,
+    date,
+    esc,
+    section,
+    severity_label,
+    severity_options,
+)
+from core.state import ScopeState
+
+
+def header(state: ScopeState) -> Outgoing:
+    sev = severity_label(state.severity)
+    title = f"{sev} · {state.title}" if state.kind == "incident" else f":package: {state.title}"
+    blocks: list[Block] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": True}},
+        {"type": "section", "fields": _fields(state, sev)[:10]},
+    ]
+    if state.obligations:
+        lines = [
+            f"• {esc(o.text)}" + (f" _(held by {o.holder})_" if o.holder else "") for o in state.obligations.values()
+        ]
+        blocks.append(section("*Open obligations*\n" + "\n".join(lines[:8])))
+    if state.linked:
+        blocks.append(context("Linked: " + ", ".join(f"`{s}`" for s in state.linked)))
+    if state.kind == "incident":
+        blocks.append(_controls(state))
+    blocks.append(context(f"`{state.scope}` · reply in this thread; everything here is recorded"))
+    return Outgoing(text=f"{title} — {state.status}", blocks=blocks)
+
+
+def _fields(state: ScopeState, sev: str) -> list[Block]:
+    status = f"{STATUS_EMOJI.get(state.status, '')} {state.status}".strip()
+    roles = ", ".join(f"{r}: <@{h.user_id}>" for r, h in sorted(state.roles.items())) or "_none yet_"
+    fields = [
+        {"type": "mrkdwn", "text": f"*Status*\n{status}"},
+        {"type": "mrkdwn", "text": f"*Severity*\n{sev}"},
+        {"type": "mrkdwn", "text": f"*Roles*\n{roles}"},
+        {"type": "mrkdwn", "text": f"*Declared*\n{date(state.created_at, '{ago}')}"},
+    ]
+    if state.alerts:
+        repeats = f" · {state.alert_repeats} repeats" if state.alert_repeats else ""
+        firing = len(state.firing_alerts)
+        fields.append({"type": "mrkdwn", "text": f"*Alerts*\n{firing} firing of {len(state.alerts)}{repeats}"})
+    waiting = [p for p in state.proposals.values() if p.status == "waiting_for_approval"]
+    if waiting:
+        fields.append({"type": "mrkdwn", "text": f"*Awaiting approval*\n{', '.join(p.id for p in waiting)}"})
+    return fields
+
+
+def _controls(state: ScopeState) -> Block:
+    """Severity, Resolve and Export on an open incident; Export only once it is resolved."""
+    export = button("Export report", Action.EXPORT, state.scope)
+    if state.status == "resolved":
+        return {"type": "actions", "block_id": f"header:{state.scope}", "elements": [export]}
+    severity = {
+        "type": "static_select",
+        "action_id": Action.SEVERITY,
+        "placeholder": {"type": "plain_text", "text": "Set severity"},
+        "options": severity_options(),
+    }
+    resolve = {
+        **button("Resolve", Action.RESOLVE, state.scope, style="primary"),
+        "confirm": {
+            "title": {"type": "plain_text", "text": "Resolve this incident?"},
+            "text": {"type": "mrkdwn", "text": f"`{state.scope}` will be marked resolved."},
+            "confirm": {"type": "plain_text", "text": "Resolve"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        },
+    }
+    return {"type": "actions", "block_id": f"header:{state.scope}", "elements": [severity, resolve, export]}

@@ -1,0 +1,171 @@
+"""One async handler per ``/incident`` subcommand: a :class:`Call` in, the one short :class:`Reply` out.
+
+A handler reaches core through the call's service, store and index, and other features through the typed
+ports (``adapters.slack.ports``); a port that is not wired answers "… is not available here".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.slack import render
+from adapters.slack.grammar import Command
+from adapters.slack.ports import SlackPorts, Where
+from core.entries import Actor
+from core.index import Index
+from core.service import ScopeService
+from core.state import ScopeState
+from core.store import LogStore
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    open_modal: bool = False
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One subcommand being run: what was asked, by whom, where, and what it may use. ``scope`` is the resolved,
+    existing scope for a subcommand that needs one (else empty)."""
+
+    cmd: Command
+    actor: Actor
+    where: Where
+    key: str
+    service: ScopeService
+    store: LogStore
+    index: Index
+    ports: SlackPorts
+    scope: str = ""
+
+    @property
+    def args(self) -> dict[str, str]:
+        return self.cmd.args
+
+
+Handler = Callable[[Call], Awaitable[Reply]]
+
+
+async def open_incidents(call: Call) -> Reply:
+    rows = await call.index.list_scopes(kind="incident", open_only=True)
+    if not rows:
+        return Reply("No open incidents.")
+    lines = [f"• {render.severity_label(r.severity)} `{r.id}` {render.esc(r.title)} — {r.status}" for r in rows[:30]]
+    return Reply("Open incidents:\n" + "\n".join(lines))
+
+
+async def declare(call: Call) -> Reply:
+    title = call.args.get("title", "")
+    if not title:
+        return Reply("", open_modal=True)
+    severity = int(call.args["severity"]) if call.args.get("severity") else None
+    result = await call.service.declare(
+        title=title,
+        severity=severity,
+        actor=call.actor,
+        via="slack",
+        channel=call.where.channel,
+        dedicated_channel=bool(call.args.get("channel")),
+        idempotency_key=call.key,
+    )
+    scope = result.state.scope
+    return Reply(f":rotating_light: Declared `{scope}` — the header and its thread are on their way.", title=scope)
+
+
+async def decide(call: Call) -> Reply:
+    """``approve`` / ``deny``: the scope may be omitted anywhere (the desk finds the proposal through the index)."""
+    if call.ports.decide is None:
+        return Reply("Approvals are not available here.")
+    scope = call.cmd.scope or await call.index.route(call.where.channel, call.where.thread_ts)
+    text = await call.ports.decide(
+        scope=scope,
+        proposal_id=call.args["proposal_id"],
+        approve=call.cmd.name == "approve",
+        actor=call.actor,
+        reason=call.args.get("reason", ""),
+        key=call.key,
+    )
+    return Reply(text)
+
+
+async def status(call: Call) -> Reply:
+    scope = call.scope
+    if not call.args.get("status"):
+        return status_reply(await call.service.state(scope))
+    r = await call.service.set_status(scope, call.args["status"], call.actor, idempotency_key=call.key)
+    return Reply(f"`{scope}` is {r.state.status}." if r.entries else f"`{scope}` was already {r.state.status}.")
+
+
+def status_reply(state: ScopeState) -> Reply:
+    roles = ", ".join(f"{r}: <@{h.user_id}>" for r, h in sorted(state.roles.items())) or "none"
+    waiting = sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval")
+    lines = [
+        f"*{render.esc(state.title)}* (`{state.scope}`)",
+        f"Status *{state.status}* · {render.severity_label(state.severity)} · roles: {roles}",
+        f"Alerts: {len(state.firing_alerts)} firing of {len(state.alerts)} · open obligations: {len(state.obligations)}"
+        f" · awaiting approval: {waiting}",
+    ]
+    return Reply("\n".join(lines))
+
+
+async def severity(call: Call) -> Reply:
+    r = await call.service.set_severity(call.scope, int(call.args["severity"]), call.actor, idempotency_key=call.key)
+    return Reply(f"`{call.scope}` is SEV{r.state.severity}." + ("" if r.entries else " (unchanged)"))
+
+
+async def role(call: Call) -> Reply:
+    args = call.args
+    await call.service.assign_role(
+        call.scope,
+        args["role"],
+        args["user_id"],
+        call.actor,
+        user_name=args.get("user_name", ""),
+        idempotency_key=call.key,
+    )
+    return Reply(f"<@{args['user_id']}> is {args['role']} of `{call.scope}`.")
+
+
+async def resolve(call: Call) -> Reply:
+    await call.service.resolve(call.scope, call.actor, summary=call.args.get("summary", ""), idempotency_key=call.key)
+    return Reply(f":white_check_mark: `{call.scope}` is resolved. `/incident export` writes the report.")
+
+
+async def timeline(call: Call) -> Reply:
+    limit = int(call.args.get("limit", "15"))
+    entries = await call.store.read_last(call.scope, limit=max(1, min(limit, 50)))
+    lines = [f"`#{e.seq}` {e.at.strftime('%H:%M:%S')} {render.esc(e.text)}" for e in entries]
+    return Reply(f"*Timeline of `{call.scope}`* (last {len(lines)}):\n" + "\n".join(lines))
+
+
+async def link(call: Call) -> Reply:
+    other = call.args["other"]
+    await call.service.link(call.scope, other, call.actor, reason=f"linked by {call.actor.label()}")
+    return Reply(f":link: Linked `{call.scope}` and `{other}`.")
+
+
+async def ask(call: Call) -> Reply:
+    if call.ports.ask is None:
+        return Reply("The agent is not available here.")
+    question = call.args["question"]
+    return Reply(
+        await call.ports.ask(scope=call.scope, question=question, actor=call.actor, where=call.where, key=call.key)
+    )
+
+
+async def export(call: Call) -> Reply:
+    if call.ports.export is None:
+        return Reply("Reports are not available here.")
+    return Reply(await call.ports.export(scope=call.scope, fmt=call.args["format"], actor=call.actor, key=call.key))
+
+
+async def compensate(call: Call) -> Reply:
+    if call.ports.compensate is None:
+        return Reply("Compensation is not available here.")
+    run_id = call.args["run_id"]
+    return Reply(await call.ports.compensate(scope=call.scope, run_id=run_id, actor=call.actor, key=call.key))
