@@ -15,7 +15,8 @@ from bot.config import DecklogConfig, load_config
 from bot.settings import Settings
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.outbox import Dispatcher, RetryPolicy
 from core.service import ScopeService
 from core.store import SqliteLogStore
