@@ -74,7 +74,11 @@ class SqliteOutbox:
         async with self._use(scope) as sf:
 
             def w(conn: Connection, _b: Batch) -> None:
-                raw_cursor(conn).executemany(SQL.mark_done, [{"topic": topic, "seq": s, "now": now} for s in seqs])
+                conn.execute(
+                    t.outbox.update()
+                    .where(t.outbox.c.topic == topic, t.outbox.c.seq.in_(list(seqs)))
+                    .values(published_at=now)
+                )
 
             await sf.file.write(w, durable=False)
 
