@@ -16,7 +16,8 @@ from bot.reports import report_templates
 from bot.settings import Settings
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.outbox import Dispatcher, RetryPolicy
 from core.reports import ReportTemplates
 from core.service import ScopeService
