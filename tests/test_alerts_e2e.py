@@ -400,3 +400,15 @@ async def test_concurrent_first_alerts_with_one_fingerprint_open_exactly_one_inc
 
 async def _equals(value: Any, expected: Any) -> bool:
     return await value == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "setting"), [("/alerts/datadog", "Encode as form"), ("/changes/github", "Content type")]
+)
+async def test_form_encoded_bodies_get_a_400_naming_the_setting(server: DecklogServer, path: str, setting: str) -> None:
+    body = b"payload=%7B%22title%22%3A%22x%22%7D"
+    status, answer = await post(
+        server, path, body, headers={"Content-Type": "application/x-www-form-urlencoded", "X-GitHub-Event": "push"}
+    )
+    assert status == 400 and "form-encoded" in answer["error"] and setting in answer["error"], answer
+    assert await all_entries(server) == 0
