@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Final, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -337,10 +338,33 @@ _HTTP_URL = re.compile(r"https?://[^\s<>|]+", re.IGNORECASE)
 
 
 def http_url(value: str) -> str:
-    """``value`` when it is a plausible http(s) URL of sane length, else ``""`` (lenient vendor links)."""
-    if len(value) <= URL_MAX and _HTTP_URL.fullmatch(value):
+    """``value`` when it is a plausible http(s) URL of sane length with a host, else ``""`` (lenient vendor
+    links: ``http://:9093``, as an Alertmanager without ``--web.external-url`` sends, is dropped)."""
+    if len(value) <= URL_MAX and _HTTP_URL.fullmatch(value) and _has_host(value):
         return value
     return ""
+
+
+def _has_host(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).hostname)
+    except ValueError:
+        return False
+
+
+def resolve_url(value: str, base: str) -> str:
+    """``value`` as an absolute http(s) URL: a relative one (``/graph?g0.expr=…``) is resolved against ``base``
+    (when ``base`` is a usable URL); ``""`` when neither gives a URL with a host."""
+    if not value:
+        return ""
+    if http_url(value):
+        return value
+    if base and http_url(base) and not _SCHEME.match(value) and len(value) <= URL_MAX:
+        return http_url(urljoin(base if base.endswith("/") or value.startswith("/") else base + "/", value))
+    return ""
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def opt_url(obj: Mapping[str, object], key: str, path: str) -> str:

@@ -317,6 +317,49 @@ def _is_summary(entry: Any) -> bool:
     return bool(entry.payload.source == SUMMARY_SOURCE)
 
 
+# -- one big notification -------------------------------------------------------------------------------------
+
+
+def notification(n: int, run: int) -> bytes:
+    """One Alertmanager notification of ``n`` alerts (one group, no service label), distinct per ``run``."""
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "ProbeFailure", "instance": f"https://host-{k}.example.org", "run": str(run)},
+            "annotations": {"summary": f"probe failing on host {k}"},
+            "startsAt": "2026-09-19T14:06:30.000Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "fingerprint": f"{run:04x}{k:012x}",
+        }
+        for k in range(n)
+    ]
+    body = {"version": "4", "groupKey": f'{{}}:{{alertname="ProbeFailure",run="{run}"}}', "truncatedAlerts": 0}
+    body.update(status="firing", receiver="decklog", groupLabels={"alertname": "ProbeFailure"}, alerts=alerts)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def big_notifications(n: int, runs: int, data_dir: Path) -> list[float]:
+    """Seconds to the 2xx of each of ``runs`` notifications of ``n`` alerts (each opens one incident)."""
+    settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
+    server = DecklogServer(settings, config=load_config(project_root() / "decklog.example.toml"))
+    await server.start()
+    out: list[float] = []
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    try:
+        async with aiohttp.ClientSession() as http:
+            for run in range(runs):
+                body = notification(n, run)
+                started = time.perf_counter()
+                async with http.post(server.url + "/alerts/alertmanager", data=body, headers=headers) as response:
+                    answer = await response.json()
+                    if response.status != 202 or len(answer["scopes"]) != 1:
+                        raise SystemExit(f"notification {run}: {response.status} {answer.get('scopes')}")
+                out.append(time.perf_counter() - started)
+    finally:
+        await server.stop()
+    return out
+
+
 # -- main --------------------------------------------------------------------------------------------------------
 
 
@@ -332,7 +375,20 @@ def main() -> None:
     parser.add_argument(
         "--pace", type=float, default=None, help="seconds between posts per Slack channel (default: shipped, 1.0)"
     )
+    parser.add_argument("--notification", type=int, default=0, help="instead: one notification of N alerts")
     args = parser.parse_args()
+    if args.notification:
+        data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-notification-"))
+        try:
+            times = asyncio.run(big_notifications(args.notification, max(3, args.rounds), data_dir))
+        finally:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        p50, p99 = percentile(times, 50), percentile(times, 99)
+        print(
+            f"one notification of {args.notification:,} alerts, {len(times)} runs: 2xx p50 {p50 * 1000:.0f} ms, "
+            f"p99 {p99 * 1000:.0f} ms, {args.notification / p50:,.0f} alerts/s (target ≥ 2,000/s, p50 ≤ 500 ms)"
+        )
+        return
     storm = Storm(1_000 if args.quick else args.alerts, args.fingerprints, args.services)
     base: list[Sample] = []
     floor: list[Sample] = []

@@ -179,6 +179,7 @@ class Receivers:
         body = await self._read(request)
         if not bearer and not source.verify(token, body, request.headers):
             raise Refused(401, f"the {source.signature_header} signature does not match the body")
+        _refuse_form(request, body)
         return body, _json(body)
 
     async def _read(self, request: web.Request) -> bytes:
@@ -241,6 +242,24 @@ def _bearer_matches(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode("utf-8", "replace"))
+
+
+FORM_HELP = {
+    "datadog": "in Datadog's Webhooks integration, uncheck 'Encode as form' for this webhook",
+    "github": "in the GitHub webhook's settings, set 'Content type' to application/json",
+}
+
+
+def _refuse_form(request: web.Request, body: bytes) -> None:
+    """A form-encoded body (Datadog's 'Encode as form', GitHub's default content type) → 400 naming the setting."""
+    form = request.content_type == "application/x-www-form-urlencoded"
+    if not form and not body.lstrip().startswith((b"{", b"[")) and body.startswith(b"payload="):
+        form = True
+    if not form:
+        return
+    name = request.match_info.get("source", "")
+    how = FORM_HELP.get(name, "send the body as JSON (Content-Type: application/json)")
+    raise Refused(400, f"the body is form-encoded (application/x-www-form-urlencoded), decklog reads JSON: {how}")
 
 
 def _reject_constant(name: str) -> object:

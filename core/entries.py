@@ -595,7 +595,8 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
             extra = f" — {_clip(p.summary)}" if p.summary else ""
             return f"{who} set status to {p.status}{extra}"
         case SeverityChanged():
-            return f"{who} set severity to SEV{p.severity}"
+            why = f" ({_clip(p.reason)})" if p.reason and actor.type == "system" else ""  # an alert source's reason
+            return f"{who} set severity to SEV{p.severity}{why}"
         case RoleAssigned():
             return f"{who} assigned {p.role} to {p.user_name or p.user_id}"
         case ThreadLinked():

@@ -312,6 +312,19 @@ class Index:
 
         return await self.file.read(q)
 
+    async def last_scope_for_fingerprint(self, fingerprint: str) -> str | None:
+        """The scope that last claimed ``fingerprint``, open or resolved (an alert source's reopened incident)."""
+
+        def q(conn: Connection) -> str | None:
+            found = conn.execute(
+                sa.select(fingerprints.c.scope)
+                .where(fingerprints.c.fingerprint == fingerprint)
+                .order_by(fingerprints.c.updated.desc())
+            ).first()
+            return str(found[0]) if found else None
+
+        return await self.file.read(q)
+
     async def get(self, scope: str) -> ScopeRow | None:
         def q(conn: Connection) -> ScopeRow | None:
             r = conn.execute(sa.select(scopes).where(scopes.c.id == scope)).first()

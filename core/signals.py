@@ -47,6 +47,24 @@ class AlertSignal(BaseModel):
     event_id: str = Field(default="", max_length=200)
     # When the source says the reported state change happened (PagerDuty ``event.occurred_at``, Datadog ``$DATE``).
     occurred_at: datetime | None = None
+    # The source's own grouping: the alerts of one notification that share ``group`` go to one incident, and later
+    # notifications with the same ``group`` join it while it is open (Alertmanager/Grafana ``groupKey``, else
+    # their ``groupLabels``/``commonLabels``; a PagerDuty incident id; a Datadog monitor id). "" = none.
+    group: str = Field(default="", max_length=1000)
+    # ``group`` is the vendor's own incident (PagerDuty, Datadog): distinct ones never merge by service.
+    vendor_incident: bool = False
+    # A title for the group's incident when it holds several alerts (``commonAnnotations.summary``, Grafana's
+    # ``title``, ``groupLabels``); "" = the first alert's title.
+    group_title: str = Field(default="", max_length=500)
+    # Alerts of this notification the sender left out (Alertmanager/Grafana ``truncatedAlerts``).
+    left_out: int = Field(default=0, ge=0)
+    # The source's priority is authoritative in both directions (PagerDuty priority), not only upwards.
+    sets_severity: bool = False
+    # The vendor reopened this incident (PagerDuty ``incident.reopened``).
+    reopened: bool = False
+    # A one-time note for the incident's thread about how the source is set up ("" = none), keyed by ``note_id``.
+    note: str = Field(default="", max_length=1000)
+    note_id: str = Field(default="", max_length=100)
 
 
 class Commit(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from core.clock import iso
 from core.entries import (
@@ -39,6 +39,9 @@ from core.entries import (
     SuggestionFeedback,
     ThreadLinked,
 )
+
+#: ``ScopeState`` fields added after logs existed: absent from the stored JSON while empty (old logs verify).
+OMITTED_WHEN_EMPTY = ("source_severity_changes", "alert_keys", "alert_groups", "alerts_left_out", "alert_notes")
 
 # Entries a person records that are not a response to the incident (an export, a bookkeeping note).
 NOT_A_RESPONSE = frozenset({"declared", "report_exported", "delivery_failed", "thread_linked", "agent_turn"})
@@ -149,6 +152,27 @@ class ScopeState(_Frozen):
     last_human_seq: int = 0
     last_turn_seq: int = 0  # the last seq a (non-ask) agent turn covered; see core/agents/runtime.py
     kind_counts: dict[str, int] = Field(default_factory=dict)  # entries per kind: views summarise what they omit
+    # -- alert bookkeeping (core/alerts); left out of the stored JSON while empty, so logs written before these
+    # fields existed fold to exactly the state they stored (``decklog verify``) --
+    source_severity_changes: int = 0  # severity_changed entries by the system (alert sources); fewer than all = a
+    # person (or an agent) has set the severity
+    alert_keys: dict[str, str] = Field(default_factory=dict)  # fingerprint → its last notification's identity
+    alert_groups: tuple[str, ...] = ()  # the sources' groups (``AlertSignal.group``) this incident holds
+    alerts_left_out: dict[str, int] = Field(default_factory=dict)  # source → alerts its last notification left out
+    alert_notes: tuple[str, ...] = ()  # one-time thread notes already given (``Observation.data["note"]``)
+
+    @model_serializer(mode="wrap")
+    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in OMITTED_WHEN_EMPTY:
+            if name in data and not data[name]:
+                del data[name]
+        return data
+
+    @property
+    def severity_set_by_person(self) -> bool:
+        """A severity_changed entry not made by the system exists (alert sources then no longer lower it)."""
+        return self.kind_counts.get("severity_changed", 0) > self.source_severity_changes
 
     @property
     def is_open(self) -> bool:
@@ -206,6 +230,8 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
                 changes["resolved_at"] = ""
         case SeverityChanged():
             changes["severity"] = p.severity
+            if entry.actor.type == "system":
+                changes["source_severity_changes"] = state.source_severity_changes + 1
         case RoleAssigned():
             changes["roles"] = _with(state.roles, p.role, RoleHolder(user_id=p.user_id, user_name=p.user_name))
         case ThreadLinked():
@@ -220,6 +246,8 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
                 changes["services"] = (*state.services, p.service)
             if p.fingerprint:
                 changes.update(_fold_alert(state, entry, p))
+            if p.data:
+                changes.update(_fold_alert_data(state, p))
             if p.alert_status == "acknowledged" and not state.acknowledged_at:
                 changes["acknowledged_at"] = at
         case Hypothesis():
@@ -344,6 +372,23 @@ def _fold_alert(state: ScopeState, entry: Entry, p: Observation) -> dict[str, An
     out: dict[str, Any] = {"alerts": _with(state.alerts, p.fingerprint, alert)}
     if repeat:
         out["alert_repeats"] = state.alert_repeats + 1
+    return out
+
+
+def _fold_alert_data(state: ScopeState, p: Observation) -> dict[str, Any]:
+    """The alert bookkeeping an observation's ``data`` carries (``key``, ``group``, ``left_out``, ``note``)."""
+    out: dict[str, Any] = {}
+    data = p.data
+    key, group, note, left = data.get("key"), data.get("group"), data.get("note"), data.get("left_out")
+    if p.fingerprint and isinstance(key, str) and key and state.alert_keys.get(p.fingerprint) != key:
+        out["alert_keys"] = _with(state.alert_keys, p.fingerprint, key)
+    if isinstance(group, str) and group and group not in state.alert_groups:
+        out["alert_groups"] = (*state.alert_groups, group)
+    if isinstance(note, str) and note and note not in state.alert_notes:
+        out["alert_notes"] = (*state.alert_notes, note)
+    if isinstance(left, int) and not isinstance(left, bool) and p.source:
+        kept = _without(state.alerts_left_out, p.source)
+        out["alerts_left_out"] = _with(kept, p.source, left) if left > 0 else kept
     return out
 
 

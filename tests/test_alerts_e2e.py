@@ -122,8 +122,13 @@ async def test_every_vendor_sample_is_accepted_and_routed(server: DecklogServer,
     assert status == (202 if any(s.status == "firing" for s in expected) else 200), answer
     assert answer["received"] == len(expected) and answer["source"] == source
     assert [a["fingerprint"] for a in answer["alerts"]] == [s.fingerprint for s in expected]
+    firing = [alert for alert, signal in zip(answer["alerts"], expected, strict=True) if signal.status == "firing"]
     for alert, signal in zip(answer["alerts"], expected, strict=True):
-        assert alert["outcome"] == ("new" if signal.status == "firing" else "ignored")
+        if signal.status != "firing":
+            assert alert["outcome"] == "ignored"
+    # one notification is one incident: its first alert opens it, the others of the notification join it
+    assert [a["outcome"] for a in firing] == (["new"] + ["joined"] * (len(firing) - 1) if firing else [])
+    assert len({a["scope"] for a in firing}) == min(1, len(firing))
     if not expected:
         assert "note" in answer and await incidents(server) == []
 
@@ -395,3 +400,15 @@ async def test_concurrent_first_alerts_with_one_fingerprint_open_exactly_one_inc
 
 async def _equals(value: Any, expected: Any) -> bool:
     return await value == expected
+
+
+@pytest.mark.parametrize(
+    ("path", "setting"), [("/alerts/datadog", "Encode as form"), ("/changes/github", "Content type")]
+)
+async def test_form_encoded_bodies_get_a_400_naming_the_setting(server: DecklogServer, path: str, setting: str) -> None:
+    body = b"payload=%7B%22title%22%3A%22x%22%7D"
+    status, answer = await post(
+        server, path, body, headers={"Content-Type": "application/x-www-form-urlencoded", "X-GitHub-Event": "push"}
+    )
+    assert status == 400 and "form-encoded" in answer["error"] and setting in answer["error"], answer
+    assert await all_entries(server) == 0

@@ -144,7 +144,9 @@ def test_notification_identity_uses_the_event_id_else_the_time_the_status_refers
     assert notification_key(alert()) != notification_key(alert(started=started + timedelta(minutes=5)))
     resolved = alert(status="resolved", ended=started + timedelta(minutes=30))
     assert notification_key(resolved) != notification_key(alert(status="resolved", ended=started))
-    assert notification_key(alert(started=None)) is None  # nothing to tell a retry by: every delivery counts
+    # no usable start time (Go's zero startsAt): the content tells a resend from a new notification
+    assert notification_key(alert(started=None)) == notification_key(alert(started=None))
+    assert notification_key(alert(started=None)) != notification_key(alert(started=None, title="other"))
 
 
 # -- grouping ----------------------------------------------------------------------------------------------------

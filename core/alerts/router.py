@@ -28,11 +28,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from core.alerts import rules
+from core.alerts import batch, rules
+from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.locks import KeyedLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.clock import Clock, parse_iso
-from core.entries import Actor, NewEntry
+from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
 from core.index import Index
 from core.service import ScopeService
@@ -119,23 +120,28 @@ class AlertRouter:
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
         self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately
         self._storms: dict[str, str] = {}  # source → its current alert-storm incident
+        self._groups: Recent[str, str] = Recent()  # a source's group → the open incident it went to
+        self._closed: Recent[str, str] = Recent(2_000)  # a group → its incident, once that was resolved
         self._warm: asyncio.Task[int] | None = None
 
     async def receive(
         self, source: str, signals: Sequence[AlertSignal], *, raw: Mapping[str, Any] | None = None
     ) -> list[AlertOutcome]:
-        """Route each signal. ``raw`` (the capped vendor payload) is kept on the first observation the request
-        appends."""
+        """Route each signal: one notification's alerts go to their incidents in one append per incident
+        (``batch.partition``). ``raw`` (the capped vendor payload) is kept on the first observation appended."""
         await self.warm()
-        outcomes: list[AlertOutcome] = []
+        outcomes: list[AlertOutcome | None] = [None] * len(signals)
         evidence = dict(raw or {})
-        for signal in signals:
-            over_limit = self.rate.hit(source)
-            outcome = await self._route(signal, evidence, over_limit)
-            if outcome.appended:
+        for part in batch.partition(signals):
+            over_limit = False
+            for _ in part.items:
+                over_limit = self.rate.hit(source) or over_limit
+            done = await self._route_part(part, evidence, over_limit and not part.group)
+            for index, outcome in done:
+                outcomes[index] = outcome
+            if any(o.appended for _, o in done):
                 evidence = {}
-            outcomes.append(outcome)
-        return outcomes
+        return [o for o in outcomes if o is not None]
 
     # -- state derived from the index and the scope states ----------------------------------------------------
 
@@ -162,6 +168,8 @@ class AlertRouter:
             found += 1
             for fingerprint in state.alerts:
                 self._fingerprints.put(fingerprint, scope)
+            for group in state.alert_groups:
+                self._groups.put(group, scope)
             last = await self._last_activity(state)
             for service in state.services:
                 self._remember(scope, service, last)
@@ -175,112 +183,240 @@ class AlertRouter:
 
     # -- routing ----------------------------------------------------------------------------------------------
 
-    async def _route(self, signal: AlertSignal, raw: dict[str, Any], over_limit: bool) -> AlertOutcome:
-        severity = rules.map_severity(self.policy, signal.source, signal.source_severity)
-        key = rules.notification_key(signal)
-        fingerprint, service = signal.fingerprint, signal.service
+    def _prepare(self, part: Part, raw: dict[str, Any], *, opened: bool = False) -> list[Prepared]:
+        out: list[Prepared] = []
+        for n, (index, signal) in enumerate(part.items):
+            severity = rules.map_severity(self.policy, signal.source, signal.source_severity)
+            key = rules.notification_key(signal)
+            observation = rules.alert_observation(
+                signal,
+                severity=severity,
+                raw=raw if n == 0 else None,
+                opened_incident=opened and n == 0,
+                key=key,
+                group=part.group,
+            )
+            entry = NewEntry.make("observation", Actor.system(signal.source), observation, idempotency_key=key)
+            out.append(Prepared(index, signal, severity, key, entry))
+        return out
 
-        def entry(*, opened: bool = False) -> NewEntry:
-            observation = rules.alert_observation(signal, severity=severity, raw=raw, opened_incident=opened)
-            return NewEntry.make("observation", Actor.system(signal.source), observation, idempotency_key=key)
-
-        cached = self._fingerprints.get(fingerprint)
+    async def _route_part(self, part: Part, raw: dict[str, Any], storm: bool) -> list[tuple[int, AlertOutcome]]:
+        first = part.first
+        items = self._prepare(part, raw)
+        service = first.service
+        cached = self._groups.get(part.group) if part.group else self._fingerprints.get(first.fingerprint)
         if cached is not None:  # the fast path: no lock, the append itself checks that the incident is open
-            done = await self._append(cached, signal, entry(), severity, joined=False)
+            done = await self._append(cached, part, items, joined=False)
             if done is not None:
                 return done
-        async with self._locks.hold(f"fp:{fingerprint}", f"svc:{service}"):
-            scope = self._fingerprints.get(fingerprint) or await self.index.open_scope_for_fingerprint(fingerprint)
+        keys = [f"grp:{part.group}"] if part.group else [f"fp:{first.fingerprint}"]
+        async with self._locks.hold(*keys, f"svc:{service}"):
+            scope = await self._known_scope(part)
             if scope is not None and scope != cached:
-                done = await self._append(scope, signal, entry(), severity, joined=False)
+                done = await self._append(scope, part, items, joined=False)
                 if done is not None:
                     return done
-            if signal.status != "firing":
-                return AlertOutcome(
-                    fingerprint,
-                    signal.status,
-                    "ignored",
-                    severity=severity,
-                    reason=f"no open incident has this alert; a {signal.status} alert opens none",
-                )
-            target = await self._grouping_target(service)
-            storm = False
-            if target is None and over_limit:
-                target, storm = await self._storm_incident(signal.source), True
+            if not any(s.status == "firing" for s in part.signals):
+                return [
+                    (
+                        p.index,
+                        AlertOutcome(
+                            p.signal.fingerprint,
+                            p.signal.status,
+                            "ignored",
+                            severity=p.severity,
+                            reason=f"no open incident has this alert; a {p.signal.status} alert opens none",
+                        ),
+                    )
+                    for p in items
+                ]
+            target: str | None = None
+            if not first.vendor_incident and (not part.group or batch.explicit_service(first)):
+                target = await self._grouping_target(service)
+            if target is None and storm:
+                target = await self._storm_incident(first.source)
             if target is not None:
-                done = await self._append(target, signal, entry(), severity, joined=True, storm=storm)
+                done = await self._append(target, part, items, joined=True, storm=storm and not part.group)
                 if done is not None:
-                    if done.appended:
-                        await self.index.claim_fingerprint(fingerprint, target, service)
+                    await self._claim(part, target)
                     return done
-            return await self._declare(signal, entry(opened=not over_limit), severity, key, storm=over_limit)
+            return await self._declare(part, raw, storm=storm)
+
+    async def _known_scope(self, part: Part) -> str | None:
+        """The open incident this part's group (or lone alert's fingerprint) was routed to, per the index."""
+        if part.group:
+            scope = self._groups.get(part.group) or await self.index.open_scope_for_fingerprint(
+                rules.group_fingerprint(part.group)
+            )
+            if scope is not None:
+                return scope
+            for signal in part.signals:  # an alert already in an incident keeps it (also across restarts)
+                known = self._fingerprints.get(signal.fingerprint)
+                if known is not None:
+                    return known
+            if len(part.items) == 1:
+                return await self.index.open_scope_for_fingerprint(part.first.fingerprint)
+            return None
+        fingerprint = part.first.fingerprint
+        return self._fingerprints.get(fingerprint) or await self.index.open_scope_for_fingerprint(fingerprint)
 
     async def _append(
-        self,
-        scope: str,
-        signal: AlertSignal,
-        observation: NewEntry,
-        severity: int,
-        *,
-        joined: bool,
-        storm: bool = False,
-    ) -> AlertOutcome | None:
-        """Append to ``scope`` if it is an open incident; None (and forget it) when it is not."""
+        self, scope: str, part: Part, items: list[Prepared], *, joined: bool, storm: bool = False
+    ) -> list[tuple[int, AlertOutcome]] | None:
+        """Append ``items`` to ``scope`` if it is an open incident (one transaction); None (and forget it) when
+        it is not. An entry key already in the log (a retry older than the alert's last notification) makes the
+        store refuse the whole batch: then each alert is appended on its own."""
+        chosen = Chosen()
         try:
-            result = await self.store.append(scope, partial(rules.append_alert, observation=observation))
+            result = await self.store.append(
+                scope, partial(batch.decide_batch, batch=items, group=part.group, chosen=chosen)
+            )
         except NotFound:
             result = None
         if result is not None and result.duplicate:
+            if len(items) > 1:
+                out: list[tuple[int, AlertOutcome]] = []
+                for item in items:
+                    one = await self._append(scope, part, [item], joined=joined, storm=storm)
+                    if one is None:
+                        return out or None
+                    out.extend(one)
+                return out
             seq = result.entries[0].seq if result.entries else 0
-            return AlertOutcome(signal.fingerprint, signal.status, "duplicate", scope, seq, severity)
-        if result is None or not result.entries:
-            self._forget(scope, signal.fingerprint)
+            p = items[0]
+            return [(p.index, AlertOutcome(p.signal.fingerprint, p.signal.status, "duplicate", scope, seq, p.severity))]
+        if result is None or (not result.entries and not chosen.skipped):
+            self._forget(scope, part)
             return None
-        appended = result.entries[0]
-        self._fingerprints.put(signal.fingerprint, scope)
-        self._remember(scope, signal.service, appended.at)
-        if joined:
-            outcome: rules.Outcome = "joined"
-        elif signal.status in ("resolved", "acknowledged"):
-            outcome = "resolved" if signal.status == "resolved" else "acknowledged"
-        else:
-            outcome = "repeat"
-        return AlertOutcome(
-            signal.fingerprint,
-            signal.status,
-            outcome,
-            scope,
-            appended.seq,
-            severity,
-            storm=storm,
-            suggested_resolve=any(e.kind == "suggestion" for e in result.entries),
-        )
+        return self._outcomes(scope, part, chosen, result.entries, joined=joined, storm=storm)
 
-    async def _declare(
-        self, signal: AlertSignal, observation: NewEntry, severity: int, key: str | None, *, storm: bool
-    ) -> AlertOutcome:
-        source, service = signal.source, signal.service
-        title = rules.storm_title(source, self.policy.rate_limit_per_minute) if storm else rules.incident_title(signal)
+    def _outcomes(
+        self,
+        scope: str,
+        part: Part,
+        chosen: Chosen,
+        entries: Sequence[Entry],
+        *,
+        joined: bool,
+        storm: bool = False,
+        opened: bool = False,
+    ) -> list[tuple[int, AlertOutcome]]:
+        suggested = any(e.kind == "suggestion" for e in entries)
+        out: list[tuple[int, AlertOutcome]] = []
+        for item in chosen.skipped:
+            s = item.signal
+            seq = 0
+            out.append((item.index, AlertOutcome(s.fingerprint, s.status, "duplicate", scope, seq, item.severity)))
+        observations = [e for e in entries if e.kind == "observation"]
+        for n, (item, entry) in enumerate(zip(chosen.items, observations, strict=False)):
+            s = item.signal
+            outcome: rules.Outcome
+            if opened:
+                outcome = "new" if n == 0 else "joined"
+            elif s.fingerprint not in chosen.known and joined:
+                outcome = "joined"
+            elif s.status in ("resolved", "acknowledged"):
+                outcome = "resolved" if s.status == "resolved" else "acknowledged"
+            elif s.fingerprint not in chosen.known:
+                outcome = "joined"
+            else:
+                outcome = "repeat"
+            self._fingerprints.put(s.fingerprint, scope)
+            out.append(
+                (
+                    item.index,
+                    AlertOutcome(
+                        s.fingerprint,
+                        s.status,
+                        outcome,
+                        scope,
+                        entry.seq,
+                        item.severity,
+                        storm=storm,
+                        suggested_resolve=suggested and s.status == "resolved",
+                    ),
+                )
+            )
+        if part.group:
+            self._groups.put(part.group, scope)
+        if entries:
+            self._remember(scope, part.first.service, entries[-1].at)
+        return sorted(out, key=lambda pair: pair[0])
+
+    async def _declare(self, part: Part, raw: dict[str, Any], *, storm: bool) -> list[tuple[int, AlertOutcome]]:
+        first = part.first
+        source = first.source
+        items = self._prepare(part, raw, opened=not storm)
+        firing = [i for i in items if i.signal.status == "firing" and i.signal.source_severity]
+        setting = [i for i in items if i.signal.sets_severity and i.signal.status != "resolved"]
+        if setting:
+            severity = setting[-1].severity
+        elif firing:
+            severity = min(i.severity for i in firing)
+        else:
+            severity = items[0].severity
+        title = rules.storm_title(source, self.policy.rate_limit_per_minute) if storm else batch.group_title(part)
+        links = await self._links(part)
+        services = list(dict.fromkeys(s.service for s in part.signals if s.service))
+        probe = ScopeState(scope="incident/new", severity=severity, version=1)
+        chosen = Chosen()
+        then = batch.decide_batch(probe, items, group=part.group, chosen=chosen, links=links)
         result = await self.service.declare(
             title=title,
             actor=Actor.system(source),
             severity=severity,
-            services=[service] if service else [],
-            summary=signal.summary,
+            services=services,
+            summary=first.summary,
             via="alert",
-            idempotency_key=key,
-            then=[observation],
+            idempotency_key=items[0].key,
+            then=then,
         )
         scope = result.state.scope
         if result.duplicate:
             seq = result.entries[-1].seq if result.entries else 0
-            return AlertOutcome(signal.fingerprint, signal.status, "duplicate", scope, seq, severity)
-        await self.index.claim_fingerprint(signal.fingerprint, scope, service)
-        self._fingerprints.put(signal.fingerprint, scope)
-        self._remember(scope, service, result.entries[-1].at)
+            return [
+                (i.index, AlertOutcome(i.signal.fingerprint, i.signal.status, "duplicate", scope, seq, i.severity))
+                for i in items
+            ]
+        await self._claim(part, scope)
         if storm:
             self._storms[source] = scope
-        return AlertOutcome(signal.fingerprint, signal.status, "new", scope, result.entries[-1].seq, severity, storm)
+        for sibling in part.siblings:
+            other = self._groups.get(sibling)
+            if other is not None and other != scope:
+                await self.store.append(other, [batch.link_entry(scope, "related", _split_reason(part), source)])
+        return self._outcomes(scope, part, chosen, result.entries[1:], joined=True, storm=storm, opened=True)
+
+    async def _links(self, part: Part) -> list[NewEntry]:
+        """Links of a new incident: to the incident the vendor reopened, and to its siblings of a split
+        notification."""
+        first = part.first
+        out: list[NewEntry] = []
+        if first.reopened and part.group:
+            previous = self._closed.get(part.group) or await self.index.last_scope_for_fingerprint(
+                rules.group_fingerprint(part.group)
+            )
+            if previous:
+                name = batch.source_name(first.source)
+                reason = f"{name} reopened {first.title!r} after this incident was resolved"
+                out.append(batch.link_entry(previous, "reopens", reason, first.source))
+        for sibling in part.siblings:
+            other = self._groups.get(sibling)
+            if other is not None:
+                out.append(batch.link_entry(other, "related", _split_reason(part), first.source))
+        return out
+
+    async def _claim(self, part: Part, scope: str) -> None:
+        """Tell the index (other processes, restarts) where this part went, before the lock is released."""
+        first = part.first
+        if part.group:
+            self._groups.put(part.group, scope)
+            await self.index.claim_fingerprint(rules.group_fingerprint(part.group), scope, first.service)
+            if len(part.items) > 1:
+                return  # its alerts reach the index through the log (the index sender) shortly
+        for signal in part.signals:
+            self._fingerprints.put(signal.fingerprint, scope)
+            await self.index.claim_fingerprint(signal.fingerprint, scope, signal.service)
 
     # -- where a new fingerprint goes -------------------------------------------------------------------------
 
@@ -345,11 +481,20 @@ class AlertRouter:
             known = tuple(s for s in self._by_service.get(service) or () if s != scope)
             self._by_service.put(service, (*known[-7:], scope))
 
-    def _forget(self, scope: str, fingerprint: str = "") -> None:
+    def _forget(self, scope: str, part: Part | None = None) -> None:
         """``scope`` is no longer an open incident: drop it from the caches (the index has the truth)."""
         self._activity.pop(scope)
-        if fingerprint and self._fingerprints.get(fingerprint) == scope:
-            self._fingerprints.pop(fingerprint)
+        if part is not None:
+            for signal in part.signals:
+                if self._fingerprints.get(signal.fingerprint) == scope:
+                    self._fingerprints.pop(signal.fingerprint)
+            if part.group and self._groups.get(part.group) == scope:
+                self._groups.pop(part.group)
+                self._closed.put(part.group, scope)
         for source, storm in list(self._storms.items()):
             if storm == scope:
                 del self._storms[source]
+
+
+def _split_reason(part: Part) -> str:
+    return f"the same {batch.source_name(part.first.source)} notification, another service"

@@ -126,15 +126,25 @@ def notification_key(signal: AlertSignal) -> str | None:
     retry from a new notification (then every delivery counts).
 
     Identity = source + fingerprint + status + (the source's event id, else the time the status refers to:
-    ``ended_at`` for a resolve, else ``started_at``). A vendor's retry of a delivery repeats all of these and
-    appends nothing; a new notification (a new PagerDuty/Datadog event, a re-fire with a new ``startsAt``) counts.
+    ``ended_at`` for a resolve, else ``started_at``, else — no usable time, e.g. Go's zero ``startsAt`` of
+    Grafana's test and no-data notifications — the alert's content: title, summary, severity, labels). A vendor's
+    retry of a delivery repeats all of these and appends nothing; a new notification (a new PagerDuty/Datadog
+    event, a re-fire with a new ``startsAt``, changed content) counts.
     """
     when = signal.ended_at if signal.status == "resolved" and signal.ended_at else signal.started_at
     discriminator = signal.event_id or (iso(when) if when is not None else "")
     if not discriminator:
-        return None
+        content = [signal.title, signal.summary, signal.source_severity, sorted(signal.labels.items())]
+        discriminator = "content:" + json.dumps(content, ensure_ascii=True)
     material = json.dumps([signal.source, signal.fingerprint, signal.status, discriminator], ensure_ascii=True)
     return f"alert:{signal.source}:{hashlib.sha256(material.encode('ascii')).hexdigest()[:32]}"
+
+
+def group_fingerprint(group: str) -> str:
+    """The index key under which a source's group is claimed (next to the alerts' own fingerprints)."""
+    if len(group) <= 400:
+        return f"group:{group}"
+    return "group:sha256:" + hashlib.sha256(group.encode("utf-8", "replace")).hexdigest()
 
 
 def incident_title(signal: AlertSignal) -> str:
@@ -161,7 +171,13 @@ _STORM = re.compile(r"Alert storm: more than \d+ (\S+) alerts a minute")
 
 
 def alert_observation(
-    signal: AlertSignal, *, severity: int, raw: Mapping[str, Any] | None = None, opened_incident: bool = False
+    signal: AlertSignal,
+    *,
+    severity: int,
+    raw: Mapping[str, Any] | None = None,
+    opened_incident: bool = False,
+    key: str | None = None,
+    group: str = "",
 ) -> Observation:
     """The observation an alert notification becomes. ``text`` is the alert's title (the state fold names the
     alert after it); ``opened_incident`` marks the alert shown by the incident's header (summaries skip it)."""
@@ -175,7 +191,11 @@ def alert_observation(
         "occurred_at": iso(signal.occurred_at) if signal.occurred_at else "",
         "links": [{"url": link.url, "title": link.title} for link in signal.links],
     }
-    data.update({key: value for key, value in optional.items() if value})
+    data.update({name: value for name, value in optional.items() if value})
+    if key:
+        data["key"] = key  # the state remembers it: a resend with the same identity appends nothing
+    if group:
+        data["group"] = group
     if opened_incident:
         data["opened_incident"] = True
     return Observation(
@@ -219,7 +239,7 @@ def append_alert(state: ScopeState, observation: NewEntry) -> list[NewEntry]:
                     text=f"{alerts[0].upper()}{alerts[1:]} of this incident {'has' if total == 1 else 'have'} "
                     "resolved. Resolve the incident?",
                     action="resolve",
-                    rationale=f"“{_clip(p.text, 80)}” resolved at #{seq}, and no alert of this incident is firing",
+                    rationale=f"“{clip(p.text, 80)}” resolved at #{seq}, and no alert of this incident is firing",
                 ),
                 refs=(seq,),
             )
@@ -227,5 +247,5 @@ def append_alert(state: ScopeState, observation: NewEntry) -> list[NewEntry]:
     return out
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -12,19 +12,30 @@ Mapping, per alert:
   labels, which is what a newer Alertmanager would have sent;
 * ``status`` ← ``alerts[].status`` (else the group ``status``): ``firing`` | ``resolved``;
 * ``title`` ← ``annotations.summary`` → ``labels.alertname`` → ``"Alert <fingerprint>"``;
-* ``service`` ← ``labels.service`` → ``labels.job`` → ``labels.app``;
+* ``service`` ← ``labels.service`` → ``labels["service.name"]`` (OpenTelemetry) → ``labels.job`` →
+  ``labels.app``;
 * ``source_severity`` ← ``labels.severity``; ``summary`` ← ``annotations.description`` →
   ``annotations.message``;
-* ``labels`` ← all labels; ``links`` ← ``generatorURL`` (Source), ``annotations.runbook_url`` (Runbook),
-  ``externalURL`` (Alertmanager);
+* ``labels`` ← all labels; ``links`` ← ``generatorURL`` (Source; a relative one is resolved against
+  ``externalURL``), ``annotations.runbook_url`` (Runbook), ``externalURL`` (Alertmanager); links without a host
+  (``http://:9093``) are dropped;
 * ``started_at`` ← ``startsAt``; ``ended_at`` ← ``endsAt`` for resolved alerts only (Go's zero time = not
   ended).
+
+Per notification (the same on every alert of it):
+
+* ``group`` ← ``receiver`` + ``groupKey`` → ``groupLabels`` → ``commonLabels`` (as ``labels:{"alertname":"X",...}``, sorted);
+  the router puts one notification's group in one incident (split only by differing explicit ``service`` /
+  ``service.name`` labels);
+* ``group_title`` ← ``commonAnnotations.summary`` → the ``groupLabels`` values; ``left_out`` ←
+  ``truncatedAlerts``.
 
 The group parser is shared with Grafana, whose unified-alerting webhook is the same shape plus a few fields.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -37,6 +48,35 @@ SOURCE: Final = "alertmanager"
 Extras = Callable[[Mapping[str, object], str], tuple[list[tuple[str, str]], str]]
 
 _STATUSES: Final = ("firing", "resolved")
+#: Labels that name the service explicitly (a notification whose alerts differ in one is split by it).
+SERVICE_LABELS: Final = ("service", "service.name")
+
+
+def _group(top: Mapping[str, object]) -> tuple[str, str, int]:
+    """A notification's group identity, title and left-out count: ``(group, group_title, left_out)``."""
+    group_labels = f.str_map(top, "groupLabels", "")
+    common = f.str_map(top, "commonLabels", "")
+    annotations = f.str_map(top, "commonAnnotations", "", value_limit=f.SUMMARY_MAX)
+    key = f.opt_str(top, "groupKey", "", 100_000)
+    receiver = f.opt_str(top, "receiver", "", f.SHORT_MAX)
+    if key:
+        group = f"key:{receiver}:{key}"
+    elif group_labels or common:
+        chosen = group_labels or common
+        group = "labels:" + json.dumps(dict(sorted(chosen.items())), ensure_ascii=False, separators=(",", ":"))
+    else:
+        group = ""
+    group = f.bounded_id(group, 1000)
+    shown = ", ".join(f"{k}={v}" for k, v in group_labels.items() if v)
+    title = f.clean(f.first(annotations.get("summary", ""), shown), f.TITLE_MAX)
+    left = top.get("truncatedAlerts")
+    if left is None:
+        left_out = 0
+    elif isinstance(left, int) and not isinstance(left, bool) and 0 <= left < 10**9:
+        left_out = left
+    else:
+        raise PayloadError("truncatedAlerts", f"expected a non-negative integer, got {f.json_type(left)}")
+    return group, title, left_out
 
 
 def _status(value: str, path: str) -> str:
@@ -58,7 +98,9 @@ def parse_group(
     group_status_raw = f.opt_str(top, "status", "", 20)
     group_status = _status(group_status_raw, "status") if group_status_raw else ""
     alerts = f.req_list(top, "alerts", "")
-    external_url = f.opt_url(top, "externalURL", "") if group_link_title else ""
+    base_url = f.opt_url(top, "externalURL", "")
+    external_url = base_url if group_link_title else ""
+    group, group_title, left_out = _group(top)
 
     signals: list[AlertSignal] = []
     for index, raw in enumerate(alerts):
@@ -84,7 +126,7 @@ def parse_group(
 
         started_at = f.opt_time(alert, "startsAt", path)
         ends_at = f.opt_time(alert, "endsAt", path)
-        generator_url = f.opt_url(alert, "generatorURL", path)
+        generator_url = f.resolve_url(f.opt_str(alert, "generatorURL", path, f.URL_MAX + 1), base_url)
 
         extra_links: list[tuple[str, str]] = []
         addendum = ""
@@ -107,7 +149,9 @@ def parse_group(
                     f.TITLE_MAX,
                 ),
                 service=f.clean(
-                    f.first(labels.get("service", ""), labels.get("job", ""), labels.get("app", "")),
+                    f.first(
+                        *(labels.get(name, "") for name in SERVICE_LABELS), labels.get("job", ""), labels.get("app", "")
+                    ),
                     f.SERVICE_MAX,
                 ),
                 source_severity=f.clean(labels.get("severity", ""), f.SHORT_MAX),
@@ -121,6 +165,9 @@ def parse_group(
                 ),
                 started_at=started_at,
                 ended_at=ends_at if status == "resolved" else None,
+                group=group,
+                group_title=group_title,
+                left_out=left_out,
             )
         )
     return signals

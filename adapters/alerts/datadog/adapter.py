@@ -23,12 +23,20 @@ Mapping:
   ``occurred_at``;
 * ``event_id`` ← ``id`` ($ID, the id of this notification: Datadog's retries of one delivery repeat it).
 
+Datadog's *default* payload (no template pasted: ``body``, ``title``, ``event_type``, ``date``, ``last_updated``,
+``org``, ``id``) is accepted too (Datadog does not retry a 4xx, so refusing it would lose the alert): the status
+comes from the title's ``[Triggered]``/``[Recovered]`` marker, the fingerprint from the monitor id in the body's
+links (else a hash of the stripped title and the event type), and the signal carries a one-time thread note
+recommending the template.
+
 A value still reading ``$SOME_VARIABLE`` (Datadog had nothing to substitute) counts as absent. Integers are
 accepted where the template has quoted ids. ``Encode as form`` must stay unchecked (the body is JSON).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -136,6 +144,8 @@ def parse(payload: object) -> list[AlertSignal]:
         fingerprint = aggreg_key
     elif alert_id:
         fingerprint = f"{alert_id}:{scope}" if scope else alert_id
+    elif _is_default_payload(top):
+        return _parse_default(top)
     else:
         raise PayloadError("alert_id", "is required when aggreg_key is absent (set them to $ALERT_ID, $AGGREG_KEY)")
     fingerprint = f.bounded_id(fingerprint, f.FINGERPRINT_MAX)
@@ -189,5 +199,73 @@ def parse(payload: object) -> list[AlertSignal]:
             ended_at=at if status == "resolved" else None,
             event_id=f.bounded_id(event_id, f.SHORT_MAX) if event_id else "",
             occurred_at=at,
+            group=f.bounded_id(f"datadog:{alert_id}:{scope}" if alert_id else f"datadog:{fingerprint}", 1000),
+            vendor_incident=True,
         )
     ]
+
+
+#: The thread note for a Datadog webhook that still sends Datadog's default payload.
+TEMPLATE_NOTE: Final = (
+    "This Datadog webhook sends Datadog's default payload, so decklog cannot see the monitor's id, priority, "
+    "tags or service. Paste decklog's recommended payload template (adapters/alerts/datadog/README.md) into the "
+    "webhook's Payload box in Datadog's Webhooks integration."
+)
+_MONITOR = re.compile(r"/monitors[#/](\d+)")
+
+
+def _is_default_payload(top: Mapping[str, object]) -> bool:
+    """Datadog's default body (``body``, ``last_updated``, ``event_type``, ``title``, ``date``, ``org``, ``id``):
+    what Datadog sends when nobody pasted a template."""
+    return any(_value(top, k, f.SUMMARY_MAX) for k in ("body", "event_type", "last_updated"))
+
+
+def _parse_default(top: Mapping[str, object]) -> list[AlertSignal]:
+    """Datadog's default payload → one signal. The fingerprint is the monitor id found in the body's links
+    (``/monitors#18692904``), else a hash of the title without its ``[Triggered]`` markers and the event type, so
+    that a monitor's Triggered and Recovered notifications share it."""
+    raw_title = _value(top, "title", f.TITLE_MAX)
+    body = _value(top, "body", f.SUMMARY_MAX)
+    event_type = _value(top, "event_type", 100)
+    monitor = _MONITOR.search(body)
+    title = _strip_prefixes(raw_title) if raw_title else f"Datadog {event_type or 'event'}"
+    if monitor is not None:
+        fingerprint = f"monitor:{monitor.group(1)}"
+    else:
+        material = [event_type, title] if raw_title else [event_type, body]
+        digest = hashlib.sha256(json.dumps(material).encode("utf-8", "replace")).hexdigest()[:16]
+        fingerprint = f"title:{digest}"
+    resolved = bool(re.match(r"\s*\[Recovered", raw_title, re.IGNORECASE))
+    status: AlertStatus = "resolved" if resolved else "firing"
+    date_key = "date" if _value(top, "date", 100) else "last_updated"
+    when = _value(top, date_key, 100)
+    at = f.epoch_or_iso(when, date_key) if when else None
+    event_id = _value(top, "id", 100_000)
+    summary = body.replace("%%%", "").strip()
+    labels = {"event_type": event_type} if event_type else {}
+    if monitor is not None:
+        labels["monitor_id"] = monitor.group(1)
+    return [
+        f.build(
+            AlertSignal,
+            "",
+            source=SOURCE,
+            fingerprint=fingerprint,
+            status=status,
+            title=f.clean(title, f.TITLE_MAX),
+            summary=f.clean(summary, f.SUMMARY_MAX),
+            labels=labels,
+            links=f.links(*((url, "Datadog") for url in _URL.findall(body)[:2])),
+            started_at=at if status == "firing" else None,
+            ended_at=at if status == "resolved" else None,
+            event_id=f.bounded_id(event_id, f.SHORT_MAX) if event_id else "",
+            occurred_at=at,
+            group=f"datadog:{fingerprint}",
+            vendor_incident=True,
+            note=TEMPLATE_NOTE,
+            note_id="datadog:default-payload",
+        )
+    ]
+
+
+_URL = re.compile(r"https?://[^\s()\[\]<>]+")

@@ -27,6 +27,11 @@ Mapping: ``fingerprint`` ← ``data.id`` (the incident id); ``title`` ← ``data
 ``event.occurred_at`` when resolved; ``summary`` ← "Acknowledged by <agent>" and the like; ``event_id`` ←
 ``event.id`` (the same for PagerDuty's retries of one delivery); ``occurred_at`` ← ``event.occurred_at``.
 
+Identity: ``group`` ← the incident id with ``vendor_incident`` set: a PagerDuty incident is one decklog incident,
+and distinct PagerDuty incidents never merge (not even on one PagerDuty service). ``sets_severity`` when the
+incident has a priority: PagerDuty's priority moves decklog's severity both ways (until a person sets it);
+``reopened`` for ``incident.reopened``.
+
 ``verify_signature`` checks ``X-PagerDuty-Signature`` (``v1=<hex HMAC-SHA256 of the raw body>``, possibly
 several, comma-separated, during secret rotation), in constant time.
 """
@@ -158,6 +163,10 @@ def parse(payload: object) -> list[AlertSignal]:
             ended_at=occurred_at if status == "resolved" else None,
             event_id=event_id,
             occurred_at=occurred_at,
+            group=f"pagerduty:{incident_id}",
+            vendor_incident=True,
+            sets_severity=bool(priority),
+            reopened=event_type == "incident.reopened",
         )
     ]
 
