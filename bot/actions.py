@@ -28,6 +28,7 @@ from adapters.slack.outcomes import SlackDesk
 from bot.settings import SettingsError
 from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
 from core.agents.ports import ActionInfo as AgentActionInfo
+from core.egress import EgressPolicy
 from core.entries import (
     ActionResult,
     ActionStarted,
@@ -60,13 +61,27 @@ def build_catalog(server: DecklogServer) -> Catalog:
         raise SettingsError(f"DECKLOG_CONFIG: {server.config.path}: {exc}") from None
 
 
-def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession) -> Executor:
+def build_egress(server: DecklogServer, catalog: Catalog) -> EgressPolicy:
+    """``[security] egress_allow``, or by default the hosts of the configured executor URLs (core/egress.py)."""
+    s = server.settings
+    urls = [s.deploy_api_url or "", s.statuspage_api_url or ""]
+    urls += [u for spec in catalog if spec.available for u in (spec.executor.url, spec.executor.reconcile_url)]
+    return EgressPolicy.configured(server.config.security.egress_allow, urls)
+
+
+def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: EgressPolicy | None = None) -> Executor:
+    """The executor of one action; every call it makes goes through ``egress`` (None: its own URLs' hosts)."""
     if spec.type == "statuspage":
         return StatuspageExecutor(
-            session, url=spec.url, page_id=spec.page_id, api_key=spec.api_key, timeout=spec.timeout_s
+            session, url=spec.url, page_id=spec.page_id, api_key=spec.api_key, timeout=spec.timeout_s, egress=egress
         )
     return HttpExecutor(
-        session, url=spec.url, reconcile_url=spec.reconcile_url, timeout=spec.timeout_s, headers=spec.headers
+        session,
+        url=spec.url,
+        reconcile_url=spec.reconcile_url,
+        timeout=spec.timeout_s,
+        headers=spec.headers,
+        egress=egress,
     )
 
 
@@ -243,10 +258,12 @@ async def actions_feature(server: DecklogServer) -> None:
     """Wire the desk: catalog, executors, sender, Slack hooks and message updates, sweeps, ``server.actions``."""
     rt = server.runtime
     catalog = build_catalog(server)
+    egress = build_egress(server, catalog)
+    log.info("actions: executors may call %s (%s)", egress.describe(), egress.origin)
     session = aiohttp.ClientSession()
     server.on_stop(session.close)
     executors: Mapping[str, Executor] = {
-        spec.name: build_executor(spec.executor, session) for spec in catalog if spec.available
+        spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available
     }
     for spec in catalog:
         if not spec.available:

@@ -10,9 +10,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.settings import SettingsError
+from core.egress import parse_rule
+from core.errors import InvalidInput
 
 
 class _Section(BaseModel):
@@ -67,6 +69,22 @@ class ReportsConfig(_Section):
     templates_dir: str = ""  # report templates that override the shipped ones by name; relative to decklog.toml
 
 
+class SecurityConfig(_Section):
+    # Hosts executors (and read tools) may call (core/egress.py). None (the key absent) = the hosts of the
+    # configured executor URLs; [] = nothing.
+    egress_allow: tuple[str, ...] | None = None
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _valid_entries(cls, entries: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for entry in entries or ():
+            try:
+                parse_rule(entry)
+            except InvalidInput as exc:
+                raise ValueError(str(exc)) from None
+        return entries
+
+
 class DecklogConfig(_Section):
     slack: SlackConfig = SlackConfig()
     alerts: AlertsConfig = AlertsConfig()
@@ -75,6 +93,7 @@ class DecklogConfig(_Section):
     approvals: ApprovalsConfig = ApprovalsConfig()
     obligations: ObligationsConfig = ObligationsConfig()
     reports: ReportsConfig = ReportsConfig()
+    security: SecurityConfig = SecurityConfig()
     actions: tuple[dict[str, Any], ...] = ()
     path: str = ""
 

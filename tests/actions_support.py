@@ -20,6 +20,7 @@ from bot.actions import build_executor
 from core.actions import ActionDesk, ApproverPolicy, Catalog
 from core.actions.runner import Checkpoint
 from core.clock import Clock, SystemClock
+from core.egress import EgressPolicy
 from core.entries import Actor, Entry, NewEntry
 from core.index import Index
 from core.index_sender import IndexSender
@@ -182,6 +183,7 @@ async def desk_kit(
     checkpoint: Checkpoint | None = None,
     deploy: FakeDeployService | None = None,
     env: dict[str, str] | None = None,
+    egress: EgressPolicy | None = None,
 ) -> AsyncIterator[Kit]:
     clock = clock or SystemClock()
     fake = deploy or FakeDeployService(extra_paths=("/effect",))
@@ -199,7 +201,7 @@ async def desk_kit(
         env={"DEPLOY": base, **(env or {})},
     )
     session = aiohttp.ClientSession()
-    executors = {spec.name: build_executor(spec.executor, session) for spec in catalog if spec.available}
+    executors = {spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available}
     policy = ApproverPolicy(approvers=approvers, groups=groups or {}, r3_approvals=r3_approvals, expiry_minutes=30)
     desk = ActionDesk(
         store, index, catalog, executors, policy, clock=clock, lease_seconds=lease_seconds, checkpoint=checkpoint

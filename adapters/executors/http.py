@@ -6,6 +6,10 @@ header. 2xx = applied (the body is recorded; its sha256 is the effect digest); 4
 was sent). The optional reconcile lookup: ``GET <reconcile_url>/<idempotency_key>`` → 200
 ``{"status": "applied" | "not_applied", ...}``, 404 = not applied; anything else (or ``"in_flight": true``) = still
 unknown. Nothing here retries an effect.
+
+Before any request, the URL goes through the egress allowlist (``core.egress.check``): a refused host gets nothing
+sent, and the run records ``failed`` with the reason (``egress_refused``); a refused reconcile lookup is
+``unknown``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from core.actions.executor import (
     digest_bytes,
     digest_json,
 )
+from core.egress import EgressPolicy, EgressRefusal, check
 
 MAX_RECORDED_BYTES = 64 * 1024
 
@@ -58,6 +63,12 @@ def outcome_of(status: int, raw: bytes) -> ExecutionOutcome:
     return ExecutionOutcome("uncertain", status, parsed, error=reason_of(parsed, status))
 
 
+def egress_refused(refusal: EgressRefusal) -> ExecutionOutcome:
+    """The outcome of a call the allowlist stopped: definitely not applied (nothing was sent)."""
+    response = {"egress_refused": {"host": refusal.host, "url": refusal.url}}
+    return ExecutionOutcome("failed", response=response, error=refusal.reason)
+
+
 class HttpExecutor:
     kind = "http"
 
@@ -69,10 +80,13 @@ class HttpExecutor:
         reconcile_url: str = "",
         timeout: float = 10.0,
         headers: Mapping[str, str] | None = None,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.session = session
         self.url = url
         self.reconcile_url = reconcile_url.rstrip("/")
+        # Without a configured policy, exactly this executor's own hosts (the default rule of core/egress.py).
+        self.egress = egress or EgressPolicy.from_urls([url, reconcile_url])
         self.timeout = timeout
         self.headers = {k: v for k, v in (headers or {}).items() if v}
 
@@ -81,6 +95,9 @@ class HttpExecutor:
         return bool(self.reconcile_url)
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        refusal = check(self.egress, self.url)
+        if refusal is not None:
+            return egress_refused(refusal)
         body = json.dumps(request.wire(), separators=(",", ":")).encode()
         headers = {
             **self.headers,
@@ -107,6 +124,9 @@ class HttpExecutor:
         if not self.reconcile_url:
             return ReconcileOutcome("unknown", error="no reconcile lookup is configured")
         url = f"{self.reconcile_url}/{quote(request.idempotency_key, safe='')}"
+        refusal = check(self.egress, url)
+        if refusal is not None:
+            return ReconcileOutcome("unknown", error=f"the lookup was not made: {refusal.reason}")
         try:
             async with self.session.get(
                 url, headers=self.headers, timeout=aiohttp.ClientTimeout(total=self.timeout)

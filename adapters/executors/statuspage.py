@@ -7,6 +7,9 @@ each write stamps ``metadata.decklog.idempotency_key``, which is how ``reconcile
 write landed. The URL is the API base (``https://api.statuspage.io``, with ``page_id`` configured) or a page's URL
 (``…/v1/pages/<page_id>``); the key may also come as the URL's user part (``https://KEY@host/…``).
 
+Every request goes to the page's API URL; before any of them, that URL goes through the egress allowlist
+(``core.egress.check``): a refused host gets nothing sent (``failed`` with the reason; a reconcile is ``unknown``).
+
 Parameters (``[actions.params]``): ``status`` (investigating | identified | monitoring | resolved), ``message``
 (the update's text), optional ``name`` (the incident title) and ``impact`` (none | minor | major | critical).
 """
@@ -19,8 +22,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
-from adapters.executors.http import outcome_of, parse_body, reason_of
+from adapters.executors.http import egress_refused, outcome_of, parse_body, reason_of
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
+from core.egress import EgressPolicy, check
 
 
 def page_base(url: str, page_id: str) -> tuple[str, str]:
@@ -49,11 +53,13 @@ class StatuspageExecutor:
         page_id: str = "",
         api_key: str = "",
         timeout: float = 10.0,
+        egress: EgressPolicy | None = None,
     ) -> None:
         self.session = session
         self.base, url_key = page_base(url, page_id)
         self.api_key = api_key or url_key
         self.timeout = timeout
+        self.egress = egress or EgressPolicy.from_urls([url])
 
     @property
     def can_reconcile(self) -> bool:
@@ -91,6 +97,9 @@ class StatuspageExecutor:
         return (mine[0] if mine else None), ""
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        refusal = check(self.egress, self.base)
+        if refusal is not None:
+            return egress_refused(refusal)
         current, problem = await self._current(request.scope)
         if problem:
             return ExecutionOutcome("failed", error=f"{problem}; nothing was sent")
@@ -135,6 +144,9 @@ class StatuspageExecutor:
         return outcome_of(status, raw)
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
+        refusal = check(self.egress, self.base)
+        if refusal is not None:
+            return ReconcileOutcome("unknown", error=f"the lookup was not made: {refusal.reason}")
         current, problem = await self._current(request.scope)
         if problem:
             return ReconcileOutcome("unknown", error=problem)

@@ -4,7 +4,8 @@ An executor reports exactly one of four outcomes, and never retries on its own:
 
 - ``applied`` — the target confirmed the effect (the recorded response; ``effect_digest`` identifies it);
 - ``refused`` — the target said no (4xx), nothing was applied;
-- ``failed`` — the request never reached the target (no connection could be made), nothing was applied;
+- ``failed`` — the request never reached the target (no connection could be made, or the egress allowlist of
+  ``core/egress.py`` refused its host before anything was sent), nothing was applied;
 - ``uncertain`` — no answer we can trust (timeout, lost connection, 5xx): the effect may or may not exist.
 
 ``reconcile`` asks the target what is actually true for an idempotency key, where the target supports it.
