@@ -18,8 +18,7 @@ import pytest
 
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
-from bot.api import api_feature
-from bot.reports import export_to_slack, reports_feature
+from bot.reports import export_to_slack
 from bot.runtime import OUTBOX_TOPICS
 from bot.server import DecklogServer
 from bot.settings import Settings
@@ -140,7 +139,7 @@ def test_cli_export_of_an_unknown_scope_fails_cleanly(tmp_path: Path, scope: str
 async def test_api_and_cli_give_the_same_bytes(tmp_path: Path, scope: str) -> None:
     data = tmp_path / "data"
     settings = Settings(data_dir=data, host="127.0.0.1", port=0)
-    server = DecklogServer(settings, config=test_config(), features=[api_feature, reports_feature])
+    server = DecklogServer(settings, config=test_config(), parts={"api", "reports"})
     await server.start()
     try:
         # the sandbox's Slack sender opens the scope's thread (one more entry); then the log is still
@@ -302,7 +301,7 @@ async def test_a_lost_upload_response_is_reconciled_not_repeated(server: Decklog
     shared = [m for m in fake.server.workspace.thread(state.thread.channel, state.thread.ts) if m.files]
     assert len(shared) == 1 and receipt.payload.file_id == shared[0].files[0]["id"]
     assert len(fake.server.calls_to("files.completeUploadExternal")) == 1
-    assert server.slack_sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
+    assert server.parts.slack_out.sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
 
 
 async def _receipt(server: DecklogServer, scope: str) -> Any:

@@ -251,8 +251,8 @@ async def test_slack_retry_with_the_same_event_id_appends_once(server: DecklogSe
     third = await driver.event(event, event_id="Ev0RETRY", retry_num=2, retry_reason="http_timeout")
     assert third.status == 200
     # both retries were refused by the inbox (same key): acked, never processed a second time
-    await eventually(lambda: server.inbox.stats.duplicates >= 2, what="both retries handled")
-    assert server.slack_counters.get("duplicate_requests", 0) >= 2
+    await eventually(lambda: server.parts.slack.inbox.stats.duplicates >= 2, what="both retries handled")
+    assert server.parts.slack.counters.get("duplicate_requests", 0) >= 2
     assert (await kinds(server, scope)).count("message") == 1
 
 
