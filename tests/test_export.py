@@ -26,6 +26,7 @@ from core.entries import Actor, NewEntry
 from core.errors import InvalidInput
 from core.store import SqliteLogStore
 from tests.conftest import eventually, test_config
+from tests.fakes.slack_faults import slack_faults
 from tests.test_api import quiet_servers
 
 DECKLOG = Path(sys.executable).parent / "decklog"
@@ -295,7 +296,7 @@ async def test_a_lost_upload_response_is_reconciled_not_repeated(server: Decklog
     fake: FakeSlack = server.sandbox
     scope, state = await declare(server)
     await server.runtime.dispatcher.idle()
-    fake.server.apply_then_drop("files.completeUploadExternal")  # shared, but decklog never hears back
+    slack_faults(fake.server).apply_then_drop("files.completeUploadExternal")  # shared, but decklog never hears back
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
     receipt = await eventually(lambda: _receipt(server, scope), timeout=20, what="the reconciled receipt")
     shared = [m for m in fake.server.workspace.thread(state.thread.channel, state.thread.ts) if m.files]

@@ -31,6 +31,7 @@ from adapters.local.slack import (
     workspace_snapshot,
 )
 from adapters.local.slack.pacing import ChannelPacer
+from tests.fakes.slack_faults import slack_faults
 
 SECRET = "s3cret-signing"
 BOT_TOKEN = "xoxb-test"
@@ -337,7 +338,7 @@ async def test_form_json_and_query_encodings_are_all_accepted(server: FakeSlackS
 async def test_429_raises_and_is_retried_by_the_rate_limit_handler(
     server: FakeSlackServer, client: AsyncWebClient
 ) -> None:
-    server.ratelimit_next("chat.postMessage", retry_after=7)
+    slack_faults(server).ratelimit_next("chat.postMessage", retry_after=7)
     with pytest.raises(SlackApiError) as limited:
         await client.chat_postMessage(channel="C0ALERTS", text="x")
     response = limited.value.response
@@ -348,7 +349,7 @@ async def test_429_raises_and_is_retried_by_the_rate_limit_handler(
     )
     assert server.workspace.history("C0ALERTS") == []
 
-    server.ratelimit_next("chat.postMessage", retry_after=0)
+    slack_faults(server).ratelimit_next("chat.postMessage", retry_after=0)
     patient = AsyncWebClient(
         token=BOT_TOKEN,
         base_url=server.base_url,
@@ -371,7 +372,9 @@ async def test_per_channel_pacing_limits_bursts(server: FakeSlackServer, client:
 
 
 async def test_fail_next_answers_errors_without_effect(server: FakeSlackServer, client: AsyncWebClient) -> None:
-    server.fail_next("chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS")
+    slack_faults(server).fail_next(
+        "chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS"
+    )
     for _ in range(2):
         with pytest.raises(SlackApiError) as failed:
             await client.chat_postMessage(channel="C0ALERTS", text="x")
@@ -386,7 +389,7 @@ async def test_delayed_answer_times_out_the_client_but_the_effect_lands(
     server: FakeSlackServer,
 ) -> None:
     impatient = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url, timeout=1)
-    server.delay_next("chat.postMessage", 1.3)
+    slack_faults(server).delay_next("chat.postMessage", 1.3)
     with pytest.raises(asyncio.TimeoutError):
         await impatient.chat_postMessage(channel="C0ALERTS", text="slow")
     await server.wait_for(lambda: server.workspace.history("C0ALERTS"), what="the slow post to land")
@@ -394,7 +397,7 @@ async def test_delayed_answer_times_out_the_client_but_the_effect_lands(
 
 async def test_apply_then_drop_loses_the_response_but_not_the_message(server: FakeSlackServer) -> None:
     no_retry = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url, retry_handlers=[])
-    server.apply_then_drop("chat.postMessage")
+    slack_faults(server).apply_then_drop("chat.postMessage")
     metadata = {"event_type": "decklog_entry", "event_payload": {"key": "incident/x#7"}}
     with pytest.raises(aiohttp.ServerDisconnectedError):
         await no_retry.chat_postMessage(channel="C0ALERTS", text="uncertain", metadata=metadata)
@@ -406,7 +409,7 @@ async def test_apply_then_drop_loses_the_response_but_not_the_message(server: Fa
 async def test_default_client_retries_a_dropped_post_and_duplicates_it(server: FakeSlackServer) -> None:
     """The SDK's default retry handler resends after a lost connection; chat.postMessage is not idempotent."""
     default = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url)
-    server.apply_then_drop("chat.postMessage")
+    slack_faults(server).apply_then_drop("chat.postMessage")
     assert (await default.chat_postMessage(channel="C0ALERTS", text="twice"))["ok"]
     assert [m.text for m in server.workspace.history("C0ALERTS")] == ["twice", "twice"]
 

@@ -17,6 +17,7 @@ import pytest
 from adapters.local.slack import FakeSlack
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_faults import slack_faults
 
 ALICE, BOB, GENERAL = "U0ALICE", "U0BOB", "C0GENERAL"
 
@@ -64,7 +65,7 @@ async def test_a_429_storm_delivers_every_message_with_pacing_held(make_server: 
     await fake.run_command(ALICE, GENERAL, "declare Storm test")
     scope = "incident/storm-test"
     state = await eventually(lambda: _thread(server, scope))
-    fake.server.ratelimit_next("chat.postMessage", retry_after=1, count=6)
+    slack_faults(fake.server).ratelimit_next("chat.postMessage", retry_after=1, count=6)
     agent = Actor.agent("rules")
     for i in range(8):
         await server.runtime.service.record(scope, "hypothesis", {"text": f"hypothesis number {i}"}, agent)
@@ -128,7 +129,7 @@ async def test_killed_in_the_middle_of_delivery_restarts_without_a_duplicate(tmp
         try:
             fake.use_http(f"{url}/slack/events", "kill-secret")
             # Slack applies the post but the answer never arrives before we kill the process.
-            fake.server.delay_next("chat.postMessage", 4, apply_first=True)
+            slack_faults(fake.server).delay_next("chat.postMessage", 4, apply_first=True)
             out = await fake.run_command(ALICE, GENERAL, "declare Kill me softly sev2")
             assert out.status == 200
             await eventually(lambda: len(_headers(fake, GENERAL)) == 1, what="the header applied by Slack")
