@@ -15,6 +15,7 @@ from adapters.local.services import FakeDeployService, FakeStatuspage
 from core.actions import ExecutionRequest, idempotency_key
 from core.entries import ActionResult
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
+from tests.fakes.polling import wait_for
 from tests.fakes.service_faults import service_faults
 
 
@@ -103,7 +104,7 @@ async def test_an_effect_still_in_flight_after_the_lookups_is_abandoned_not_retr
         assert result.outcome == "abandon_uncertain" and "still unknown" in result.error
         follow_ups = [o for o in (await kit.state(scope)).obligations.values() if o.purpose == "follow_up"]
         assert len(follow_ups) == 1 and "Find out whether run" in follow_ups[0].text
-        await kit.deploy.wait_for(lambda: len(kit.deploy.effects) == 1, timeout=5, what="the late effect")
+        await wait_for(kit.deploy, lambda: len(kit.deploy.effects) == 1, timeout=5, what="the late effect")
         assert len(_effect_calls(kit.deploy)) == 1
         kit.deploy.assert_at_most_once_per_key()
 

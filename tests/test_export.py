@@ -26,6 +26,7 @@ from core.entries import Actor, NewEntry
 from core.errors import InvalidInput
 from core.store import SqliteLogStore
 from tests.conftest import eventually, test_config
+from tests.fakes.polling import wait_for_call
 from tests.fakes.slack_faults import slack_faults
 from tests.test_api import quiet_servers
 
@@ -213,7 +214,7 @@ async def test_slack_export_uploads_into_the_thread_once_per_digest(server: Deck
     expected_md = await _api_bytes(server, scope, "md")
 
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
-    call = await fake.server.wait_for_call("files.completeUploadExternal")
+    call = await wait_for_call(fake.server, "files.completeUploadExternal")
     assert call.args["channel_id"] == state.thread.channel and call.args["thread_ts"] == state.thread.ts
     digest = hashlib.sha256(expected_md).hexdigest()
     assert digest in call.args["initial_comment"]

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from adapters.local.services import FakeDeployService, FakeStatuspage
+from tests.fakes.polling import wait_for
 from tests.fakes.service_faults import service_faults
 
 
@@ -156,7 +157,7 @@ async def test_delay_past_client_timeout_then_applied(http: aiohttp.ClientSessio
     status, raw = await post_action(http, deploy.rollback_url, "k-slow")  # a duplicate while in flight
     assert status == 503 and json.loads(raw)["status"] == "in_progress"  # 5xx: uncertain, by the protocol
 
-    await deploy.wait_for(lambda: len(deploy.effects) == 1, timeout=5.0, what="the delayed effect")
+    await wait_for(deploy, lambda: len(deploy.effects) == 1, timeout=5.0, what="the delayed effect")
     assert (await reconcile(http, deploy, "k-slow"))[1]["status"] == "applied"
     deploy.assert_at_most_once_per_key()
 
@@ -165,7 +166,7 @@ async def test_delay_that_never_applies(http: aiohttp.ClientSession, deploy: Fak
     service_faults(deploy).delay_next(0.3, apply="never")
     with pytest.raises(TimeoutError):
         await post_action(http, deploy.rollback_url, "k-lost", timeout=0.05)
-    await deploy.wait_for(lambda: deploy.calls[-1].status is not None, what="the delayed request to finish")
+    await wait_for(deploy, lambda: deploy.calls[-1].status is not None, what="the delayed request to finish")
     assert deploy.calls[-1].status == 503
     assert (await reconcile(http, deploy, "k-lost"))[1] == {
         "status": "not_applied",
@@ -281,7 +282,7 @@ async def test_stop_cuts_a_pending_delay_short(http: aiohttp.ClientSession) -> N
     service_faults(svc).delay_next(30.0)
     with pytest.raises(TimeoutError):
         await post_action(http, svc.rollback_url, "k-1", timeout=0.05)
-    await svc.wait_for(lambda: len(svc.calls) == 1)
+    await wait_for(svc, lambda: len(svc.calls) == 1)
     await svc.stop()  # returns promptly (shutdown_timeout) without applying the pending effect
     assert svc.effects == []
 

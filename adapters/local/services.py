@@ -226,15 +226,6 @@ class _LoopbackService:
         repeated = {k: n for k, n in seen.items() if n > 1}
         assert not repeated, f"{self._label}: idempotency keys applied more than once: {repeated}"
 
-    async def wait_for(self, predicate: Callable[[], bool], *, timeout: float = 5.0, what: str = "") -> None:
-        """Poll ``predicate`` until it holds, or raise TimeoutError after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not predicate():
-            if loop.time() >= deadline:
-                raise TimeoutError(f"{self._label}: {what or 'condition'} not met within {timeout}s")
-            await asyncio.sleep(0.01)
-
     # ---- request plumbing
 
     async def _record(self, request: web.Request) -> Call:

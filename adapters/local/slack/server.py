@@ -1,7 +1,7 @@
 """``FakeSlackServer``: Slack's Web API, file uploads, ``response_url`` and Socket Mode on a loopback port.
 
 Point the real clients at it: ``AsyncWebClient(token="xoxb-...", base_url=await server.start())``. Every call
-is recorded (``server.calls``); tests wait on effects with ``await server.wait_for(...)``, pace channels
+is recorded (``server.calls``; tests poll for effects with ``tests/fakes/polling.py``), pace channels
 (``rate_limit_channels``) and plug faults into the one hook ``server.interrupt`` (``tests/fakes/slack_faults.py``).
 
 >>> async with FakeSlackServer() as server:          # doctest: +SKIP
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -132,20 +131,6 @@ class FakeSlackServer:
     def responses(self) -> list[RecordedResponse]:
         """Every body POSTed to a ``response_url`` (Bolt's ``respond()``), oldest first."""
         return self._response_urls.responses
-
-    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
-        """Polls ``predicate`` until it returns something truthy (returned) or fails listing recent calls."""
-        return await self.log.wait_for(predicate, timeout=timeout, what=what)
-
-    async def wait_for_call(
-        self,
-        method: str,
-        where: Callable[[JSON], bool] | None = None,
-        *,
-        timeout: float = 5.0,
-        ok: bool | None = True,
-    ) -> RecordedCall:
-        return await self.log.wait_for_call(method, where, timeout=timeout, ok=ok)
 
     # -- pacing --------------------------------------------------------------------------------------------
 
