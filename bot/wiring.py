@@ -118,11 +118,10 @@ async def _build(
 ) -> Parts:
     config = config or load_config(settings.resolved_config_path)
     provided: list[Provides] = []
-    local_slack, world, endpoint = None, None, None
+    local_slack, world = None, None
     if mode == "sandbox":
         local_slack = await open_local_slack()
         closers.append(local_slack.slack.stop)
-        endpoint = SlackEndpoint(local_slack.token, local_slack.base_url, local_slack.signing_secret)
         if "sandbox" in parts:
             world = await open_world(local_slack.slack, _wants(settings, config), settings.data_dir)
             provided.append(Provides(drains=list(world.drains)))
@@ -133,7 +132,7 @@ async def _build(
     closers += [rt.close, alarm.shutdown]  # the alarm stops firing before the runtime closes
     metrics = ServerMetrics()
     rt.dispatcher.stats = metrics.delivery_stats()  # the same counts, plus the delivery-latency histogram
-    endpoint = endpoint or real_endpoint(settings, mode)
+    endpoint = _endpoint(local_slack) if local_slack is not None else real_endpoint(settings, mode)
     out = build_slack_out(rt, endpoint, mode, http=http)
     features = _features(rt, out, parts, metrics)
     provided += features.provided
@@ -141,15 +140,7 @@ async def _build(
     closers += [slack.inbox.close, _finish_work(slack)]
     provided.append(slack.provides)
     address = Address()
-    page = None
-    if world is not None:
-        page = build_page(
-            world,
-            service=rt.service,
-            base_url=lambda: address.url,
-            routes=lambda: {route.path for p in provided for route in p.routes},
-        )
-        provided.append(Provides(routes=[Route(m, p, h) for m, p, h in page.routes], drains=page.drains))
+    page = _page(world, rt, address, provided) if world is not None else None
     ops = build_ops(rt, out, slack, metrics, mode)
     provided.append(ops.provides)
     _plug(rt, out, provided)
@@ -172,6 +163,22 @@ async def _build(
         provided=provided,
         closers=closers,
     )
+
+
+def _page(world: LocalWorld, rt: Runtime, address: Address, provided: list[Provides]) -> LocalPage:
+    """The sandbox page; its sample buttons go through the receivers when they are among ``provided``."""
+    page = build_page(
+        world,
+        service=rt.service,
+        base_url=lambda: address.url,
+        routes=lambda: {route.path for p in provided for route in p.routes},
+    )
+    provided.append(Provides(routes=[Route(m, p, h) for m, p, h in page.routes], drains=page.drains))
+    return page
+
+
+def _endpoint(local: LocalSlack) -> SlackEndpoint:
+    return SlackEndpoint(local.token, local.base_url, local.signing_secret)
 
 
 def _plug(rt: Runtime, out: SlackOut, provided: list[Provides]) -> None:
