@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from adapters.local.slack import FakeSlack, SlackDriver
 from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict
+from tests.fakes.polling import wait_for
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
@@ -169,7 +170,8 @@ async def declare_latency(fake: FakeSlack, channels: list[str], tag: str) -> Sam
         title = f"bench {tag} {i} {time.time_ns()}"
         at = time.time()
         await fake.run_command("U0ALICE", channel, f"declare {title}")
-        call = await fake.server.wait_for(
+        call = await wait_for(
+            fake.server,
             lambda t=title: next(
                 (c for c in fake.server.calls_to("chat.postMessage") if t in c.args.get("text", "")), None
             ),
@@ -198,10 +200,10 @@ async def main() -> None:
                 d_url, b_url = f"{url}/slack/events", f"{bare_url}/slack/events"
                 fake.use_http(d_url, SECRET)
                 await fake.run_command("U0ALICE", "C0ALERTS", "declare Bench incident")
-                await fake.server.wait_for(lambda: fake.workspace.history("C0ALERTS"), timeout=10)
+                await wait_for(fake.server, lambda: fake.workspace.history("C0ALERTS"), timeout=10)
                 thread = ("C0ALERTS", fake.workspace.history("C0ALERTS")[-1].ts)
-                scopes = await fake.server.wait_for(
-                    lambda: [c for c in fake.server.calls_to("chat.postMessage")], timeout=10
+                scopes = await wait_for(
+                    fake.server, lambda: [c for c in fake.server.calls_to("chat.postMessage")], timeout=10
                 )
                 scope = scopes[0].args["metadata"]["event_payload"]["scope"]
                 channels = [

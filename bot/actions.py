@@ -1,15 +1,16 @@
-"""The actions feature: the action desk wired into ``decklog serve``.
+"""The actions part: the action desk wired into ``decklog serve`` (``build_actions``).
 
 It builds the catalog from ``[[actions]]`` in decklog.toml and the environment (``DECKLOG_DEPLOY_API_URL``,
 ``DECKLOG_STATUSPAGE_API_URL``; ``DECKLOG_EXECUTOR_TIMEOUT`` overrides every executor's timeout;
 ``DECKLOG_APPROVERS`` adds approvers), the executors (``adapters/executors``), and the desk; then it
 
-- registers the ``actions`` outbox sender, which runs approved proposals (at-least-once delivery; fences and
-  idempotency keys make that one effect) and, when no agents feature verifies, the rule-based verification;
+- provides the ``actions`` outbox sender, which runs approved proposals (at-least-once delivery; fences and
+  idempotency keys make that one effect) and, when no agents part verifies, the rule-based verification;
 - keeps each proposal's Slack message in step with its outcome (an updater on the Slack sender);
 - schedules the sweep (lease expiry, approval expiry, runs nobody is running, verifications that fell due);
-- answers Approve / Deny / ``approve`` / ``deny`` / ``compensate`` (``server.hooks.decide`` / ``.compensate``);
-- exposes the desk as ``server.actions`` (the agents feature's ``Proposer`` and action catalog).
+- answers Approve / Deny / ``approve`` / ``deny`` / ``compensate`` (``Actions.slack``: the decide and compensate
+  ports);
+- gives the desk (``Actions.desk``) and ``Actions.catalog``, the agents' ``Proposer`` and action catalog.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -25,7 +26,10 @@ from adapters.executors.http import HttpExecutor
 from adapters.executors.statuspage import StatuspageExecutor
 from adapters.slack import render
 from adapters.slack.outcomes import SlackDesk
-from bot.settings import SettingsError
+from bot.config import DecklogConfig
+from bot.parts import Job, Provides
+from bot.runtime import Runtime
+from bot.settings import Settings, SettingsError
 from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
 from core.agents.ports import ActionInfo as AgentActionInfo
 from core.egress import EgressPolicy
@@ -43,30 +47,25 @@ from core.errors import DecklogError
 from core.state import ScopeState
 from core.store import LogStore
 
-if TYPE_CHECKING:
-    from bot.server import DecklogServer
-
 log = logging.getLogger("decklog.actions")
 
 
-def build_catalog(server: DecklogServer) -> Catalog:
+def build_catalog(settings: Settings, config: DecklogConfig) -> Catalog:
     """The catalog of this process: decklog.toml's actions with the environment (and settings) substituted."""
-    s = server.settings
     env = dict(os.environ)
-    env["DECKLOG_DEPLOY_API_URL"] = s.deploy_api_url or ""
-    env["DECKLOG_STATUSPAGE_API_URL"] = s.statuspage_api_url or ""
+    env["DECKLOG_DEPLOY_API_URL"] = settings.deploy_api_url or ""
+    env["DECKLOG_STATUSPAGE_API_URL"] = settings.statuspage_api_url or ""
     try:
-        return Catalog.from_config(server.config.actions, env=env, timeout_override=s.executor_timeout)
+        return Catalog.from_config(config.actions, env=env, timeout_override=settings.executor_timeout)
     except DecklogError as exc:
-        raise SettingsError(f"DECKLOG_CONFIG: {server.config.path}: {exc}") from None
+        raise SettingsError(f"DECKLOG_CONFIG: {config.path}: {exc}") from None
 
 
-def build_egress(server: DecklogServer, catalog: Catalog) -> EgressPolicy:
+def build_egress(settings: Settings, config: DecklogConfig, catalog: Catalog) -> EgressPolicy:
     """``[security] egress_allow``, or by default the hosts of the configured executor URLs (core/egress.py)."""
-    s = server.settings
-    urls = [s.deploy_api_url or "", s.statuspage_api_url or ""]
+    urls = [settings.deploy_api_url or "", settings.statuspage_api_url or ""]
     urls += [u for spec in catalog if spec.available for u in (spec.executor.url, spec.executor.reconcile_url)]
-    return EgressPolicy.configured(server.config.security.egress_allow, urls)
+    return EgressPolicy.configured(config.security.egress_allow, urls)
 
 
 def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: EgressPolicy | None = None) -> Executor:
@@ -85,9 +84,9 @@ def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: E
     )
 
 
-def build_policy(server: DecklogServer) -> ApproverPolicy:
-    a = server.config.approvals
-    approvers = tuple(dict.fromkeys((*a.approvers, *server.settings.approver_ids)))
+def build_policy(settings: Settings, config: DecklogConfig) -> ApproverPolicy:
+    a = config.approvals
+    approvers = tuple(dict.fromkeys((*a.approvers, *settings.approver_ids)))
     return ApproverPolicy(
         approvers=approvers, groups=a.user_groups, r3_approvals=a.r3_approvals, expiry_minutes=a.expiry_minutes
     )
@@ -99,19 +98,10 @@ class ActionsSender:
     name = "actions"
     batch_size = 32
 
-    def __init__(self, desk: ActionDesk, *, verify_here: bool | None = None, server: object = None) -> None:
+    def __init__(self, desk: ActionDesk, *, verify_here: bool) -> None:
         self.desk = desk
-        self._verify_here = verify_here
-        self._server = server
-
-    @property
-    def verify_here(self) -> bool:
-        """The rule-based verifier acts on new evidence unless an agents feature does verification turns."""
-        if self._verify_here is not None:
-            return self._verify_here
-        server = self._server
-        hooks = getattr(server, "hooks", None)
-        return getattr(server, "agents", None) is None and getattr(hooks, "ask", None) is None
+        self.verify_here = verify_here
+        """The rule-based verifier acts on new evidence unless the agents part does verification turns."""
 
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
         verify = False
@@ -242,26 +232,23 @@ class AgentCatalog:
         ]
 
 
-def _plug_into_agents(server: DecklogServer, desk: ActionDesk) -> None:
-    """When the agents feature runs in this process, its proposals go to the desk (instead of suggestions)."""
-    try:
-        from bot.agents import AGENTS
-    except ImportError:
-        return
-    runtime = server.web.get(AGENTS)
-    if runtime is not None:
-        runtime.use_proposer(desk)
-        runtime.use_catalog(AgentCatalog(desk))
+@dataclass
+class Actions:
+    desk: ActionDesk
+    slack: SlackDesk
+    """The desk's typed outcomes as the Slack user reads them: the ``decide`` and ``compensate`` ports."""
+    catalog: AgentCatalog
+    provides: Provides
 
 
-async def actions_feature(server: DecklogServer) -> None:
-    """Wire the desk: catalog, executors, sender, Slack hooks and message updates, sweeps, ``server.actions``."""
-    rt = server.runtime
-    catalog = build_catalog(server)
-    egress = build_egress(server, catalog)
+def build_actions(rt: Runtime, *, verify_here: bool) -> Actions:
+    """The desk: catalog, executors, the ``actions`` sender, proposal message updates, the sweep.
+
+    ``verify_here``: no agents part runs in this process, so the rules verify on new evidence."""
+    catalog = build_catalog(rt.settings, rt.config)
+    egress = build_egress(rt.settings, rt.config, catalog)
     log.info("actions: executors may call %s (%s)", egress.describe(), egress.origin)
     session = aiohttp.ClientSession()
-    server.on_stop(session.close)
     executors: Mapping[str, Executor] = {
         spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available
     }
@@ -273,23 +260,34 @@ async def actions_feature(server: DecklogServer) -> None:
         rt.index,
         catalog,
         executors,
-        build_policy(server),
+        build_policy(rt.settings, rt.config),
         clock=rt.clock,
-        lease_seconds=server.config.obligations.lease_seconds,
+        lease_seconds=rt.config.obligations.lease_seconds,
         # Slack user group ids (S…) as approvers need a GroupResolver over usergroups.users.list, which needs the
         # usergroups:read scope in manifest.yml first; until then only user ids and [approvals.user_groups] count.
     )
-    rt.dispatcher.register(ActionsSender(desk, server=server))
-    server.slack_sender.updaters.append(ProposalMessages(rt.store))
-    slack = SlackDesk(desk)  # the desk's typed outcomes, as the Slack user reads them
-    server.hooks.decide = slack.decide
-    server.hooks.compensate = slack.compensate
-    setattr(server, "actions", desk)  # noqa: B010 - the desk, for other features and tests
-    _plug_into_agents(server, desk)
+    sweep = Sweep(desk)
+    lease = rt.config.obligations.lease_seconds
+    expiry_s = rt.config.approvals.expiry_minutes * 60
+    provides = Provides(
+        senders=[ActionsSender(desk, verify_here=verify_here)],
+        updaters=[ProposalMessages(rt.store)],
+        jobs=[Job("actions:sweep", max(0.5, min(15.0, lease / 4, expiry_s / 10)), sweep)],
+        tasks=[sweep],
+        drains=[session.close],
+    )
+    return Actions(desk, SlackDesk(desk), AgentCatalog(desk), provides)
 
-    async def sweep() -> None:
+
+class Sweep:
+    """Lease expiry, approval expiry, runs nobody is running, verifications that fell due."""
+
+    def __init__(self, desk: ActionDesk) -> None:
+        self.desk = desk
+
+    async def __call__(self) -> None:
         try:
-            report = await desk.sweep()
+            report = await self.desk.sweep()
         except Exception:
             log.exception("actions: the sweep failed; the next one will try again")
             return
@@ -301,9 +299,3 @@ async def actions_feature(server: DecklogServer) -> None:
                 [(r.status, r.run_id) for r in report.runs],
                 report.verifications,
             )
-
-    lease = server.config.obligations.lease_seconds
-    expiry_s = server.config.approvals.expiry_minutes * 60
-    interval = max(0.5, min(15.0, lease / 4, expiry_s / 10))
-    server.alarm.every("actions:sweep", interval, sweep)
-    server.spawn(sweep())

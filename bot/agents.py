@@ -1,10 +1,9 @@
 """The agents feature: debounced turns, the reasoner (Claude with a key, rules without), context agents, ask.
 
-``agents_feature(server)`` builds a ``TurnRuntime`` from the server's runtime, config and settings, registers the
-``agents`` outbox sender (it arms debounced turns), re-arms pending turns from the log at boot, sets
-``server.hooks.ask``, and stops its turns on shutdown. Other features reach the runtime as
-``server.web[AGENTS]`` — the action desk plugs itself in with ``runtime.use_proposer(...)`` /
-``runtime.use_catalog(...)``.
+``build_agents(rt, out, ...)`` builds a ``TurnRuntime`` from the runtime's config and settings and returns
+``Agents``: the runtime (``turns``), its scheduler, the ``ask`` Slack port and what the root plugs in (the
+``agents`` outbox sender that arms debounced turns, the re-arm of pending turns at boot, the stop of its turns).
+The root plugs the action desk in with ``turns.use_proposer(...)`` / ``turns.use_catalog(...)``.
 
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
 60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
@@ -15,25 +14,27 @@ sender updater (it removes an ask's :fire: when the answer is delivered).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from prometheus_client import Histogram
 
 from adapters.slack.ask import SlackAsk
 from adapters.slack.progress import SlackProgress
+from bot.parts import Provides
+from bot.runtime import Runtime
 from bot.settings import Settings, project_root
-from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnRuntime, TurnScheduler
+from bot.slack import SlackOut
+from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
 from core.agents.scheduler import AgentsSender
 from core.prompts import PromptLibrary
 
 if TYPE_CHECKING:
     from bot.config import AgentsConfig
-    from bot.server import DecklogServer
 
 log = logging.getLogger(__name__)
 
-AGENTS = web.AppKey("decklog.agents", TurnRuntime)
-SCHEDULER = web.AppKey("decklog.agents.scheduler", TurnScheduler)
 DEFAULT_FIRST_TURN_DELAY = 60.0
 DEFAULT_TURN_DEBOUNCE = 13.0
 
@@ -75,16 +76,42 @@ def build_reasoner(settings: Settings, config: AgentsConfig, *, max_retries: int
     )
 
 
-async def agents_feature(server: DecklogServer) -> None:
-    rt = server.runtime
+@dataclass
+class Agents:
+    turns: TurnRuntime
+    scheduler: TurnScheduler
+    ask: SlackAsk
+    provides: Provides
+
+
+class TimedTurns(TurnRuntime):
+    """The turn runtime, timing each turn into ``decklog_turn_seconds`` (by outcome)."""
+
+    def __init__(self, *args: Any, histogram: Histogram, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._histogram = histogram
+
+    async def run_turn(self, scope: str, *, trigger: str = "debounce", force: bool = False) -> TurnResult:
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await super().run_turn(scope, trigger=trigger, force=force)
+            outcome = result.status
+            return result
+        finally:
+            self._histogram.labels(outcome=outcome).observe(time.perf_counter() - started)
+
+
+def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agents:
+    """The turn runtime and its debounced scheduler: the ``agents`` sender, the ``ask`` port, progress reactions."""
     cfg = rt.config.agents
-    first_delay, debounce = turn_delays(server.settings, cfg)
-    max_wait = server.settings.turn_max_wait
-    progress = SlackProgress(client=server.slack_client, store=rt.store)
-    server.slack_sender.updaters.append(progress.on_delivered)
-    reasoner = build_reasoner(server.settings, cfg)
-    runtime = TurnRuntime(
+    first_delay, debounce = turn_delays(rt.settings, cfg)
+    max_wait = rt.settings.turn_max_wait
+    progress = SlackProgress(client=out.client, store=rt.store)
+    reasoner = build_reasoner(rt.settings, cfg)
+    turns = TimedTurns(
         rt.store,
+        histogram=turn_seconds,
         reasoner=reasoner,
         clock=rt.clock,
         index=rt.index,
@@ -98,17 +125,17 @@ async def agents_feature(server: DecklogServer) -> None:
         progress=progress,
     )
     scheduler = TurnScheduler(
-        runtime, rt.alarm, first_delay=first_delay, debounce=debounce, max_wait=max_wait, clock=rt.clock
+        turns, rt.alarm, first_delay=first_delay, debounce=debounce, max_wait=max_wait, clock=rt.clock
     )
-    rt.dispatcher.register(AgentsSender(scheduler))
-    server.web[AGENTS] = runtime
-    server.web[SCHEDULER] = scheduler
-    server.hooks.ask = SlackAsk(runtime=runtime, store=rt.store)
-    server.on_stop(scheduler.stop)
-    client = getattr(reasoner, "client", None)
+    provides = Provides(
+        senders=[AgentsSender(scheduler)],
+        updaters=[progress.on_delivered],
+        tasks=[scheduler.arm_pending],
+        drains=[scheduler.stop],
+    )
+    client = getattr(reasoner, "client", None)  # Claude's HTTP client (the rules have none)
     if client is not None:
-        server.on_stop(client.close)
-    server.spawn(scheduler.arm_pending())
+        provides.drains.append(client.close)
     log.info(
         "agents: %s reasoner%s, first turn after %gs, debounce %gs, max wait %gs",
         reasoner.name,
@@ -117,3 +144,4 @@ async def agents_feature(server: DecklogServer) -> None:
         debounce,
         max_wait,
     )
+    return Agents(turns, scheduler, SlackAsk(runtime=turns, store=rt.store), provides)

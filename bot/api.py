@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
+from pydantic import SecretStr
 
+from bot.parts import Handler, Provides, Route
 from bot.reports import render_report
+from bot.runtime import Runtime
 from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
 from core.errors import InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId
-from core.index import ScopeRow
+from core.index import Index, ScopeRow
 from core.reports import FORMATS, MEDIA_TYPES, filename
+from core.reports.templating import ReportTemplates
 from core.service import parse_severity
 from core.state import ScopeState
-
-if TYPE_CHECKING:
-    from bot.server import DecklogServer
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from core.store import LogStore
 
 PREFIX = "/api/scopes"
 ALLOWED = "GET, HEAD"
@@ -165,14 +164,13 @@ def scope_json(state: ScopeState) -> dict[str, Any]:
 
 
 class ScopesApi:
-    def __init__(self, server: DecklogServer) -> None:
-        self.server = server
-        token = server.settings.api_token
+    def __init__(
+        self, store: LogStore, index: Index, token: SecretStr | None, *, templates: ReportTemplates | None = None
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.templates = templates
         self.token = token.get_secret_value().encode("utf-8") if token is not None else None
-
-    @property
-    def store(self) -> Any:
-        return self.server.runtime.store
 
     def guard(self, handler: Handler) -> Handler:
         """Method check (405), bearer token (401), then the handler; core errors become 400 / 404."""
@@ -226,7 +224,7 @@ class ScopesApi:
         severity = parse_severity(sev, field="severity") if sev is not None else None
         text = q.text("text")
         limit = q.integer("limit", default=LIST_LIMIT, low=1, high=LIST_MAX)
-        rows = await self.server.runtime.index.list_scopes(
+        rows = await self.index.list_scopes(
             kind=kind,
             status=None if status == "open" else status,
             open_only=status == "open",
@@ -273,7 +271,7 @@ class ScopesApi:
         if fmt not in FORMATS:
             raise NotFound(f"no such report format: {fmt!r} (one of: {', '.join(FORMATS)})")
         state = await self._state(request)
-        body, sha, parsed = await render_report(self.store, state.scope, fmt, templates=self.server.runtime.reports)
+        body, sha, parsed = await render_report(self.store, state.scope, fmt, templates=self.templates)
         etag = f'"{sha}"'
         headers = {
             "ETag": etag,
@@ -290,12 +288,15 @@ class ScopesApi:
         return error(404, f"no such API route: {request.path}")
 
 
-async def api_feature(server: DecklogServer) -> None:
-    """Register the REST API routes (all under ``/api/scopes``)."""
-    api = ScopesApi(server)
-    router = server.web.router
-    router.add_route("*", PREFIX, api.guard(api.list_scopes))
-    router.add_route("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope))
-    router.add_route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline))
-    router.add_route("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report))
-    router.add_route("*", PREFIX + "/{tail:.*}", api.no_route)
+def build_api(rt: Runtime) -> Provides:
+    """The REST API routes (all under ``/api/scopes``)."""
+    api = ScopesApi(rt.store, rt.index, rt.settings.api_token, templates=rt.reports)
+    return Provides(
+        routes=[
+            Route("*", PREFIX, api.guard(api.list_scopes)),
+            Route("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope)),
+            Route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline)),
+            Route("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report)),
+            Route("*", PREFIX + "/{tail:.*}", api.no_route),
+        ]
+    )

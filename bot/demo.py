@@ -51,6 +51,7 @@ class Demo:
     def __init__(self, server: DecklogServer, out: Callable[[str], None]) -> None:
         self.server = server
         self.rt = server.runtime
+        assert server.sandbox is not None, "the demo runs against the sandbox workspace"
         self.fake = server.sandbox
         self.out = out
         self.started = time.monotonic()
@@ -99,9 +100,9 @@ class Demo:
         self.out("The 03:12 story (time compressed: agent turns wait 0.3 s instead of 60 s)\n")
 
         # 03:04 — the deploy that will be suspected
-        deploy = getattr(self.server, "sandbox_deploy", None)
-        if deploy is not None:
-            deploy.record_deploy("payments", "r2026-09-19-4", author="dev.kim")
+        world = self.server.parts.world
+        if world is not None:
+            world.env.deploy.record_deploy("payments", "r2026-09-19-4", author="dev.kim")
         await self.post("/changes/generic", _change(t0 - timedelta(minutes=8)))
         await self.until("the change scope", lambda: self.rt.store.exists(CHANGE))
         self.say("03:04", f"deploy {CHANGE} of payments (touched config/payments/timeouts.yaml)")

@@ -1,51 +1,136 @@
-"""Prometheus text exposition for ``GET /metrics`` — counters and gauges read from the live components."""
+"""``GET /metrics`` through prometheus-client, one ``CollectorRegistry`` per server (never the global one: a test
+process starts many servers).
+
+Latencies are histograms (``_bucket``/``_sum``/``_count``), so Prometheus can aggregate them across replicas:
+
+- ``decklog_slack_ack_seconds``: receiving a Slack delivery on ``/slack/events`` to answering it (the middleware);
+- ``decklog_sender_latency_seconds``: an entry's commit to its delivery, per entry and topic (the dispatcher);
+- ``decklog_turn_seconds``: one agent turn, by outcome (the agents part).
+
+Everything else is a counter or gauge read from the live components at scrape time (``Live``), so that nothing is
+counted twice: the inbox, the store, the dispatcher, the Slack sender and the Slack listeners keep their counts.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from core.outbox import DispatchStats
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Slack allows 3 s for an ack; the buckets are finest where acks and deliveries usually land.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0, 10.0, 30.0)
+TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-class Metrics:
-    """Request counters kept by the HTTP middleware; everything else is read at scrape time."""
+class ServerMetrics:
+    """The metrics this process observes as things happen; ``render(live)`` adds what is read at scrape time."""
 
     def __init__(self) -> None:
-        self.requests: Counter[tuple[str, str, int]] = Counter()
-        self.slack_acks: Counter[int] = Counter()
-        self.ack_latencies: list[float] = []
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "decklog_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.slack_acks = Counter(
+            "decklog_slack_acks",
+            "Responses to Slack deliveries on /slack/events by status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.ack_seconds = Histogram(
+            "decklog_slack_ack_seconds",
+            "Time to answer a Slack delivery",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.delivery_seconds = Histogram(
+            "decklog_sender_latency_seconds",
+            "Commit to delivered, per entry",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.turn_seconds = Histogram(
+            "decklog_turn_seconds",
+            "Duration of one agent turn, by outcome",
+            ["outcome"],
+            buckets=TURN_BUCKETS,
+            registry=self.registry,
+        )
 
     def observe_request(self, route: str, method: str, status: int) -> None:
-        self.requests[(route, method, status)] += 1
+        self.requests.labels(route=route, method=method, status=str(status)).inc()
 
     def observe_slack_ack(self, status: int, seconds: float) -> None:
-        self.slack_acks[status] += 1
-        self.ack_latencies.append(seconds)
-        if len(self.ack_latencies) > 4096:
-            del self.ack_latencies[:2048]
+        self.slack_acks.labels(status=str(status)).inc()
+        self.ack_seconds.observe(seconds)
+
+    def delivery_stats(self) -> DispatchStats:
+        """A ``DispatchStats`` for the dispatcher that also feeds the delivery histogram."""
+        return ObservedDispatchStats(histogram=self.delivery_seconds)
+
+    def render(self, live: Live) -> bytes:
+        return generate_latest(_Scrape(self.registry, live))
 
 
-def render(lines: Iterable[tuple[str, str, str, list[tuple[dict[str, str], float]]]]) -> str:
-    """``(name, type, help, [(labels, value)])`` → Prometheus text format 0.0.4."""
-    out: list[str] = []
-    for name, kind, help_text, samples in lines:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-            out.append(f"{name}{{{label_text}}} {value}" if label_text else f"{name} {value}")
-    return "\n".join(out) + "\n"
+@dataclass
+class ObservedDispatchStats(DispatchStats):
+    histogram: Histogram | None = None
+
+    def observe(self, seconds: float) -> None:
+        super().observe(seconds)
+        if self.histogram is not None:
+            self.histogram.observe(seconds)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+@dataclass
+class Live:
+    """The values read from the components for one scrape."""
+
+    counters: list[tuple[str, str, float]] = field(default_factory=list)
+    gauges: list[tuple[str, str, float]] = field(default_factory=list)
+    labelled: list[tuple[str, str, str, str, dict[str, float]]] = field(default_factory=list)
+    """(kind "counter" | "gauge", name, help, label, {label value: value})."""
+
+    def counter(self, name: str, help_text: str, value: float) -> None:
+        self.counters.append((name, help_text, value))
+
+    def gauge(self, name: str, help_text: str, value: float) -> None:
+        self.gauges.append((name, help_text, value))
+
+    def by_label(self, kind: str, name: str, help_text: str, label: str, values: dict[str, float]) -> None:
+        self.labelled.append((kind, name, help_text, label, values))
+
+    def families(self) -> Iterator[Metric]:
+        for name, help_text, value in self.counters:
+            yield CounterMetricFamily(name, help_text, value=value)
+        for name, help_text, value in self.gauges:
+            yield GaugeMetricFamily(name, help_text, value=value)
+        for kind, name, help_text, label, values in self.labelled:
+            family: CounterMetricFamily | GaugeMetricFamily = (
+                CounterMetricFamily(name, help_text, labels=[label])
+                if kind == "counter"
+                else GaugeMetricFamily(name, help_text, labels=[label])
+            )
+            for key, value in sorted(values.items()):
+                family.add_metric([key], value)
+            yield family
 
 
-def quantiles(values: list[float]) -> list[tuple[dict[str, str], float]]:
-    return [({"quantile": q}, round(_quantile(values, float(q)), 6)) for q in ("0.5", "0.9", "0.99")]
+class _Scrape(Collector):
+    """One scrape: the registry's metrics, then the live ones (``generate_latest`` only needs ``collect``)."""
+
+    def __init__(self, registry: CollectorRegistry, live: Live) -> None:
+        self._registry = registry
+        self._live = live
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._registry.collect()
+        yield from self._live.families()

@@ -25,8 +25,9 @@ import hmac
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from pydantic import SecretStr
@@ -34,15 +35,15 @@ from pydantic import SecretStr
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES
 from adapters.payload_fields import header_value
+from bot.parts import Job, Provides, Route
+from bot.runtime import Runtime
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
 from core.change_links import ChangeLinkSender
 from core.changes import ChangeService
 from core.entries import Entry
 from core.errors import InvalidInput
+from core.index import Index
 from core.signals import PayloadError, truncate_raw
-
-if TYPE_CHECKING:
-    from bot.server import DecklogServer
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,12 @@ class Refused(Exception):
 
 
 class Receivers:
-    """The two routes' handlers (``server.web[RECEIVERS]``); tests may tune ``summarizer.interval``."""
+    """The two routes' handlers (``parts.receivers.receivers``); tests may tune ``summarizer.interval``."""
 
     def __init__(
         self,
-        server: DecklogServer,
+        token: SecretStr | None,
+        index: Index,
         alerts: AlertRouter,
         changes: ChangeService,
         summarizer: AlertSummarizer,
@@ -95,7 +97,9 @@ class Receivers:
         max_bytes: int,
         raw_bytes: int,
     ) -> None:
-        self.server = server
+        self.secret = token
+        """The shared secret (``DECKLOG_ALERT_TOKEN``, or the one the sandbox made)."""
+        self.index = index
         self.alerts = alerts
         self.changes = changes
         self.summarizer = summarizer
@@ -153,12 +157,9 @@ class Receivers:
     # -- the checks every request passes ----------------------------------------------------------------------
 
     def token(self) -> str | None:
-        """The shared secret: ``server.alert_token`` when a feature set one, else ``DECKLOG_ALERT_TOKEN``."""
-        for value in (getattr(self.server, "alert_token", None), self.server.settings.alert_token):
-            secret = value.get_secret_value() if isinstance(value, SecretStr) else value
-            if isinstance(secret, str) and secret.strip():
-                return secret.strip()
-        return None
+        """The shared secret: ``DECKLOG_ALERT_TOKEN`` (or the one the sandbox made), None when unset or blank."""
+        secret = self.secret.get_secret_value().strip() if self.secret is not None else ""
+        return secret or None
 
     async def _accept(self, request: web.Request, source: Source) -> tuple[bytes, object]:
         """Authenticate and read the body (bounded) → (raw bytes, parsed JSON); raises ``Refused``."""
@@ -217,7 +218,7 @@ class Receivers:
         """Schedule summaries that are due, derived from the log (at start-up and every minute: catches a crash
         before ``on_commit`` armed one, and other processes' appends). Incidents only reserved in the index (their
         declaration not yet delivered to it) are looked at too."""
-        scopes = await self.server.runtime.index.unresolved_incidents(limit=2000)
+        scopes = await self.index.unresolved_incidents(limit=2000)
         armed = await self.summarizer.rearm(scopes)
         if armed:
             log.info("alerts: %d incident(s) have alerts to summarise", armed)
@@ -300,12 +301,14 @@ def _depth(value: object) -> int:
     return deepest
 
 
-RECEIVERS: web.AppKey[Receivers] = web.AppKey("receivers", Receivers)
+@dataclass
+class ReceiversPart:
+    receivers: Receivers
+    provides: Provides
 
 
-async def receivers_feature(server: DecklogServer) -> None:
-    """Wire the receivers: the routes, the log listener (change links, summaries), the summary sweeps."""
-    rt = server.runtime
+def build_receivers(rt: Runtime) -> ReceiversPart:
+    """The routes, the log listener (alert summaries), the change-link sender, the summary sweeps."""
     cfg = rt.config.alerts
     policy = AlertPolicy.build(
         grouping_window_minutes=cfg.grouping_window_minutes,
@@ -318,15 +321,22 @@ async def receivers_feature(server: DecklogServer) -> None:
     changes = ChangeService(
         rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)
     )
-    summarizer = AlertSummarizer(rt.store, server.alarm, clock=rt.clock.now)
+    summarizer = AlertSummarizer(rt.store, rt.alarm, clock=rt.clock.now)
     receivers = Receivers(
-        server, alerts, changes, summarizer, max_bytes=cfg.max_payload_bytes, raw_bytes=cfg.raw_evidence_bytes
+        rt.settings.alert_token,
+        rt.index,
+        alerts,
+        changes,
+        summarizer,
+        max_bytes=cfg.max_payload_bytes,
+        raw_bytes=cfg.raw_evidence_bytes,
     )
-    server.web[RECEIVERS] = receivers
-    server.web.router.add_post(ALERT_ROUTE, receivers.alert)
-    server.web.router.add_post(CHANGE_ROUTE, receivers.change)
-    rt.dispatcher.register(ChangeLinkSender(changes, rt.store))
-    server.spawn(alerts.warm())  # routing state from the index and the scope states (the first alert waits for it)
-    rt.store.subscribe(receivers.on_commit)
-    server.spawn(receivers.rearm())
-    server.alarm.every("alerts:summaries", 60.0, receivers.rearm)
+    provides = Provides(
+        routes=[Route("POST", ALERT_ROUTE, receivers.alert), Route("POST", CHANGE_ROUTE, receivers.change)],
+        senders=[ChangeLinkSender(changes, rt.store)],
+        listeners=[receivers.on_commit],
+        jobs=[Job("alerts:summaries", 60.0, receivers.rearm)],
+        # routing state from the index and the scope states (the first alert waits for it); summaries due
+        tasks=[alerts.warm, receivers.rearm],
+    )
+    return ReceiversPart(receivers, provides)

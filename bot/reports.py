@@ -40,7 +40,6 @@ from core.store import LogStore
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
-    from bot.server import DecklogServer
 
 # Destinations that are not file paths.
 NAMED_DESTINATIONS = ("stdout", "slack")
@@ -157,11 +156,11 @@ async def export_to_slack(rt: Runtime, scope: str, fmt: str, actor: Actor) -> st
     return f":page_facing_up: Uploading the {parsed} report to the thread — sha256 `{sha}`."
 
 
-async def reports_feature(server: DecklogServer) -> None:
-    """Wire the Slack export hook (``/incident export``, ``@decklog export``, the header's Export button)."""
-    rt = server.runtime
+class SlackExport:
+    """The Slack export port (``/incident export``, ``@decklog export``, the header's Export button)."""
 
-    async def export(*, scope: str, fmt: str, actor: Actor, key: str) -> str:
-        return await export_to_slack(rt, scope, fmt, actor)
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
 
-    server.hooks.export = export
+    async def __call__(self, *, scope: str, fmt: str, actor: Actor, key: str) -> str:
+        return await export_to_slack(self.rt, scope, fmt, actor)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +17,7 @@ import pytest
 from bot.config import DecklogConfig, load_config
 from bot.server import DecklogServer
 from bot.settings import Settings, project_root
+from bot.wiring import ALL_PARTS, PartName, Parts
 
 T = TypeVar("T")
 
@@ -76,7 +77,8 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
         config: DecklogConfig | None = None,
         socket_mode: bool = False,
         data_dir: Path | None = None,
-        features: list[Any] | None = None,
+        parts: Collection[PartName] = ALL_PARTS,
+        on_built: Callable[[Parts], None] | None = None,
         **settings: Any,
     ) -> DecklogServer:
         values: dict[str, Any] = {
@@ -88,7 +90,11 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
         }
         values.update(settings)
         server = DecklogServer(
-            Settings(**values), socket_mode=socket_mode, config=config or test_config(), features=features
+            Settings(**values),
+            socket_mode=socket_mode,
+            config=config or test_config(),
+            parts=parts,
+            on_built=on_built,
         )
         await server.start()
         started.append(server)

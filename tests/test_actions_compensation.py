@@ -10,6 +10,7 @@ import pytest
 from core.actions import CompensationKind
 from core.errors import NotFound
 from tests.actions_support import AGENT, ALICE, BOB, desk_kit, pid_of
+from tests.fakes.service_faults import service_faults
 
 
 async def _rolled_back(kit) -> tuple[str, str]:
@@ -77,7 +78,7 @@ async def test_compensation_is_its_own_proposal_approval_and_run_bound_to_the_or
 
 async def test_only_an_applied_run_with_a_configured_compensation_can_be_compensated(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
-        kit.deploy.refuse_next(422, "no")
+        service_faults(kit.deploy).refuse_next(422, "no")
         scope = await kit.declare()
         line = await kit.desk.propose(
             scope, action="poke", params={"target": "x"}, rationale="", obligation_id=None, actor=AGENT

@@ -16,7 +16,6 @@ from adapters.local.services import FakeDeployService
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from adapters.slack.outcomes import SlackDesk
-from bot.actions import actions_feature
 from bot.server import DecklogServer
 from bot.settings import Settings
 from core.actions import ActionDesk
@@ -47,7 +46,7 @@ async def server(tmp_path: Path, deploy: FakeDeployService) -> AsyncIterator[Dec
         deploy_api_url=deploy.base_url,
         approvers=ALICE,
     )
-    srv = DecklogServer(settings, config=test_config(), features=[actions_feature])
+    srv = DecklogServer(settings, config=test_config(), parts={"actions"})
     await srv.start()
     yield srv
     await srv.stop()
@@ -75,7 +74,7 @@ async def test_alert_to_approved_rollback_to_verified_to_resolved(
 ) -> None:
     rt, fake = server.runtime, server.sandbox
     assert isinstance(fake, FakeSlack)
-    desk = server.actions  # type: ignore[attr-defined]
+    desk = server.parts.actions.desk
     assert isinstance(desk, ActionDesk)
     assert {a.name for a in desk.available()} == {"rollback_deploy", "restore_deploy"}  # no status page URL here
 
@@ -230,7 +229,7 @@ async def test_approve_and_deny_by_mention_in_the_thread(server: DecklogServer, 
     declared = await rt.service.declare(title="Checkout errors", channel=ALERTS, actor=Actor.human(ALICE, "alice"))
     scope = declared.state.scope
     state = await eventually(lambda: _threaded(server, scope), what="the thread")
-    desk = server.actions  # type: ignore[attr-defined]
+    desk = server.parts.actions.desk
     first = (
         await desk.propose(
             scope,
@@ -275,19 +274,18 @@ async def _status(server: DecklogServer, scope: str, status: str) -> bool:
 async def test_with_every_feature_wired_the_desk_is_the_agents_proposer_and_catalog(
     make_server: Any, deploy: FakeDeployService
 ) -> None:
-    from bot.agents import AGENTS
 
     server = await make_server(deploy_api_url=deploy.base_url, approvers=ALICE)
-    runtime = server.web[AGENTS]
-    assert runtime.proposer is server.actions
+    runtime = server.parts.agents.turns
+    assert runtime.proposer is server.parts.actions.desk
     offered = runtime.catalog.available()
     assert {"rollback_deploy", "restore_deploy"} <= {a.name for a in offered}
     rollback = next(a for a in offered if a.name == "rollback_deploy")
     assert rollback.risk == "R2" and "change_is_latest_on_service" in rollback.safety_conditions
     assert rollback.params_schema["service"]["required"] is True
-    slack = server.hooks.decide.__self__  # the Slack rendering of the desk's typed outcomes
-    assert isinstance(slack, SlackDesk) and slack.desk is server.actions
-    assert server.hooks.compensate == slack.compensate
+    slack = server.parts.slack.hooks.decide.__self__  # the Slack rendering of the desk's typed outcomes
+    assert isinstance(slack, SlackDesk) and slack.desk is server.parts.actions.desk
+    assert server.parts.slack.hooks.compensate == slack.compensate
 
 
 async def test_compensate_from_the_thread_is_a_new_approved_run_bound_to_the_original(
@@ -309,7 +307,7 @@ async def test_compensate_from_the_thread_is_a_new_approved_run_bound_to_the_ori
     )
     await rt.service.link(scope, "change/r41", Actor.system("linker"), relation="suspected_cause")
     await rt.dispatcher.idle()
-    desk = server.actions  # type: ignore[attr-defined]
+    desk = server.parts.actions.desk
     line = await desk.propose(
         scope,
         action="rollback_deploy",

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from adapters.slack.ids import Action
-from bot.agents import AGENTS, SCHEDULER
 from bot.server import DecklogServer
 from bot.settings import Settings
 from core.entries import Actor, Entry, NewEntry
@@ -172,7 +171,7 @@ async def test_mention_ask_in_the_thread_shows_fire_answers_in_the_thread_and_re
     assert "fire" not in {r.get("name") for r in (fake.workspace.message(ALERTS_CHANNEL, asked.ts).reactions or [])}
     # a Slack retry of the same mention runs no second turn
     await fake.redeliver(next(d for d in fake.deliveries if d.payload.get("event", {}).get("type") == "app_mention"))
-    await server.web[SCHEDULER].idle()
+    await server.parts.agents.scheduler.idle()
     assert len(await entries(server, scope, "answer")) == 1
 
 
@@ -215,7 +214,7 @@ async def test_pending_turns_survive_a_restart(make_server: ServerFactory, tmp_p
     turns = await entries(second, scope, "agent_turn")
     assert turns[0].payload.trigger in ("boot", "first", "debounce")
     # the runtime counts a turn after its append returns: poll, the entry can be visible a moment earlier
-    await eventually(lambda: second.web[AGENTS].stats.recorded >= 1, what="the turn counted as recorded")
+    await eventually(lambda: second.parts.agents.turns.stats.recorded >= 1, what="the turn counted as recorded")
 
 
 async def test_a_deploy_then_an_alert_through_the_receivers_gets_the_suspect_and_the_rollback(
@@ -283,11 +282,11 @@ async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_serv
         {"title": "checkout 5xx", "fingerprint": "checkout-5xx", "service": "checkout", "severity": "high"},
     )
     scope = opened["scopes"][0]
-    await eventually(lambda: server.web[AGENTS].stats.runs >= 1, what="the first turn")
+    await eventually(lambda: server.parts.agents.turns.stats.runs >= 1, what="the first turn")
     await post("/changes/generic", {"service": "checkout", "version": "v9.9.9-hotfix", "author": "oncall"})
     await eventually(lambda: _linked(server, scope), what="the change linked to the incident")
-    runs = server.web[AGENTS].stats.runs
-    await eventually(lambda: server.web[AGENTS].stats.runs > runs, what="a turn after the link")
+    runs = server.parts.agents.turns.stats.runs
+    await eventually(lambda: server.parts.agents.turns.stats.runs > runs, what="a turn after the link")
     assert not await entries(server, scope, "hypothesis")
     assert not [
         o for o in (await server.runtime.store.get_state(scope)).obligations.values() if o.purpose == "rollback"

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from adapters.local.slack import FakeSlack
-from bot.agents import AGENTS
 from bot.server import DecklogServer
 from core.agents import TurnInput, TurnOutput
 from core.errors import NotFound
@@ -105,7 +104,7 @@ async def test_a_slow_turn_shows_fire_on_the_header_until_it_ends_and_a_stale_on
     data_dir = tmp_path / "fire"
     server = await make_server(data_dir=data_dir, first_turn_delay=0.05, turn_debounce=0.05)
     fake = server.sandbox
-    runtime = server.web[AGENTS]
+    runtime = server.parts.agents.turns
     slow = BlockedReasoner()
     runtime.reasoner = slow
     await fake.run_command(ALICE, GENERAL, "declare Slow turn sev3")
@@ -122,14 +121,14 @@ async def test_a_slow_turn_shows_fire_on_the_header_until_it_ends_and_a_stale_on
     assert added[0].at <= removed[0].at and not _has_fire(fake, GENERAL, header)
     # a process that died mid-turn leaves its note "on" and the :fire: shown: the next boot clears both
     await server.runtime.store.memo_put(scope, "progress", "header", {"on": True, "channel": GENERAL, "ts": header})
-    await server.slack_client.reactions_add(channel=GENERAL, timestamp=header, name="fire")
+    await server.parts.slack_out.client.reactions_add(channel=GENERAL, timestamp=header, name="fire")
     assert _has_fire(fake, GENERAL, header)
     await server.runtime.store.memo_put(scope, "progress", "header", {"on": True, "channel": GENERAL, "ts": header})
     before = len(_fire_calls(fake, "reactions.remove", header))
-    await server.web[AGENTS].recover_progress(scope)  # what the boot re-arm does for every incident
+    await server.parts.agents.turns.recover_progress(scope)  # what the boot re-arm does for every incident
     assert len(_fire_calls(fake, "reactions.remove", header)) == before + 1 and not _has_fire(fake, GENERAL, header)
     assert (await server.runtime.store.memo_get(scope, "progress", "header") or {}).get("on") is False
-    await server.web[AGENTS].recover_progress(scope)  # idempotent: nothing left to remove
+    await server.parts.agents.turns.recover_progress(scope)  # idempotent: nothing left to remove
     assert len(_fire_calls(fake, "reactions.remove", header)) == before + 1
 
 

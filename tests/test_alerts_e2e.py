@@ -14,9 +14,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 
 from adapters.alerts import ALERT_SOURCES
-from bot.receivers import RECEIVERS
 from bot.server import DecklogServer
 from core.alerts import SUMMARY_SOURCE
 from core.entries import Entry
@@ -58,7 +58,7 @@ async def post(
 
 async def alerts_server(make_server: ServerFactory, **alerts: Any) -> DecklogServer:
     server = await make_server(alert_token=TOKEN, config=test_config(alerts=alerts) if alerts else None)
-    server.web[RECEIVERS].summarizer.interval = 0.3
+    server.parts.receivers.receivers.summarizer.interval = 0.3
     return server
 
 
@@ -270,10 +270,12 @@ async def test_pagerduty_with_a_bad_signature_is_refused_and_a_good_one_accepted
 
 
 async def test_without_a_configured_token_every_request_is_refused_with_how_to_fix_it(server: DecklogServer) -> None:
-    server.settings.alert_token = None
+    receivers = server.parts.receivers
+    assert receivers is not None
+    receivers.receivers.secret = None
     status, answer = await post(server, "/alerts/generic", generic())
     assert status == 401 and "set" in answer["error"] and "DECKLOG_ALERT_TOKEN" in answer["error"]
-    server.alert_token = "from-a-feature"  # type: ignore[attr-defined]  # e.g. the sandbox's generated token
+    receivers.receivers.secret = SecretStr("from-a-feature")  # e.g. the sandbox's generated token
     status, _ = await post(server, "/alerts/generic", generic(), token="from-a-feature")
     assert status == 202
 

@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.receivers import RECEIVERS, receivers_feature
 from bot.server import DecklogServer
 from bot.settings import Settings
 from tests.conftest import test_config
@@ -67,12 +66,12 @@ def live() -> Iterator[Live]:
     settings_ = Settings(
         data_dir=Path(data_dir), host="127.0.0.1", port=0, alert_token=TOKEN, first_turn_delay=60, turn_debounce=60
     )
-    server = DecklogServer(settings_, config=test_config(), features=[receivers_feature])
+    server = DecklogServer(settings_, config=test_config(), parts={"receivers"})
     asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
     url = urlsplit(server.url)
     assert url.hostname is not None and url.port is not None
     state = Live(server, loop, url.hostname, url.port)
-    receivers = server.web[RECEIVERS]
+    receivers = server.parts.receivers.receivers
     receive, record = receivers.alerts.receive, receivers.changes.record
 
     async def counted_receive(source: str, signals: Any, **kw: Any) -> Any:

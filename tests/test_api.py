@@ -11,8 +11,6 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.api import api_feature
-from bot.reports import reports_feature
 from bot.server import DecklogServer
 from bot.settings import Settings
 from core.entries import Actor, NewEntry
@@ -30,7 +28,7 @@ async def quiet_servers(tmp_path: Path) -> AsyncIterator[ServerFactory]:
 
     async def make(**settings: Any) -> DecklogServer:
         values: dict[str, Any] = {"data_dir": tmp_path / "data", "host": "127.0.0.1", "port": 0, **settings}
-        server = DecklogServer(Settings(**values), config=test_config(), features=[api_feature, reports_feature])
+        server = DecklogServer(Settings(**values), config=test_config(), parts={"api", "reports"})
         await server.start()
         started.append(server)
         return server

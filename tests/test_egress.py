@@ -14,7 +14,7 @@ import pytest
 from adapters.executors.http import HttpExecutor
 from adapters.executors.statuspage import StatuspageExecutor
 from adapters.local.services import FakeDeployService, FakeStatuspage
-from bot.actions import actions_feature, build_catalog, build_egress
+from bot.actions import build_catalog, build_egress
 from bot.config import DecklogConfig, load_config
 from bot.server import DecklogServer
 from bot.settings import Settings, SettingsError
@@ -95,8 +95,7 @@ def test_the_default_is_exactly_the_configured_executor_hosts() -> None:
         statuspage_api_url="https://api.statuspage.io",
         executor_timeout=None,
     )
-    server = SimpleNamespace(settings=settings, config=config)
-    policy = build_egress(server, build_catalog(server))  # type: ignore[arg-type]
+    policy = build_egress(settings, config, build_catalog(settings, config))  # type: ignore[arg-type]
     assert config.security.egress_allow is None
     assert sorted(str(r) for r in policy.rules) == [
         "127.0.0.1:7000",
@@ -119,8 +118,7 @@ def test_the_default_is_exactly_the_configured_executor_hosts() -> None:
     ):
         assert check(policy, url) is not None, url
     explicit = test_config(security={"egress_allow": ["hooks.internal"]})
-    server = SimpleNamespace(settings=settings, config=explicit)
-    only = build_egress(server, build_catalog(server))  # type: ignore[arg-type]
+    only = build_egress(settings, explicit, build_catalog(settings, explicit))  # type: ignore[arg-type]
     assert [str(r) for r in only.rules] == ["hooks.internal"]
     assert check(only, "http://deploy.internal:8080/rollback") is not None
 
@@ -208,10 +206,11 @@ async def test_serve_wires_the_configured_allowlist_into_every_executor(tmp_path
             settings = Settings(
                 data_dir=tmp_path / str(bool(allow)), host="127.0.0.1", port=0, deploy_api_url=deploy.base_url
             )
-            srv = DecklogServer(settings, config=test_config(security=security), features=[actions_feature])
+            srv = DecklogServer(settings, config=test_config(security=security), parts={"actions"})
             await srv.start()
             try:
-                executors = srv.actions.runner.executors  # type: ignore[attr-defined]
+                assert srv.parts.actions is not None
+                executors = srv.parts.actions.desk.runner.executors
                 assert executors, "the example catalog has actions on DECKLOG_DEPLOY_API_URL"
                 for executor in executors.values():
                     allowed = check(executor.egress, deploy.rollback_url) is None

@@ -15,6 +15,8 @@ from adapters.local.services import FakeDeployService, FakeStatuspage
 from core.actions import ExecutionRequest, idempotency_key
 from core.entries import ActionResult
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
+from tests.fakes.polling import wait_for
+from tests.fakes.service_faults import service_faults
 
 
 async def _run(kit, *, action: str = "poke", target: str = "db-1") -> tuple[str, ActionResult]:
@@ -57,7 +59,7 @@ async def test_applied_records_the_body_and_its_sha256_as_the_effect_digest(tmp_
 
 async def test_a_4xx_is_refused_and_nothing_is_applied(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
-        kit.deploy.refuse_next(409, "change freeze")
+        service_faults(kit.deploy).refuse_next(409, "change freeze")
         scope, result = await _run(kit)
         assert result.outcome == "refused" and result.error == "HTTP 409: change freeze"
         assert kit.deploy.effects == [] and len(_effect_calls(kit.deploy)) == 1
@@ -67,7 +69,7 @@ async def test_a_4xx_is_refused_and_nothing_is_applied(tmp_path: Path) -> None:
 
 async def test_a_500_is_uncertain_then_reconciled_as_not_applied(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
-        kit.deploy.fail_next(500)
+        service_faults(kit.deploy).fail_next(500)
         scope, result = await _run(kit)
         outcomes = [r.outcome for r in await kit.payloads(scope, "action_result")]
         assert outcomes == ["uncertain", "not_applied"] and result.reconciled
@@ -77,7 +79,7 @@ async def test_a_500_is_uncertain_then_reconciled_as_not_applied(tmp_path: Path)
 
 async def test_a_500_after_the_effect_is_uncertain_then_reconciled_as_applied(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
-        kit.deploy.fail_next(500, applied=True)
+        service_faults(kit.deploy).fail_next(500, applied=True)
         scope, result = await _run(kit)
         assert [r.outcome for r in await kit.payloads(scope, "action_result")] == ["uncertain", "applied"]
         assert result.reconciled and result.effect_digest.startswith("sha256:")
@@ -87,7 +89,7 @@ async def test_a_500_after_the_effect_is_uncertain_then_reconciled_as_applied(tm
 
 async def test_a_delay_past_the_timeout_is_uncertain_and_reconciled(tmp_path: Path) -> None:
     async with desk_kit(tmp_path, actions=[effect_action(timeout=0.3)]) as kit:
-        kit.deploy.delay_next(1.0, apply="before")
+        service_faults(kit.deploy).delay_next(1.0, apply="before")
         scope, result = await _run(kit)
         results = await kit.payloads(scope, "action_result")
         assert results[0].outcome == "uncertain" and "no answer within 0.3s" in results[0].error
@@ -97,19 +99,19 @@ async def test_a_delay_past_the_timeout_is_uncertain_and_reconciled(tmp_path: Pa
 
 async def test_an_effect_still_in_flight_after_the_lookups_is_abandoned_not_retried(tmp_path: Path) -> None:
     async with desk_kit(tmp_path, actions=[effect_action(timeout=0.2)]) as kit:
-        kit.deploy.delay_next(1.5, apply="after")
+        service_faults(kit.deploy).delay_next(1.5, apply="after")
         scope, result = await _run(kit)
         assert result.outcome == "abandon_uncertain" and "still unknown" in result.error
         follow_ups = [o for o in (await kit.state(scope)).obligations.values() if o.purpose == "follow_up"]
         assert len(follow_ups) == 1 and "Find out whether run" in follow_ups[0].text
-        await kit.deploy.wait_for(lambda: len(kit.deploy.effects) == 1, timeout=5, what="the late effect")
+        await wait_for(kit.deploy, lambda: len(kit.deploy.effects) == 1, timeout=5, what="the late effect")
         assert len(_effect_calls(kit.deploy)) == 1
         kit.deploy.assert_at_most_once_per_key()
 
 
 async def test_apply_then_drop_is_uncertain_and_reconcile_says_applied(tmp_path: Path) -> None:
     async with desk_kit(tmp_path) as kit:
-        kit.deploy.apply_then_drop_next()
+        service_faults(kit.deploy).apply_then_drop_next()
         scope, result = await _run(kit)
         results = await kit.payloads(scope, "action_result")
         assert results[0].outcome == "uncertain" and "connection was lost" in results[0].error
@@ -119,7 +121,7 @@ async def test_apply_then_drop_is_uncertain_and_reconcile_says_applied(tmp_path:
 
 async def test_without_a_reconcile_url_an_uncertain_effect_is_abandon_uncertain(tmp_path: Path) -> None:
     async with desk_kit(tmp_path, actions=[effect_action(reconcile=False)]) as kit:
-        kit.deploy.fail_next(502, applied=True)
+        service_faults(kit.deploy).fail_next(502, applied=True)
         scope, result = await _run(kit)
         assert [r.outcome for r in await kit.payloads(scope, "action_result")] == ["uncertain", "abandon_uncertain"]
         assert "no reconcile lookup" in result.error
@@ -148,7 +150,7 @@ async def test_http_reconcile_answers(tmp_path: Path) -> None:
         assert again.effect_digest == applied.effect_digest and len(fake.effects) == 1
         rec = await ex.reconcile(req)
         assert rec.status == "applied" and rec.response["effect"] == fake.effects[0].response
-        fake.fail_next(503, on="read")
+        service_faults(fake).fail_next(503, on="read")
         assert (await ex.reconcile(req)).status == "unknown"
         assert not HttpExecutor(session, url=fake.base_url).can_reconcile
 
@@ -201,7 +203,7 @@ async def test_statuspage_action_through_the_desk_with_a_dropped_response(tmp_pa
     base = await page.start()
     try:
         async with desk_kit(tmp_path, actions=[action], env={"SP": base}) as kit:
-            page.apply_then_drop_next()
+            service_faults(page).apply_then_drop_next()
             scope = await kit.declare()
             line = await kit.desk.propose(
                 scope,

@@ -18,8 +18,7 @@ import pytest
 
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
-from bot.api import api_feature
-from bot.reports import export_to_slack, reports_feature
+from bot.reports import export_to_slack
 from bot.runtime import OUTBOX_TOPICS
 from bot.server import DecklogServer
 from bot.settings import Settings
@@ -27,6 +26,8 @@ from core.entries import Actor, NewEntry
 from core.errors import InvalidInput
 from core.store import SqliteLogStore
 from tests.conftest import eventually, test_config
+from tests.fakes.polling import wait_for_call
+from tests.fakes.slack_faults import slack_faults
 from tests.test_api import quiet_servers
 
 DECKLOG = Path(sys.executable).parent / "decklog"
@@ -140,7 +141,7 @@ def test_cli_export_of_an_unknown_scope_fails_cleanly(tmp_path: Path, scope: str
 async def test_api_and_cli_give_the_same_bytes(tmp_path: Path, scope: str) -> None:
     data = tmp_path / "data"
     settings = Settings(data_dir=data, host="127.0.0.1", port=0)
-    server = DecklogServer(settings, config=test_config(), features=[api_feature, reports_feature])
+    server = DecklogServer(settings, config=test_config(), parts={"api", "reports"})
     await server.start()
     try:
         # the sandbox's Slack sender opens the scope's thread (one more entry); then the log is still
@@ -213,7 +214,7 @@ async def test_slack_export_uploads_into_the_thread_once_per_digest(server: Deck
     expected_md = await _api_bytes(server, scope, "md")
 
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
-    call = await fake.server.wait_for_call("files.completeUploadExternal")
+    call = await wait_for_call(fake.server, "files.completeUploadExternal")
     assert call.args["channel_id"] == state.thread.channel and call.args["thread_ts"] == state.thread.ts
     digest = hashlib.sha256(expected_md).hexdigest()
     assert digest in call.args["initial_comment"]
@@ -296,13 +297,13 @@ async def test_a_lost_upload_response_is_reconciled_not_repeated(server: Decklog
     fake: FakeSlack = server.sandbox
     scope, state = await declare(server)
     await server.runtime.dispatcher.idle()
-    fake.server.apply_then_drop("files.completeUploadExternal")  # shared, but decklog never hears back
+    slack_faults(fake.server).apply_then_drop("files.completeUploadExternal")  # shared, but decklog never hears back
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
     receipt = await eventually(lambda: _receipt(server, scope), timeout=20, what="the reconciled receipt")
     shared = [m for m in fake.server.workspace.thread(state.thread.channel, state.thread.ts) if m.files]
     assert len(shared) == 1 and receipt.payload.file_id == shared[0].files[0]["id"]
     assert len(fake.server.calls_to("files.completeUploadExternal")) == 1
-    assert server.slack_sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
+    assert server.parts.slack_out.sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
 
 
 async def _receipt(server: DecklogServer, scope: str) -> Any:

@@ -15,6 +15,8 @@ import aiohttp
 import pytest
 
 from adapters.local.services import FakeDeployService, FakeStatuspage
+from tests.fakes.polling import wait_for
+from tests.fakes.service_faults import service_faults
 
 
 @pytest.fixture
@@ -104,7 +106,7 @@ async def test_reconcile_applied_not_applied_unknown(http: aiohttp.ClientSession
     assert status == 200 and body["status"] == "applied"
     assert body["effect"]["rolled_back_to"] == "v811"
 
-    deploy.fail_next(500)
+    service_faults(deploy).fail_next(500)
     status, _ = await post_action(http, deploy.rollback_url, "k-failed")
     assert status == 500
     assert await reconcile(http, deploy, "k-failed") == (
@@ -112,7 +114,7 @@ async def test_reconcile_applied_not_applied_unknown(http: aiohttp.ClientSession
         {"status": "not_applied", "idempotency_key": "k-failed"},
     )
 
-    deploy.refuse_next(409, "change freeze")
+    service_faults(deploy).refuse_next(409, "change freeze")
     status, raw = await post_action(http, deploy.rollback_url, "k-refused")
     assert status == 409 and json.loads(raw) == {"status": "refused", "reason": "change freeze"}
     assert (await reconcile(http, deploy, "k-refused"))[1]["status"] == "not_applied"
@@ -125,7 +127,7 @@ async def test_reconcile_applied_not_applied_unknown(http: aiohttp.ClientSession
 async def test_failure_after_apply_is_uncertain_and_reconcilable(
     http: aiohttp.ClientSession, deploy: FakeDeployService
 ) -> None:
-    deploy.fail_next(502, applied=True)
+    service_faults(deploy).fail_next(502, applied=True)
     status, _ = await post_action(http, deploy.rollback_url, "k-502")
     assert status == 502
     assert (await reconcile(http, deploy, "k-502"))[1]["status"] == "applied"
@@ -137,7 +139,7 @@ async def test_failure_after_apply_is_uncertain_and_reconcilable(
 async def test_retry_after_a_failure_that_applied_nothing_applies_once(
     http: aiohttp.ClientSession, deploy: FakeDeployService
 ) -> None:
-    deploy.fail_next(503)
+    service_faults(deploy).fail_next(503)
     assert (await post_action(http, deploy.rollback_url, "k-r"))[0] == 503
     assert deploy.effects == []
     assert (await post_action(http, deploy.rollback_url, "k-r"))[0] == 200
@@ -146,7 +148,7 @@ async def test_retry_after_a_failure_that_applied_nothing_applies_once(
 
 
 async def test_delay_past_client_timeout_then_applied(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
-    deploy.delay_next(1.0)  # the effect lands after the delay, whether or not the caller is still there
+    service_faults(deploy).delay_next(1.0)  # the effect lands after the delay, whether or not the caller is still there
     with pytest.raises(TimeoutError):
         await post_action(http, deploy.rollback_url, "k-slow", timeout=0.1)
 
@@ -155,16 +157,16 @@ async def test_delay_past_client_timeout_then_applied(http: aiohttp.ClientSessio
     status, raw = await post_action(http, deploy.rollback_url, "k-slow")  # a duplicate while in flight
     assert status == 503 and json.loads(raw)["status"] == "in_progress"  # 5xx: uncertain, by the protocol
 
-    await deploy.wait_for(lambda: len(deploy.effects) == 1, timeout=5.0, what="the delayed effect")
+    await wait_for(deploy, lambda: len(deploy.effects) == 1, timeout=5.0, what="the delayed effect")
     assert (await reconcile(http, deploy, "k-slow"))[1]["status"] == "applied"
     deploy.assert_at_most_once_per_key()
 
 
 async def test_delay_that_never_applies(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
-    deploy.delay_next(0.3, apply="never")
+    service_faults(deploy).delay_next(0.3, apply="never")
     with pytest.raises(TimeoutError):
         await post_action(http, deploy.rollback_url, "k-lost", timeout=0.05)
-    await deploy.wait_for(lambda: deploy.calls[-1].status is not None, what="the delayed request to finish")
+    await wait_for(deploy, lambda: deploy.calls[-1].status is not None, what="the delayed request to finish")
     assert deploy.calls[-1].status == 503
     assert (await reconcile(http, deploy, "k-lost"))[1] == {
         "status": "not_applied",
@@ -174,7 +176,7 @@ async def test_delay_that_never_applies(http: aiohttp.ClientSession, deploy: Fak
 
 
 async def test_apply_then_drop(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
-    deploy.apply_then_drop_next()
+    service_faults(deploy).apply_then_drop_next()
     with pytest.raises(aiohttp.ClientConnectionError):
         await post_action(http, deploy.rollback_url, "k-drop")
     assert deploy.calls[-1].status is None and deploy.calls[-1].fault == "drop"
@@ -188,7 +190,7 @@ async def test_apply_then_drop(http: aiohttp.ClientSession, deploy: FakeDeploySe
 
 
 async def test_drop_without_apply(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
-    deploy.drop_next()
+    service_faults(deploy).drop_next()
     with pytest.raises(aiohttp.ClientConnectionError):
         await post_action(http, deploy.rollback_url, "k-drop0")
     assert (await reconcile(http, deploy, "k-drop0"))[1]["status"] == "not_applied"
@@ -197,7 +199,7 @@ async def test_drop_without_apply(http: aiohttp.ClientSession, deploy: FakeDeplo
 
 async def test_reconcile_lookup_can_fail_too(http: aiohttp.ClientSession, deploy: FakeDeployService) -> None:
     await post_action(http, deploy.rollback_url, "k-1")
-    deploy.fail_next(500, on="read")
+    service_faults(deploy).fail_next(500, on="read")
     assert (await reconcile(http, deploy, "k-1"))[0] == 500
     assert (await reconcile(http, deploy, "k-1"))[0] == 200
 
@@ -277,10 +279,10 @@ async def test_stop_cuts_a_pending_delay_short(http: aiohttp.ClientSession) -> N
     await svc.start()
     svc.record_deploy("payments", "v1")
     svc.record_deploy("payments", "v2")
-    svc.delay_next(30.0)
+    service_faults(svc).delay_next(30.0)
     with pytest.raises(TimeoutError):
         await post_action(http, svc.rollback_url, "k-1", timeout=0.05)
-    await svc.wait_for(lambda: len(svc.calls) == 1)
+    await wait_for(svc, lambda: len(svc.calls) == 1)
     await svc.stop()  # returns promptly (shutdown_timeout) without applying the pending effect
     assert svc.effects == []
 
@@ -363,19 +365,19 @@ async def test_statuspage_validation_and_idempotency(http: aiohttp.ClientSession
 
 async def test_statuspage_fault_injection(http: aiohttp.ClientSession, statuspage: FakeStatuspage) -> None:
     url = f"{statuspage.base_url}/v1/pages/pg1/incidents"
-    statuspage.fail_next(500)
+    service_faults(statuspage).fail_next(500)
     async with http.post(url, json={"incident": {"name": "x"}}, headers=sp_headers()) as resp:
         assert resp.status == 500
     assert statuspage.incidents == []
-    statuspage.refuse_next(429, "rate limited")
+    service_faults(statuspage).refuse_next(429, "rate limited")
     async with http.post(url, json={"incident": {"name": "x"}}, headers=sp_headers()) as resp:
         assert resp.status == 429
-    statuspage.apply_then_drop_next()
+    service_faults(statuspage).apply_then_drop_next()
     with pytest.raises(aiohttp.ClientConnectionError):
         async with http.post(url, json={"incident": {"name": "x"}}, headers=sp_headers()) as resp:
             await resp.read()
     assert len(statuspage.incidents) == 1
-    statuspage.fail_next(503, on="read")
+    service_faults(statuspage).fail_next(503, on="read")
     async with http.get(url, headers=sp_headers()) as resp:
         assert resp.status == 503
     assert statuspage.pending_faults == 0

@@ -31,6 +31,8 @@ from adapters.local.slack import (
     workspace_snapshot,
 )
 from adapters.local.slack.pacing import ChannelPacer
+from tests.fakes.polling import wait_for, wait_for_call
+from tests.fakes.slack_faults import slack_faults
 
 SECRET = "s3cret-signing"
 BOT_TOKEN = "xoxb-test"
@@ -337,7 +339,7 @@ async def test_form_json_and_query_encodings_are_all_accepted(server: FakeSlackS
 async def test_429_raises_and_is_retried_by_the_rate_limit_handler(
     server: FakeSlackServer, client: AsyncWebClient
 ) -> None:
-    server.ratelimit_next("chat.postMessage", retry_after=7)
+    slack_faults(server).ratelimit_next("chat.postMessage", retry_after=7)
     with pytest.raises(SlackApiError) as limited:
         await client.chat_postMessage(channel="C0ALERTS", text="x")
     response = limited.value.response
@@ -348,7 +350,7 @@ async def test_429_raises_and_is_retried_by_the_rate_limit_handler(
     )
     assert server.workspace.history("C0ALERTS") == []
 
-    server.ratelimit_next("chat.postMessage", retry_after=0)
+    slack_faults(server).ratelimit_next("chat.postMessage", retry_after=0)
     patient = AsyncWebClient(
         token=BOT_TOKEN,
         base_url=server.base_url,
@@ -371,7 +373,9 @@ async def test_per_channel_pacing_limits_bursts(server: FakeSlackServer, client:
 
 
 async def test_fail_next_answers_errors_without_effect(server: FakeSlackServer, client: AsyncWebClient) -> None:
-    server.fail_next("chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS")
+    slack_faults(server).fail_next(
+        "chat.postMessage", "fatal_error", status=500, count=2, where=lambda a: a["channel"] == "C0ALERTS"
+    )
     for _ in range(2):
         with pytest.raises(SlackApiError) as failed:
             await client.chat_postMessage(channel="C0ALERTS", text="x")
@@ -386,15 +390,15 @@ async def test_delayed_answer_times_out_the_client_but_the_effect_lands(
     server: FakeSlackServer,
 ) -> None:
     impatient = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url, timeout=1)
-    server.delay_next("chat.postMessage", 1.3)
+    slack_faults(server).delay_next("chat.postMessage", 1.3)
     with pytest.raises(asyncio.TimeoutError):
         await impatient.chat_postMessage(channel="C0ALERTS", text="slow")
-    await server.wait_for(lambda: server.workspace.history("C0ALERTS"), what="the slow post to land")
+    await wait_for(server, lambda: server.workspace.history("C0ALERTS"), what="the slow post to land")
 
 
 async def test_apply_then_drop_loses_the_response_but_not_the_message(server: FakeSlackServer) -> None:
     no_retry = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url, retry_handlers=[])
-    server.apply_then_drop("chat.postMessage")
+    slack_faults(server).apply_then_drop("chat.postMessage")
     metadata = {"event_type": "decklog_entry", "event_payload": {"key": "incident/x#7"}}
     with pytest.raises(aiohttp.ServerDisconnectedError):
         await no_retry.chat_postMessage(channel="C0ALERTS", text="uncertain", metadata=metadata)
@@ -406,7 +410,7 @@ async def test_apply_then_drop_loses_the_response_but_not_the_message(server: Fa
 async def test_default_client_retries_a_dropped_post_and_duplicates_it(server: FakeSlackServer) -> None:
     """The SDK's default retry handler resends after a lost connection; chat.postMessage is not idempotent."""
     default = AsyncWebClient(token=BOT_TOKEN, base_url=server.base_url)
-    server.apply_then_drop("chat.postMessage")
+    slack_faults(server).apply_then_drop("chat.postMessage")
     assert (await default.chat_postMessage(channel="C0ALERTS", text="twice"))["ok"]
     assert [m.text for m in server.workspace.history("C0ALERTS")] == ["twice", "twice"]
 
@@ -414,7 +418,7 @@ async def test_default_client_retries_a_dropped_post_and_duplicates_it(server: F
 async def test_wait_for_times_out_with_recent_calls(server: FakeSlackServer, client: AsyncWebClient) -> None:
     await client.auth_test()
     with pytest.raises(AssertionError, match=r"(?s)timed out after 0.05s waiting for a call to chat.update.*auth.test"):
-        await server.wait_for_call("chat.update", timeout=0.05)
+        await wait_for_call(server, "chat.update", timeout=0.05)
 
 
 # -- Bolt, over HTTP and over Socket Mode --------------------------------------------------------------------
@@ -571,7 +575,7 @@ async def test_http_driver_signs_like_slack(server: FakeSlackServer) -> None:
             first = await driver.event(event, event_id="Ev0RETRY")
             retry = await driver.event(event, event_id="Ev0RETRY", retry_num=1, retry_reason="http_timeout")
             assert (first.status, retry.status) == (200, 200)
-            await server.wait_for(lambda: len(heard) == 2, what="both deliveries of the retried event")
+            await wait_for(server, lambda: len(heard) == 2, what="both deliveries of the retried event")
 
             message = server.workspace.post_as_bot(
                 "C0ALERTS",
@@ -595,7 +599,7 @@ async def test_http_driver_signs_like_slack(server: FakeSlackServer) -> None:
                 "U0ALICE", "C0ALERTS", message.ts, "ack_button", value="v", block_id="b"
             )
             assert clicked.status == 200
-            await server.wait_for(lambda: server.responses, what="respond() through response_url")
+            await wait_for(server, lambda: server.responses, what="respond() through response_url")
             assert server.workspace.message("C0ALERTS", message.ts).text == "acknowledged by <@U0ALICE>"
             submitted = await driver.view_submission(
                 "U0ALICE", "declare", {"title": {"title_input": {"type": "plain_text_input", "value": "ab"}}}
@@ -625,7 +629,7 @@ async def test_bolt_socket_mode_connects_acks_and_reconnects(server: FakeSlackSe
         assert server.calls_to("apps.connections.open")[0].ok
 
         await server.socket_disconnect()
-        await server.wait_for(lambda: server.socket.connections_opened == 2 and server.socket.connections == 1)
+        await wait_for(server, lambda: server.socket.connections_opened == 2 and server.socket.connections == 1)
         ack = await server.socket_send("slash_commands", {**command, "text": "again"})
         assert ack["payload"] == {"text": "echo: again"}
         with pytest.raises(AssertionError, match="no ack"):
@@ -676,15 +680,15 @@ async def test_mention_gets_a_threaded_reply_whose_controls_work(world: World) -
     posted = await slack.post_message("alice", "#alerts", "@decklog payments are down")
     assert posted.message is not None and posted.message.text == "<@U0BOT> payments are down"
     assert [r.status for r in posted.responses] == [200, 200]  # message + app_mention
-    thread = await slack.wait_for(lambda: ws.thread("#alerts", posted.ts)[1:], what="the bot's threaded reply")
+    thread = await wait_for(slack, lambda: ws.thread("#alerts", posted.ts)[1:], what="the bot's threaded reply")
     reply = thread[0]
     assert reply.bot_id == "B0BOT" and reply.text == "on it" and world.heard[0]["text"] == posted.message.text
 
     await slack.select_option("bob", "#alerts", reply.ts, "sev_select", "sev1")
-    await slack.wait_for(lambda: ws.message("#alerts", reply.ts).text == "now sev1", what="chat.update from select")
+    await wait_for(slack, lambda: ws.message("#alerts", reply.ts).text == "now sev1", what="chat.update from select")
     clicked = await slack.click_button("bob", "#alerts", reply.ts, "ack_button")
     assert clicked.status == 200
-    await slack.wait_for(lambda: ws.message("#alerts", reply.ts).text == "acknowledged by <@U0BOB>")
+    await wait_for(slack, lambda: ws.message("#alerts", reply.ts).text == "acknowledged by <@U0BOB>")
     assert ws.message("#alerts", reply.ts).blocks == []  # replace_original replaces the whole message
     with pytest.raises(LookupError, match="no_such_button"):
         await slack.click_button("bob", "#alerts", reply.ts, "no_such_button")
@@ -695,11 +699,11 @@ async def test_reactions_edits_and_deletes_reach_the_app(world: World) -> None:
     posted = await slack.post_message("carol", "#general", "checkout latency up")
     reacted = await slack.add_reaction("bob", "#general", posted.ts, ":pushpin:")
     assert reacted.status == 200 and ws.message("#general", posted.ts).reactions == {"pushpin": ["U0BOB"]}
-    await slack.wait_for(lambda: [m.text for m in ws.thread("#general", posted.ts)[1:]] == ["saw pushpin"])
+    await wait_for(slack, lambda: [m.text for m in ws.thread("#general", posted.ts)[1:]] == ["saw pushpin"])
 
     await slack.edit_message("carol", "#general", posted.ts, "checkout latency way up")
     await slack.delete_message("carol", "#general", posted.ts)
-    await slack.wait_for(lambda: len(world.heard) == 3, what="message, message_changed, message_deleted")
+    await wait_for(slack, lambda: len(world.heard) == 3, what="message, message_changed, message_deleted")
     changed, deleted = world.heard[1], world.heard[2]
     assert changed["subtype"] == "message_changed" and changed["message"]["text"] == "checkout latency way up"
     assert (
@@ -719,22 +723,22 @@ async def test_command_ack_modal_submission_and_home(world: World) -> None:
     assert ws.history("#alerts")[-1].text == "everyone sees this"
 
     await slack.run_command("alice", "#alerts", "declare")
-    modal = (await slack.wait_for(lambda: ws.modals("alice"), what="views.open with the command's trigger"))[0]
+    modal = (await wait_for(slack, lambda: ws.modals("alice"), what="views.open with the command's trigger"))[0]
     rejected = await slack.submit_view("alice", modal.id, {"title": "db"})
     assert rejected.result == "errors" and modal.errors == {"title": "too short"} and ws.modals("alice")
     accepted = await slack.submit_view("alice", modal.id, {"title": "database down", "sev": "sev1"})
     assert accepted.result == "closed" and ws.modals("alice") == []
-    await slack.wait_for(lambda: ws.history("#alerts")[-1].text == "declared database down (sev1)")
+    await wait_for(slack, lambda: ws.history("#alerts")[-1].text == "declared database down (sev1)")
     await slack.run_command("bob", "#alerts", "declare")
-    bobs = await slack.wait_for(lambda: ws.modals("bob"))
+    bobs = await wait_for(slack, lambda: ws.modals("bob"))
     with pytest.raises(ValueError, match="required input 'title'"):
         await slack.submit_view("bob", bobs[0].id, {})  # Slack's client would not let Bob submit an empty title
 
     await slack.open_home("carol")
-    home = await slack.wait_for(lambda: ws.home("carol"), what="views.publish from app_home_opened")
+    home = await wait_for(slack, lambda: ws.home("carol"), what="views.publish from app_home_opened")
     assert home is not None
     await slack.click_view_button("carol", home.id, "approve")
-    await slack.wait_for(lambda: ws.history("#general") and ws.history("#general")[-1].text == "approved by U0CAROL")
+    await wait_for(slack, lambda: ws.history("#general") and ws.history("#general")[-1].text == "approved by U0CAROL")
 
 
 async def test_the_app_does_not_hear_channels_its_bot_is_not_in(world: World) -> None:
@@ -750,7 +754,7 @@ async def test_a_redelivered_event_keeps_its_event_id_and_says_it_is_a_retry(wor
     await slack.post_message("bob", "#general", "is this thing on?")
     first = slack.deliveries[-1]
     assert (await slack.redeliver(first, retry_num=1, retry_reason="http_timeout")).status == 200
-    await slack.wait_for(lambda: len(world.heard) == 2, what="the original delivery and Slack's retry")
+    await wait_for(slack, lambda: len(world.heard) == 2, what="the original delivery and Slack's retry")
     original, retry = world.heard
     assert original["_event_id"] == retry["_event_id"] == first.payload["event_id"]
     # Socket Mode envelopes carry retry_attempt 0 on a first delivery, and Bolt mirrors it as a header.

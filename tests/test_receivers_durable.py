@@ -9,9 +9,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from bot.features import all_features
-from bot.receivers import RECEIVERS, receivers_feature
 from bot.server import DecklogServer
+from bot.wiring import Parts
 from core.alerts import AlertPolicy, AlertRouter
 from core.clock import SystemClock
 from core.entries import Actor
@@ -32,7 +31,7 @@ async def alerts_server(make_server: ServerFactory, data_dir: Path, **alerts: An
     server = await make_server(
         data_dir=data_dir, alert_token=TOKEN, config=test_config(alerts=alerts) if alerts else None
     )
-    server.web[RECEIVERS].summarizer.interval = 0.3
+    server.parts.receivers.receivers.summarizer.interval = 0.3
     return server
 
 
@@ -79,7 +78,7 @@ async def test_an_incident_declared_by_a_process_without_the_links_sender_is_lin
     status, _ = await post(first, "/changes/generic", {"id": "r-7", "service": "payments", "author": "lee"})
     assert status == 202
     await first.stop()
-    bare = await make_server(data_dir=data, features=[])  # no receivers: nothing delivers the changes topic
+    bare = await make_server(data_dir=data, parts=())  # no receivers: nothing delivers the changes topic
     declared = await bare.runtime.service.declare(
         title="Payments down", services=["payments"], actor=Actor.human("U0ALICE"), via="slack"
     )
@@ -112,12 +111,11 @@ async def test_alerts_committed_by_a_process_that_died_before_arming_a_summary_a
     assert {o.scope for o in outcomes} == {scope} and [o.outcome for o in outcomes][:2] == ["new", "joined"]
     await writer.close()
 
-    async def fast_summaries(server: DecklogServer) -> None:  # runs before the boot re-arm task gets to run
-        server.web[RECEIVERS].summarizer.interval = 0.3
+    def fast_summaries(parts: Parts) -> None:  # runs before the boot re-arm task gets to run
+        assert parts.receivers is not None
+        parts.receivers.receivers.summarizer.interval = 0.3
 
-    features = list(all_features())
-    features.insert(features.index(receivers_feature) + 1, fast_summaries)
-    server = await make_server(data_dir=data, alert_token=TOKEN, features=features)
+    server = await make_server(data_dir=data, alert_token=TOKEN, on_built=fast_summaries)
     made = await eventually(lambda: summaries(server, scope), timeout=20.0, what="the summary derived at boot")
     assert sum(e.payload.data["summary"]["alerts"] for e in made) == 3  # everything the header does not show
 

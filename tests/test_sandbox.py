@@ -13,13 +13,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.local.sandbox import SANDBOX_KEY, SandboxPage, sandbox_feature
+from adapters.local.sandbox import SandboxPage
 from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
 from adapters.local.services import FakeDeployService
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action, DeclareField
+from bot.parts import Provides, Route
 from bot.server import DecklogServer
 from bot.settings import Settings
+from bot.wiring import Parts
 from tests.conftest import ServerFactory, eventually, test_config
 
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -38,7 +40,8 @@ async def call(http: aiohttp.ClientSession, server: DecklogServer, path: str, bo
 
 
 def page_of(server: DecklogServer) -> SandboxPage:
-    return server.web[SANDBOX_KEY]
+    assert server.parts.page is not None
+    return server.parts.page.page
 
 
 def fake(server: DecklogServer) -> FakeSlack:
@@ -100,10 +103,10 @@ async def test_sandbox_fills_unset_settings_with_loopback_fakes(server: DecklogS
     deploy = page.env.deploy
     assert server.settings.deploy_api_url == deploy.base_url
     assert server.settings.deploy_api_url.startswith("http://127.0.0.1:")
-    assert getattr(server, "sandbox_deploy_url", None) == deploy.base_url
+    assert page.env.deploy_url == deploy.base_url
     token = server.settings.alert_token
     assert token is not None and len(token.get_secret_value()) >= 24
-    assert getattr(server, "sandbox_alert_token", None) == token.get_secret_value()
+    assert page.env.alert_token == token.get_secret_value()
     assert server.settings.approver_ids == ("U0ALICE", "U0BOB", "U0CAROL")
     # a baseline deploy exists, so that rolling back the sample deploy has somewhere to go
     assert len(deploy.deploys("payments")) == 1
@@ -121,15 +124,21 @@ async def test_operator_settings_are_never_replaced(make_server: ServerFactory, 
     assert info["deploy"]["used_by_actions"] is False
 
 
-async def test_outside_sandbox_mode_the_feature_does_nothing() -> None:
-    class NotSandbox:
-        mode = "http"
-        sandbox = None
-        web = web.Application()
-
-    host = NotSandbox()
-    await sandbox_feature(host)  # type: ignore[arg-type]
-    assert list(host.web.router.resources()) == []
+async def test_outside_sandbox_mode_the_local_world_is_not_built(tmp_path: Path) -> None:
+    async with FakeSlack(bot_token="xoxb-real") as slack:
+        settings = Settings(
+            data_dir=tmp_path,
+            host="127.0.0.1",
+            port=0,
+            slack_bot_token="xoxb-real",
+            slack_signing_secret="real-secret",
+            slack_api_url=slack.base_url,
+        )
+        async with DecklogServer(settings, config=test_config(), parts={"sandbox"}) as server:
+            assert server.mode == "http" and server.sandbox is None
+            assert server.parts.world is None and server.parts.page is None
+            assert not [r for r in server.parts.routes if r.path == "/" or r.path.startswith("/sandbox")]
+            assert server.settings.alert_token is None and server.settings.deploy_api_url is None
 
 
 async def test_composer_slash_command_reaches_the_bot_as_a_signed_command(server: DecklogServer, http: Any) -> None:
@@ -357,7 +366,7 @@ async def test_stopping_the_server_ends_live_streams_at_once(tmp_path: Path) -> 
 
 
 async def test_files_the_bot_uploads_are_served_as_inert_data(server: DecklogServer, http: Any) -> None:
-    await server.slack_client.files_upload_v2(
+    await server.parts.slack_out.client.files_upload_v2(
         channel=ALERTS, content="# Report\n<script>x</script>", filename="report.md"
     )
     stored = await eventually(lambda: fake(server).workspace.files.all(), what="an uploaded file")
@@ -388,7 +397,7 @@ async def test_sample_deploy_is_recorded_and_announced(server: DecklogServer, ht
     after = deploy.current_version("payments")
     assert after != before and after is not None
     assert deploy.deploys("payments")[0]["author"] == "alice"
-    if installed({r.canonical for r in server.web.router.resources()}, CHANGE_PATH):
+    if installed({r.path for r in server.parts.routes}, CHANGE_PATH):
         assert body["via"] == "/changes/generic" and 200 <= body["status"] < 300
     else:
         assert body["via"] == "deploy service" and "not installed" in body["note"]
@@ -397,7 +406,7 @@ async def test_sample_deploy_is_recorded_and_announced(server: DecklogServer, ht
 async def test_sample_alert_opens_an_incident_through_the_receiver(server: DecklogServer, http: Any) -> None:
     status, body = await call(http, server, "/sandbox/sample/alert", {"status": "firing"})
     assert status == 200 and body["ok"], body
-    if installed({r.canonical for r in server.web.router.resources()}, ALERT_PATH):
+    if installed({r.path for r in server.parts.routes}, ALERT_PATH):
         assert body["via"] == "/alerts/alertmanager"
     else:
         assert body["via"] == "core" and "not installed" in body["note"]
@@ -413,16 +422,17 @@ async def test_samples_go_to_the_receivers_with_the_token_in_their_real_formats(
 
     received: list[tuple[str, str, Any]] = []
 
-    async def stub_receivers(server: DecklogServer) -> None:
-        async def receive(request: web.Request) -> web.Response:
-            received.append((request.path, request.headers.get("Authorization", ""), await request.json()))
-            return web.json_response({"accepted": True}, status=202)
+    async def receive(request: web.Request) -> web.StreamResponse:
+        received.append((request.path, request.headers.get("Authorization", ""), await request.json()))
+        return web.json_response({"accepted": True}, status=202)
 
-        server.web.router.add_post("/alerts/{source}", receive)
-        server.web.router.add_post("/changes/{source}", receive)
+    def stub_receivers(parts: Parts) -> None:
+        parts.provided.append(
+            Provides(routes=[Route("POST", "/alerts/{source}", receive), Route("POST", "/changes/{source}", receive)])
+        )
 
     settings = Settings(data_dir=tmp_path, host="127.0.0.1", port=0)
-    async with DecklogServer(settings, config=test_config(), features=[sandbox_feature, stub_receivers]) as server:
+    async with DecklogServer(settings, config=test_config(), parts={"sandbox"}, on_built=stub_receivers) as server:
         token = server.settings.alert_token.get_secret_value()  # type: ignore[union-attr]
         status, deployed = await call(http, server, "/sandbox/sample/deploy", {"user": "carol"})
         assert status == 200 and deployed["via"] == "/changes/generic" and deployed["status"] == 202

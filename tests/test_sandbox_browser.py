@@ -4,7 +4,7 @@ the thread, fires the sample alert, accepts a suggestion, approves a parked acti
 
 Screenshots land in ``tests/artifacts/`` (gitignored). Without a Chromium these tests skip, saying how to get one
 (``make test`` installs it through the ``browser`` target). Steps that need a feature another part of decklog
-provides are marked xfail while that feature is not wired into ``bot.features``, and pass once it is.
+provides are marked xfail while that feature is not wired into ``bot.wiring``, and pass once it is.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from adapters.local.sandbox import SANDBOX_KEY
 from adapters.local.sandbox.environment import SAMPLE_SERVICE
 from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
 from bot.server import DecklogServer
@@ -44,14 +43,14 @@ SLOW = 20_000  # ms: an agent turn, an approval run or an upload goes through th
 
 
 def _routes(server: DecklogServer) -> set[str]:
-    return {resource.canonical for resource in server.web.router.resources()}
+    return {route.path for route in server.parts.routes}
 
 
 # What each step needs from features other parts of decklog provide, checked on the running server.
 FEATURES: dict[str, Callable[[DecklogServer], bool]] = {
-    "agent turns": lambda server: server.hooks.ask is not None,
-    "actions and approvals": lambda server: server.hooks.decide is not None,
-    "report export": lambda server: server.hooks.export is not None,
+    "agent turns": lambda server: server.parts.slack.hooks.ask is not None,
+    "actions and approvals": lambda server: server.parts.slack.hooks.decide is not None,
+    "report export": lambda server: server.parts.slack.hooks.export is not None,
     "the alert receiver": lambda server: installed(_routes(server), ALERT_PATH),
     "the change receiver": lambda server: installed(_routes(server), CHANGE_PATH),
 }
@@ -238,9 +237,9 @@ async def test_declare_reply_react_and_fire_the_sample_alert(browser: Any, serve
     await expect(reply.locator(".reaction")).not_to_have_class(re.compile(r"\bmine\b"))
 
     # the sample deploy goes to the fake deploy service (and /changes/generic), the alert to /alerts/alertmanager
-    before = server.web[SANDBOX_KEY].env.deploy.current_version(SAMPLE_SERVICE)
+    before = server.parts.page.page.env.deploy.current_version(SAMPLE_SERVICE)
     alert_header = await sandbox.sample_deploy_then_alert()
-    after = server.web[SANDBOX_KEY].env.deploy.current_version(SAMPLE_SERVICE)
+    after = server.parts.page.page.env.deploy.current_version(SAMPLE_SERVICE)
     assert after != before
     await expect(page.locator("#deploy-info")).to_contain_text(str(after))
     await expect(alert_header.locator(".bk-fields")).to_contain_text("firing")
@@ -308,7 +307,7 @@ async def test_approve_a_parked_rollback(browser: Any, server: DecklogServer, re
     patience = waiting_for(
         request, server, "agent turns", "actions and approvals", "the alert receiver", "the change receiver"
     )
-    deploy = server.web[SANDBOX_KEY].env.deploy
+    deploy = server.parts.page.page.env.deploy
     baseline = deploy.current_version(SAMPLE_SERVICE)
     sandbox = await Sandbox.open(browser, server, "approval")
     header = await sandbox.sample_deploy_then_alert()

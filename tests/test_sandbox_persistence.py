@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.local.sandbox import SANDBOX_KEY, SandboxPersistence
+from adapters.local.sandbox import SandboxPersistence
 from adapters.local.sandbox.persistence import DEPLOYS_FILE, WORKSPACE_FILE, sandbox_dir
 from adapters.local.services import FakeDeployService, FakeStatuspage
 from adapters.local.slack import FakeSlack, FakeSlackWorkspace, Identity, Message, workspace_snapshot
@@ -55,9 +55,9 @@ async def stop(server: DecklogServer) -> None:
 
 
 def keeper(server: DecklogServer) -> SandboxPersistence:
-    found = getattr(server, "sandbox_persistence", None)
-    assert isinstance(found, SandboxPersistence)
-    return found
+    world = server.parts.world
+    assert world is not None and isinstance(world.keeper, SandboxPersistence)
+    return world.keeper
 
 
 def all_ts(ws: FakeSlackWorkspace) -> set[str]:
@@ -163,7 +163,7 @@ async def test_the_deploy_service_keeps_its_history_and_effects(
 ) -> None:
     data_dir = tmp_path / "data"
     first = await make_server(data_dir=data_dir)
-    deploy = first.web[SANDBOX_KEY].env.deploy
+    deploy = first.parts.page.page.env.deploy
     sample = await say(http, first, "/sandbox/sample/deploy", {"user": "alice"})
     body = {
         "action": "rollback_deploy",
@@ -182,7 +182,7 @@ async def test_the_deploy_service_keeps_its_history_and_effects(
     assert json.loads((sandbox_dir(data_dir) / DEPLOYS_FILE).read_text(encoding="utf-8"))["deploys"]
 
     second = await make_server(data_dir=data_dir)
-    restored = second.web[SANDBOX_KEY].env.deploy
+    restored = second.parts.page.page.env.deploy
     assert restored.deploys() == history  # no second baseline
     assert [e.idempotency_key for e in restored.effects] == ["key-1"]
     async with http.get(f"{restored.base_url}/reconcile/key-1") as r:
@@ -217,7 +217,7 @@ async def test_a_corrupt_state_file_is_moved_aside_and_the_sandbox_starts_fresh(
     server = await make_server(data_dir=data_dir)
     header, _ = await declare(http, server, "Fresh start")  # the bot works
     assert fake(server).workspace.channel("general").id == "C0GENERAL"
-    assert server.web[SANDBOX_KEY].env.deploy.current_version("payments")  # baseline seeded again
+    assert server.parts.page.page.env.deploy.current_version("payments")  # baseline seeded again
 
     for name, content in ((WORKSPACE_FILE, '"vers'), (DEPLOYS_FILE, '"version": 99')):
         (aside,) = folder.glob(f"{name}.broken-*")
@@ -348,7 +348,7 @@ async def test_the_sandbox_runs_a_status_page_the_statuspage_action_can_use(
     from bot.actions import build_catalog, build_executor
 
     server = await make_server()
-    env = server.web[SANDBOX_KEY].env
+    env = server.parts.page.page.env
     assert isinstance(env.statuspage, FakeStatuspage)
     url = server.settings.statuspage_api_url
     assert url is not None and url.endswith(f"/v1/pages/{env.statuspage.page_id}")
@@ -356,7 +356,7 @@ async def test_the_sandbox_runs_a_status_page_the_statuspage_action_can_use(
     state = await (await http.get(server.url + "/sandbox/state")).json()
     assert state["sandbox"]["statuspage"]["used_by_actions"] is True
     assert env.statuspage.api_key not in json.dumps(state)  # the page never shows the key
-    spec = build_catalog(server).get("status_page_update")
+    spec = build_catalog(server.settings, server.config).get("status_page_update")
     assert spec.available, spec.unavailable_reason
     executor = build_executor(spec.executor, http)
     request = ExecutionRequest(
@@ -375,7 +375,7 @@ async def test_the_sandbox_runs_a_status_page_the_statuspage_action_can_use(
 async def test_an_operator_status_page_is_left_alone(make_server: ServerFactory) -> None:
     server = await make_server(statuspage_api_url="https://KEY@status.example.com/v1/pages/p1")
     assert server.settings.statuspage_api_url == "https://KEY@status.example.com/v1/pages/p1"
-    assert server.web[SANDBOX_KEY].env.statuspage is None
+    assert server.parts.page.page.env.statuspage is None
 
 
 async def test_after_stop_a_late_change_is_written_through(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ async def test_healthz_is_503_when_the_dispatcher_is_gone(server: DecklogServer)
 
 async def test_metrics_are_prometheus_text(server: DecklogServer) -> None:
     await server.sandbox.run_command("U0ALICE", "C0GENERAL", "declare Metrics check")
-    await eventually(lambda: server.slack_sender.stats.posts >= 1, what="the header posted")
+    await eventually(lambda: server.parts.slack_out.sender.stats.posts >= 1, what="the header posted")
     status, text, headers = await get(server, "/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     for name in (
@@ -61,18 +61,18 @@ async def test_metrics_are_prometheus_text(server: DecklogServer) -> None:
 
 async def test_work_in_flight_counts_acked_requests_until_their_work_is_done(server: DecklogServer) -> None:
     """Held slots make the next request's work wait: it is acknowledged, counted, and done once a slot frees."""
-    deps = server.slack_deps
+    deps = server.parts.slack.deps
     for _ in range(4):
         await deps.work_slots.acquire()
     try:
         await server.sandbox.run_command("U0ALICE", "C0GENERAL", "declare Waiting for a slot")
         await eventually(lambda: deps.work_in_flight == 1, what="the declaration's work counted while it waits")
-        assert server.slack_sender.stats.posts == 0
+        assert server.parts.slack_out.sender.stats.posts == 0
     finally:
         for _ in range(4):
             deps.work_slots.release()
     await eventually(lambda: deps.work_in_flight == 0, what="the work done")
-    await eventually(lambda: server.slack_sender.stats.posts >= 1, what="the header posted")
+    await eventually(lambda: server.parts.slack_out.sender.stats.posts >= 1, what="the header posted")
 
 
 async def test_unknown_routes_and_methods_get_json_errors(server: DecklogServer) -> None:
@@ -153,7 +153,7 @@ async def test_stopping_finishes_acknowledged_slack_work_first(make_server: Serv
     """Slack does not resend what was acked: a stopping server lets queued work finish before closing the log."""
     data_dir = tmp_path / "kept"
     server = await make_server(data_dir=data_dir)
-    deps = server.slack_deps
+    deps = server.parts.slack.deps
     for _ in range(4):
         await deps.work_slots.acquire()
     await server.sandbox.run_command("U0ALICE", "C0GENERAL", "declare Acked before the stop")

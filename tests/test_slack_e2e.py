@@ -10,6 +10,7 @@ from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
+from tests.fakes.polling import wait_for_call
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
 GENERAL, ALERTS = "C0GENERAL", "C0ALERTS"
@@ -186,7 +187,7 @@ async def test_unknown_subcommand_and_bad_arguments_get_usage(server: DecklogSer
 async def test_declare_without_a_title_opens_the_modal(server: DecklogServer) -> None:
     fake = server.sandbox
     await fake.run_command(ALICE, GENERAL, "declare")
-    opened = await fake.server.wait_for_call("views.open")
+    opened = await wait_for_call(fake.server, "views.open")
     view_id = None
 
     def modal() -> Any:
@@ -251,8 +252,8 @@ async def test_slack_retry_with_the_same_event_id_appends_once(server: DecklogSe
     third = await driver.event(event, event_id="Ev0RETRY", retry_num=2, retry_reason="http_timeout")
     assert third.status == 200
     # both retries were refused by the inbox (same key): acked, never processed a second time
-    await eventually(lambda: server.inbox.stats.duplicates >= 2, what="both retries handled")
-    assert server.slack_counters.get("duplicate_requests", 0) >= 2
+    await eventually(lambda: server.parts.slack.inbox.stats.duplicates >= 2, what="both retries handled")
+    assert server.parts.slack.counters.get("duplicate_requests", 0) >= 2
     assert (await kinds(server, scope)).count("message") == 1
 
 
@@ -270,7 +271,7 @@ async def test_app_home_lists_open_incidents(server: DecklogServer) -> None:
     scope, _state = await declare(server)
     await eventually(lambda: server.runtime.index.list_scopes(open_only=True))
     await fake.open_home(BOB)
-    published = await fake.server.wait_for_call("views.publish")
+    published = await wait_for_call(fake.server, "views.publish")
     text = json.dumps(published.args["view"])
     assert scope in text and "Payments 5xx elevated" in text and "Pending approvals" in text
 
@@ -280,8 +281,8 @@ async def test_every_entry_reply_carries_the_entry_id_in_metadata(make_server: S
     fake = server.sandbox
     scope, state = await declare(server)
     await server.runtime.service.record(scope, "hypothesis", {"text": "the 03:05 deploy broke payments"}, _agent())
-    call = await fake.server.wait_for_call(
-        "chat.postMessage", lambda args: "Hypothesis" in args.get("text", ""), timeout=5
+    call = await wait_for_call(
+        fake.server, "chat.postMessage", lambda args: "Hypothesis" in args.get("text", ""), timeout=5
     )
     entry = (await server.runtime.store.read(scope, kinds=["hypothesis"]))[0]
     assert call.args["thread_ts"] == state.thread.ts

@@ -41,7 +41,7 @@ class Gate:
     def __init__(self, server: DecklogServer) -> None:
         self.held: list[InboxItem] = []
         self.open = asyncio.Event()
-        server.intake.before_process = self.wait
+        server.parts.slack.intake.before_process = self.wait
 
     async def wait(self, item: InboxItem) -> None:
         self.held.append(item)
@@ -179,7 +179,7 @@ async def test_a_retry_while_processing_and_after_is_processed_once(make_server:
     after = await fake.driver.event(event, event_id="Ev0INBOX", retry_num=2, retry_reason="http_timeout")
     assert after.status == 200
     assert [i.key for i in gate.held].count("ev:Ev0INBOX") == 1  # processed once
-    assert server.inbox.stats.duplicates == 2
+    assert server.parts.slack.inbox.stats.duplicates == 2
     assert (await _kinds(server, scope)).count("message") == 1
 
 
@@ -222,10 +222,10 @@ async def test_a_failing_request_is_retried_then_given_up_and_marked_done(
     monkeypatch.setattr(CommandRunner, "run", broken)
     data_dir = tmp_path / "data"
     server = await make_server(data_dir=data_dir)
-    server.intake.retry_delays = (0.0,)
+    server.parts.slack.intake.retry_delays = (0.0,)
     await server.sandbox.run_command(ALICE, GENERAL, "list")
     await eventually(lambda: stored(data_dir) and all(d for _k, d in stored(data_dir)), what="given up, done")
-    assert calls == ["list"] * server.intake.max_attempts
+    assert calls == ["list"] * server.parts.slack.intake.max_attempts
     replies = [r for r in server.sandbox.server.responses if "ref `" in r.body.get("text", "")]
     assert len(replies) == 1  # the person hears about it once, on the last attempt
 

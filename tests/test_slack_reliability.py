@@ -17,6 +17,8 @@ import pytest
 from adapters.local.slack import FakeSlack
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.polling import wait_for_call
+from tests.fakes.slack_faults import slack_faults
 
 ALICE, BOB, GENERAL = "U0ALICE", "U0BOB", "C0GENERAL"
 
@@ -30,7 +32,7 @@ async def test_socket_mode_declare_reply_and_reaction(make_server: ServerFactory
         await fake.use_socket_mode()
         out = await fake.run_command(ALICE, GENERAL, "declare Queue backlog on billing sev3")
         assert out.status == 200  # the envelope was acked
-        header = await fake.server.wait_for_call("chat.postMessage")
+        header = await wait_for_call(fake.server, "chat.postMessage")
         assert "Queue backlog on billing" in header.args["text"]
         scope = "incident/queue-backlog-on-billing"
         state = await eventually(lambda: _thread(server, scope))
@@ -64,7 +66,7 @@ async def test_a_429_storm_delivers_every_message_with_pacing_held(make_server: 
     await fake.run_command(ALICE, GENERAL, "declare Storm test")
     scope = "incident/storm-test"
     state = await eventually(lambda: _thread(server, scope))
-    fake.server.ratelimit_next("chat.postMessage", retry_after=1, count=6)
+    slack_faults(fake.server).ratelimit_next("chat.postMessage", retry_after=1, count=6)
     agent = Actor.agent("rules")
     for i in range(8):
         await server.runtime.service.record(scope, "hypothesis", {"text": f"hypothesis number {i}"}, agent)
@@ -128,7 +130,7 @@ async def test_killed_in_the_middle_of_delivery_restarts_without_a_duplicate(tmp
         try:
             fake.use_http(f"{url}/slack/events", "kill-secret")
             # Slack applies the post but the answer never arrives before we kill the process.
-            fake.server.delay_next("chat.postMessage", 4, apply_first=True)
+            slack_faults(fake.server).delay_next("chat.postMessage", 4, apply_first=True)
             out = await fake.run_command(ALICE, GENERAL, "declare Kill me softly sev2")
             assert out.status == 200
             await eventually(lambda: len(_headers(fake, GENERAL)) == 1, what="the header applied by Slack")
@@ -139,7 +141,7 @@ async def test_killed_in_the_middle_of_delivery_restarts_without_a_duplicate(tmp
         try:
             fake.use_http(f"{url2}/slack/events", "kill-secret")
             # the restarted sender finds "posting" in its memo, looks the message up by metadata, and adopts it
-            await fake.server.wait_for_call("conversations.history", timeout=15)
+            await wait_for_call(fake.server, "conversations.history", timeout=15)
             await eventually(lambda: _routed(tmp_path / "data"), timeout=15, what="the thread routed after restart")
             out = await fake.run_command(ALICE, GENERAL, "sev 1 incident/kill-me-softly")
             await eventually(

@@ -14,8 +14,9 @@ to act on with no network:
 
 Both apply an effect at most once per ``Idempotency-Key``: a repeat with the same key and body gets the
 byte-identical stored response and applies nothing; the same key with another body is refused (422).
-Faults are injected from Python (``fail_next``, ``refuse_next``, ``delay_next``, ``apply_then_drop_next``,
-``drop_next``); each fault is consumed by the next effect request (or the next read with ``on="read"``).
+Faults are queued through one hook, ``inject(Fault(...))`` (the test fakes' ``service_faults(svc)`` offers
+``fail_next``, ``refuse_next``, ``delay_next``, ``apply_then_drop_next``, ``drop_next``: tests/fakes/service_faults.py);
+each fault is consumed by the next effect request (or the next read with ``on="read"``).
 Everything received is recorded in ``.calls`` and every applied effect in ``.effects``.
 
 The deploy service's state (history, effects, idempotency keys, fences) round-trips through plain data
@@ -203,36 +204,13 @@ class _LoopbackService:
         """Queue a fault; faults of one kind of request (``on``) are consumed in order."""
         self._faults[fault.on].append(fault)
 
-    def fail_next(self, status: int = 500, *, reason: str = "", applied: bool = False, on: FaultOn = "effect") -> None:
-        """The next request answers ``status``; with ``applied=True`` the effect is applied first (a 5xx
-        after the fact — the classic uncertain outcome)."""
-        self.inject(Fault("fail", status=status, reason=reason, apply="before" if applied else "never", on=on))
-
-    def refuse_next(self, status: int = 422, reason: str = "refused by the fake", *, on: FaultOn = "effect") -> None:
-        """The next request gets a 4xx ``{"status": "refused", "reason": ...}``; nothing is applied."""
-        if not 400 <= status <= 499:
-            raise ValueError("a refusal is a 4xx")
-        self.inject(Fault("refuse", status=status, reason=reason, on=on))
-
-    def delay_next(self, seconds: float, *, apply: ApplyWhen = "after", on: FaultOn = "effect") -> None:
-        """Hold the next response ``seconds`` (past the caller's timeout); see :class:`Fault`."""
-        self.inject(Fault("delay", seconds=seconds, apply=apply, on=on))
-
-    def apply_then_drop_next(self) -> None:
-        """Apply the next effect, then close the connection without a response."""
-        self.inject(Fault("drop", apply="before"))
-
-    def drop_next(self, *, applied: bool = False, on: FaultOn = "effect") -> None:
-        """Close the connection of the next request without a response (applying first if ``applied``)."""
-        self.inject(Fault("drop", apply="before" if applied else "never", on=on))
+    @property
+    def pending_faults(self) -> int:
+        return sum(len(q) for q in self._faults.values())
 
     def clear_faults(self) -> None:
         for queue in self._faults.values():
             queue.clear()
-
-    @property
-    def pending_faults(self) -> int:
-        return sum(len(q) for q in self._faults.values())
 
     # ---- inspection
 
@@ -247,15 +225,6 @@ class _LoopbackService:
                 seen[effect.idempotency_key] = seen.get(effect.idempotency_key, 0) + 1
         repeated = {k: n for k, n in seen.items() if n > 1}
         assert not repeated, f"{self._label}: idempotency keys applied more than once: {repeated}"
-
-    async def wait_for(self, predicate: Callable[[], bool], *, timeout: float = 5.0, what: str = "") -> None:
-        """Poll ``predicate`` until it holds, or raise TimeoutError after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not predicate():
-            if loop.time() >= deadline:
-                raise TimeoutError(f"{self._label}: {what or 'condition'} not met within {timeout}s")
-            await asyncio.sleep(0.01)
 
     # ---- request plumbing
 

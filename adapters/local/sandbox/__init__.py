@@ -1,80 +1,110 @@
 """The local sandbox: a browser page that is a small Slack workspace for decklog, so nobody needs a Slack app
 to try it.
 
-``decklog serve`` without Slack credentials talks to an in-process fake Slack (``server.sandbox``); this feature
-serves a page on the bot's own port (``http://127.0.0.1:8080/`` by default) that shows that workspace —
-channels, threads, Block Kit messages, reactions, modals, App Home — and lets a person act in it. Every input
-reaches the bot as a signed Slack request through ``/slack/events``; the sample alert and deploy go through the
-bot's public receivers. See :mod:`adapters.local.sandbox.page` for the routes,
+``decklog serve`` without Slack credentials talks to an in-process fake Slack (``open_local_slack``); the page
+(``build_page``) is served on the bot's own port (``http://127.0.0.1:8080/`` by default) and shows that
+workspace — channels, threads, Block Kit messages, reactions, modals, App Home — and lets a person act in it.
+Every input reaches the bot as a signed Slack request through ``/slack/events``; the sample alert and deploy go
+through the bot's public receivers. See :mod:`adapters.local.sandbox.page` for the routes,
 :mod:`adapters.local.sandbox.environment` for the settings it fills (deploy URL, status page URL, alert token,
-approvers) and :mod:`adapters.local.sandbox.persistence` for how the workspace and the deploy service outlive a
-restart (``DATA_DIR/sandbox/``).
+approvers: returned as overrides, never written into the bot's settings) and
+:mod:`adapters.local.sandbox.persistence` for how the workspace and the deploy service outlive a restart
+(``DATA_DIR/sandbox/``).
 
-It must run before the features that read those settings (``bot.features`` lists it first), and it restores the
-workspace before the server starts its dispatcher, so the Slack sender never posts into a workspace that has
-not been restored yet.
+The composition root calls, in this order: ``open_local_slack`` (the Slack endpoint), ``open_world`` (restores
+the workspace before the dispatcher starts, so the Slack sender never posts into a workspace that has not been
+restored yet; starts the services; returns the overrides), then, once the runtime exists, ``build_page``.
+Nothing here imports ``bot``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
-from adapters.local.sandbox.environment import SandboxEnvironment, prepare
+from adapters.local.sandbox.environment import LocalWants, SandboxEnvironment, SettingsOverrides, prepare
 from adapters.local.sandbox.live import LiveFeed
 from adapters.local.sandbox.page import SandboxPage
 from adapters.local.sandbox.persistence import SandboxPersistence, sandbox_dir
 from adapters.local.sandbox.samples import SampleSender
 from adapters.local.slack import FakeSlack
+from core.service import ScopeService
 
-if TYPE_CHECKING:
-    from bot.server import DecklogServer
+__all__ = [
+    "LocalPage",
+    "LocalSlack",
+    "LocalWants",
+    "LocalWorld",
+    "SandboxEnvironment",
+    "SandboxPage",
+    "SandboxPersistence",
+    "SettingsOverrides",
+    "build_page",
+    "open_local_slack",
+    "open_world",
+]
 
-__all__ = ["SANDBOX_KEY", "SandboxEnvironment", "SandboxPage", "SandboxPersistence", "sandbox_feature"]
+Stopper = Callable[[], Awaitable[None]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-SANDBOX_KEY: web.AppKey[SandboxPage] = web.AppKey("sandbox_page", SandboxPage)
+
+@dataclass
+class LocalSlack:
+    """The fake Slack the sandbox talks to, with credentials only it accepts (nothing reaches a real workspace)."""
+
+    slack: FakeSlack
+    token: str
+    base_url: str
+    signing_secret: str
 
 
-async def sandbox_feature(server: DecklogServer) -> None:
-    """Serve the sandbox page; does nothing unless ``server.mode == "sandbox"``."""
-    if server.mode != "sandbox" or not isinstance(server.sandbox, FakeSlack):
-        return
-    slack: FakeSlack = server.sandbox
-    keeper = SandboxPersistence(sandbox_dir(server.settings.data_dir))
+async def open_local_slack() -> LocalSlack:
+    slack = FakeSlack(bot_token=f"xoxb-sandbox-{secrets.token_hex(8)}")
+    token = slack.server.bot_token
+    assert token is not None
+    await slack.start()
+    return LocalSlack(slack, token, slack.base_url, secrets.token_hex(16))
+
+
+@dataclass
+class LocalWorld:
+    slack: FakeSlack
+    env: SandboxEnvironment
+    keeper: SandboxPersistence
+    drains: list[Stopper] = field(default_factory=list)
+
+    @property
+    def overrides(self) -> SettingsOverrides:
+        return self.env.overrides
+
+
+async def open_world(slack: FakeSlack, wants: LocalWants, data_dir: Path | str) -> LocalWorld:
+    """Restore the workspace, start the fake services, and say which settings they fill."""
+    keeper = SandboxPersistence(sandbox_dir(data_dir))
     keeper.restore_workspace(slack.workspace)  # before the dispatcher starts: senders see the old threads
-    env = await prepare(server.settings, server.config, slack.workspace, persistence=keeper)
-    server.on_stop(env.stop)
+    env = await prepare(wants, slack.workspace, persistence=keeper)
     keeper.watch(slack.workspace, env.deploy)
-    server.on_stop(keeper.close)  # stoppers run in reverse: this one before the services stop
+    return LocalWorld(slack, env, keeper, drains=[env.stop, keeper.close])  # drained in reverse: keeper first
 
-    def routes() -> set[str]:
-        return {resource.canonical for resource in server.web.router.resources()}
 
+@dataclass
+class LocalPage:
+    page: SandboxPage
+    routes: list[tuple[str, str, Handler]]
+    drains: list[Stopper]
+
+
+def build_page(
+    world: LocalWorld, *, service: ScopeService, base_url: Callable[[], str], routes: Callable[[], set[str]]
+) -> LocalPage:
+    """The page, its sample buttons (through the bot's receivers at ``base_url()``) and its live feed."""
     samples = SampleSender(
-        base_url=lambda: server.url,
-        token=env.alert_token,
-        routes=routes,
-        deploy=env.deploy,
-        service=server.runtime.service,
+        base_url=base_url, token=world.env.alert_token, routes=routes, deploy=world.env.deploy, service=service
     )
-    server.on_stop(samples.close)
-    live = LiveFeed(slack.workspace)
-    server.on_stop(live.close)
-    page = SandboxPage(slack, env, samples, live, routes=routes)
-    page.add_routes(server.web.router)
-    server.web[SANDBOX_KEY] = page
-    _publish(
-        server,
-        sandbox_deploy=env.deploy,
-        sandbox_deploy_url=env.deploy.base_url,
-        sandbox_alert_token=env.alert_token,
-        sandbox_statuspage_url=env.statuspage_url,
-        sandbox_persistence=keeper,
-    )
-
-
-def _publish(server: Any, **values: object) -> None:
-    """Attributes other features may read (``getattr(server, "sandbox_deploy_url", None)``)."""
-    for name, value in values.items():
-        setattr(server, name, value)
+    live = LiveFeed(world.slack.workspace)
+    page = SandboxPage(world.slack, world.env, samples, live, routes=routes)
+    return LocalPage(page, page.routes(), drains=[samples.close, live.close])

@@ -135,12 +135,15 @@ class SandboxPage:
     def workspace(self) -> FakeSlackWorkspace:
         return self.slack.workspace
 
-    def add_routes(self, router: web.UrlDispatcher) -> None:
-        router.add_get("/", self.index)
-        router.add_get("/sandbox/assets/{name}", self.asset)
-        router.add_get("/sandbox/state", self.state)
-        router.add_get("/sandbox/events", self.live.stream)
-        router.add_get("/sandbox/files/{file_id}/{name}", self.file)
+    def routes(self) -> list[tuple[str, str, Handler]]:
+        """(method, path, handler) of every route the page serves."""
+        gets: list[tuple[str, str, Handler]] = [
+            ("GET", "/", self.index),
+            ("GET", "/sandbox/assets/{name}", self.asset),
+            ("GET", "/sandbox/state", self.state),
+            ("GET", "/sandbox/events", self.live.stream),
+            ("GET", "/sandbox/files/{file_id}/{name}", self.file),
+        ]
         posts: dict[str, Handler] = {
             "/sandbox/message": self.message,
             "/sandbox/action": self.action,
@@ -152,8 +155,7 @@ class SandboxPage:
             "/sandbox/sample/alert": self.sample_alert,
             "/sandbox/sample/deploy": self.sample_deploy,
         }
-        for path, handler in posts.items():
-            router.add_post(path, _guarded(handler))
+        return gets + [("POST", path, _guarded(handler)) for path, handler in posts.items()]
 
     # -- the page -------------------------------------------------------------------------------------------
 

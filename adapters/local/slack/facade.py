@@ -11,13 +11,12 @@ state and applies the app's ``response_action``. The app hears only about channe
 >>> base_url = await slack.start()             # give it to the app: AsyncWebClient(base_url=...)
 >>> slack.use_http("http://127.0.0.1:8080/slack/events", signing_secret="s3cret")   # or use_socket_mode()
 >>> posted = await slack.post_message("alice", "#alerts", "@decklog declare payments down")
->>> await slack.wait_for(lambda: slack.workspace.thread("#alerts", posted.ts)[1:])
+>>> await wait_for(slack, lambda: slack.workspace.thread("#alerts", posted.ts)[1:])  # tests/fakes/polling.py
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -124,9 +123,6 @@ class FakeSlack:
     @property
     def deliveries(self) -> list[Delivered]:
         return self.delivery.log
-
-    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
-        return await self.server.wait_for(predicate, timeout, what=what)
 
     # -- messages --------------------------------------------------------------------------------------------
 

@@ -1,8 +1,7 @@
-"""Faults a test programs into the fake Web API: errors, 429 storms, slow answers, lost responses.
-
-Each ``FakeSlackServer.fail_next`` / ``ratelimit_next`` / ``delay_next`` / ``apply_then_drop`` queues a
-:class:`Fault` for one method; the next matching calls consume it (``count`` times). At most one fault
-applies to a call: the oldest queued one that matches.
+"""The one hook a test plugs faults into: ``FakeSlackServer.interrupt(method, args)`` may answer a ``Fault``
+for a call (an error, a 429, a slow answer, a lost response). The simulator only obeys it; fault plans
+(``fail_next``, ``ratelimit_next``, ``delay_next``, ``apply_then_drop``) live with the tests
+(``tests/fakes/slack_faults.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Fault", "FaultKind", "FaultPlan"]
+__all__ = ["Fault", "FaultKind", "Interrupt"]
 
 FaultKind = Literal["fail", "ratelimit", "delay", "drop"]
 
@@ -38,28 +37,5 @@ class Fault:
         return self.remaining > 0 and self.method == method and (self.where is None or bool(self.where(args)))
 
 
-class FaultPlan:
-    def __init__(self) -> None:
-        self._faults: list[Fault] = []
-
-    def add(self, fault: Fault) -> Fault:
-        if fault.remaining < 1:
-            raise ValueError("count must be at least 1")
-        self._faults.append(fault)
-        return fault
-
-    def take(self, method: str, args: dict[str, Any]) -> Fault | None:
-        """Consumes one use of the oldest fault matching this call."""
-        for fault in self._faults:
-            if fault.matches(method, args):
-                fault.remaining -= 1
-                if fault.remaining == 0:
-                    self._faults.remove(fault)
-                return fault
-        return None
-
-    def pending(self, method: str | None = None) -> list[Fault]:
-        return [f for f in self._faults if method is None or f.method == method]
-
-    def clear(self) -> None:
-        self._faults.clear()
+Interrupt = Callable[[str, dict[str, Any]], Fault | None]
+"""Called with every Web API call (method, args) and upload; a ``Fault`` changes how the call is answered."""

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .polling import poll_until
-
 __all__ = ["CallLog", "RecordedCall"]
 
 T = TypeVar("T")
@@ -56,27 +54,8 @@ class CallLog:
         lines = "\n".join(f"  {c.describe()}" for c in recent)
         return f"last {len(recent)} of {len(self.calls)} Web API calls:\n{lines}"
 
-    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 5.0, what: str | None = None) -> T:
-        return await poll_until(
-            predicate,
-            timeout=timeout,
-            what=what or str(getattr(predicate, "__name__", "condition")),
-            context=self.describe_recent,
-        )
-
-    async def wait_for_call(
-        self,
-        method: str,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-        *,
-        timeout: float = 5.0,
-        ok: bool | None = True,
-    ) -> RecordedCall:
-        """The first recorded call to ``method`` (answered ``ok``, whose ``args`` satisfy ``where``)."""
-
-        def found() -> RecordedCall | None:
-            return next((c for c in self.calls_to(method, ok=ok) if where is None or where(c.args)), None)
-
-        call = await poll_until(found, timeout=timeout, what=f"a call to {method}", context=self.describe_recent)
-        assert call is not None
-        return call
+    def find_call(
+        self, method: str, where: Callable[[dict[str, Any]], bool] | None = None, *, ok: bool | None = True
+    ) -> RecordedCall | None:
+        """The first recorded call to ``method`` (answered ``ok``, whose ``args`` satisfy ``where``), if any."""
+        return next((c for c in self.calls_to(method, ok=ok) if where is None or where(c.args)), None)

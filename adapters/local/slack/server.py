@@ -1,8 +1,8 @@
 """``FakeSlackServer``: Slack's Web API, file uploads, ``response_url`` and Socket Mode on a loopback port.
 
 Point the real clients at it: ``AsyncWebClient(token="xoxb-...", base_url=await server.start())``. Every call
-is recorded (``server.calls``); tests wait on effects with ``await server.wait_for(...)`` and program faults
-(``fail_next``, ``ratelimit_next``, ``delay_next``, ``apply_then_drop``, per-channel pacing).
+is recorded (``server.calls``; tests poll for effects with ``tests/fakes/polling.py``), pace channels
+(``rate_limit_channels``) and plug faults into the one hook ``server.interrupt`` (``tests/fakes/slack_faults.py``).
 
 >>> async with FakeSlackServer() as server:          # doctest: +SKIP
 ...     client = AsyncWebClient(token="xoxb-test", base_url=server.base_url)
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiohttp import web
 
 from .errors import SlackError
-from .faults import Fault, FaultPlan
+from .faults import Fault, Interrupt
 from .methods import CallContext, method_table
 from .pacing import ChannelPacer
 from .recorder import CallLog, RecordedCall
@@ -59,7 +58,8 @@ class FakeSlackServer:
         self.port = port
         self.bot_token = bot_token
         self.app_token = app_token
-        self.faults = FaultPlan()
+        self.interrupt: Interrupt | None = None
+        """The fault hook: called with every call; a ``Fault`` it returns changes the answer."""
         self.log = CallLog()
         self.socket = SocketModeHub(identity=self.workspace.identity)
         self._response_urls = ResponseUrls(self.workspace)
@@ -132,65 +132,7 @@ class FakeSlackServer:
         """Every body POSTed to a ``response_url`` (Bolt's ``respond()``), oldest first."""
         return self._response_urls.responses
 
-    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
-        """Polls ``predicate`` until it returns something truthy (returned) or fails listing recent calls."""
-        return await self.log.wait_for(predicate, timeout=timeout, what=what)
-
-    async def wait_for_call(
-        self,
-        method: str,
-        where: Callable[[JSON], bool] | None = None,
-        *,
-        timeout: float = 5.0,
-        ok: bool | None = True,
-    ) -> RecordedCall:
-        return await self.log.wait_for_call(method, where, timeout=timeout, ok=ok)
-
-    # -- fault injection -------------------------------------------------------------------------------------
-
-    def fail_next(
-        self,
-        method: str,
-        error: str = "internal_error",
-        *,
-        status: int = 200,
-        count: int = 1,
-        where: Callable[[JSON], bool] | None = None,
-    ) -> Fault:
-        """The next ``count`` calls answer ``{"ok": false, "error": error}``, HTTP ``status``; no effect."""
-        return self.faults.add(Fault("fail", method, remaining=count, error=error, status=status, where=where))
-
-    def ratelimit_next(
-        self,
-        method: str,
-        retry_after: int = 1,
-        *,
-        count: int = 1,
-        where: Callable[[JSON], bool] | None = None,
-    ) -> Fault:
-        """A 429 storm: the next ``count`` calls answer 429 with ``Retry-After: retry_after``; no effect."""
-        return self.faults.add(Fault("ratelimit", method, remaining=count, retry_after=int(retry_after), where=where))
-
-    def delay_next(
-        self,
-        method: str,
-        seconds: float,
-        *,
-        count: int = 1,
-        apply_first: bool = False,
-        where: Callable[[JSON], bool] | None = None,
-    ) -> Fault:
-        """The next ``count`` calls answer ``seconds`` late (doing the effect first with ``apply_first``).
-
-        The effect happens even when the client gave up waiting (aiohttp does not cancel the handler).
-        """
-        return self.faults.add(
-            Fault("delay", method, remaining=count, seconds=seconds, apply_first=apply_first, where=where)
-        )
-
-    def apply_then_drop(self, method: str, count: int = 1, *, where: Callable[[JSON], bool] | None = None) -> Fault:
-        """The next ``count`` calls take effect, then the connection closes unanswered (a lost response)."""
-        return self.faults.add(Fault("drop", method, remaining=count, where=where))
+    # -- pacing --------------------------------------------------------------------------------------------
 
     def rate_limit_channels(self, burst: int | None = 3, per_second: float = 1.0) -> None:
         """Paces ``chat.postMessage`` per channel like Slack (a burst, then ``per_second``); ``None``: off."""
@@ -238,6 +180,9 @@ class FakeSlackServer:
         await self.socket.wait_connected(timeout=timeout)
 
     # -- HTTP handlers ---------------------------------------------------------------------------------------
+
+    def _interrupted(self, method: str, args: JSON) -> Fault | None:
+        return self.interrupt(method, args) if self.interrupt is not None else None
 
     def _finish(
         self,
@@ -287,7 +232,7 @@ class FakeSlackServer:
         auth_error = self._auth_error(method, token)
         if auth_error:
             return self._finish(method, raw, {"ok": False, "error": auth_error})
-        fault = self.faults.take(method, raw)
+        fault = self._interrupted(method, raw)
         if fault is not None and fault.kind == "fail":
             return self._finish(method, raw, {"ok": False, "error": fault.error}, status=fault.status)
         if fault is not None and fault.kind == "ratelimit":
@@ -337,7 +282,7 @@ class FakeSlackServer:
     async def _handle_upload(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["file_id"]
         args: JSON = {"file_id": file_id}
-        fault = self.faults.take(UPLOAD, args)
+        fault = self._interrupted(UPLOAD, args)
         if fault is not None and fault.kind in ("fail", "ratelimit"):
             status = 429 if fault.kind == "ratelimit" else max(fault.status, 400)
             self.log.record(RecordedCall(UPLOAD, args, time.time(), False, fault.error, status))

@@ -18,7 +18,6 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from .model import Identity
-from .polling import poll_until
 
 __all__ = ["SocketModeHub"]
 
@@ -100,7 +99,15 @@ class SocketModeHub:
             future.set_result(ack)
 
     async def wait_connected(self, *, timeout: float = 5.0) -> None:
-        await poll_until(lambda: self.connections > 0, timeout=timeout, what="a Socket Mode connection")
+        await self._connection(timeout, "a Socket Mode connection")
+
+    async def _connection(self, timeout: float, what: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.connections == 0:
+            if loop.time() >= deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            await asyncio.sleep(0.01)
 
     # -- sending ---------------------------------------------------------------------------------------------
 
@@ -115,9 +122,7 @@ class SocketModeHub:
         retry_reason: str | None = None,
     ) -> JSON:
         """Delivers one envelope to the newest open connection and returns the app's ack."""
-        await poll_until(
-            lambda: self.connections > 0, timeout=timeout, what=f"a Socket Mode connection to deliver {kind}"
-        )
+        await self._connection(timeout, f"a Socket Mode connection to deliver {kind}")
         envelope: JSON = {
             "envelope_id": str(uuid.uuid4()),
             "type": kind,

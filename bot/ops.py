@@ -1,0 +1,152 @@
+"""The operations part: ``GET /healthz``, ``GET /metrics`` and the outbox sweeps (at boot and every 30 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from bot.metrics import CONTENT_TYPE, Live, ServerMetrics
+from bot.parts import Job, Provides, Route
+from bot.runtime import Runtime
+from bot.settings import SlackMode
+from bot.slack import SlackIn, SlackOut
+from core.clock import parse_iso
+
+log = logging.getLogger("decklog")
+
+SWEEP_S = 30.0
+
+
+@dataclass
+class Ops:
+    metrics: ServerMetrics
+    provides: Provides
+
+
+class Sweeps:
+    """Re-arm pending deliveries: every scope at boot, then the scopes another process (the CLI) touched."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.last = 0.0
+
+    async def boot(self) -> None:
+        woken = await self.rt.dispatcher.sweep()
+        log.info("boot sweep: %d scopes with pending deliveries", woken)
+        self.last = time.time()
+
+    async def periodic(self) -> None:
+        rows = await self.rt.index.list_scopes(open_only=False, limit=10_000)
+        recent = [r.id for r in rows if r.updated_at and parse_iso(r.updated_at).timestamp() >= self.last - 60]
+        self.last = time.time()
+        await self.rt.dispatcher.sweep(recent)
+
+
+def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics, mode: SlackMode) -> Ops:
+    started_at = time.time()
+    sweeps = Sweeps(rt)
+
+    async def healthz(_request: web.Request) -> web.StreamResponse:
+        checks = await health_checks(rt)
+        ok = all(v in ("writable", "alive") for v in checks.values())
+        body = {
+            "status": "ok" if ok else "unhealthy",
+            "checks": checks,
+            "slack": mode,
+            "uptime_s": round(time.time() - started_at, 1),
+        }
+        return web.json_response(body, status=200 if ok else 503)
+
+    async def scrape(_request: web.Request) -> web.StreamResponse:
+        live = await read_live(rt, out, slack)
+        return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
+
+    provides = Provides(
+        routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
+        jobs=[Job("sweep", SWEEP_S, sweeps.periodic)],
+        tasks=[sweeps.boot],
+    )
+    return Ops(metrics, provides)
+
+
+async def health_checks(rt: Runtime) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    probe = Path(rt.settings.data_dir) / f".healthz-{os.getpid()}"
+    try:
+        await asyncio.to_thread(probe.write_bytes, b"ok")
+        await asyncio.to_thread(probe.unlink)
+        checks["data_dir"] = "writable"
+    except OSError as exc:
+        checks["data_dir"] = f"not writable: {exc.strerror}"
+    try:
+        await rt.index.file.write(lambda _c, _x: None)
+        checks["index"] = "writable"
+    except Exception as exc:
+        checks["index"] = f"not writable: {exc}"
+    checks["dispatcher"] = "alive" if rt.dispatcher.alive else "stopped"
+    return checks
+
+
+async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
+    pending: dict[str, float] = {}
+    parked: dict[str, float] = {}
+    for row in await rt.index.list_scopes(open_only=True, limit=2000):
+        try:
+            summary = await rt.store.outbox_summary(row.id)
+        except Exception:
+            continue
+        for topic, n in summary.pending.items():
+            pending[topic] = pending.get(topic, 0) + n
+        for topic, n in summary.parked.items():
+            parked[topic] = parked.get(topic, 0) + n
+    stats = rt.dispatcher.stats
+    inbox = slack.inbox.stats
+    live = Live()
+    live.by_label(
+        "counter",
+        "decklog_slack_listener_calls_total",
+        "Slack listener invocations by family",
+        "family",
+        {k: float(v) for k, v in slack.counters.items()},
+    )
+    live.gauge(
+        "decklog_slack_work_in_flight",
+        "Acknowledged Slack requests whose work has not finished (waiting for a slot or running)",
+        float(slack.deps.work_in_flight),
+    )
+    live.counter(
+        "decklog_inbox_persisted_total", "Slack requests stored in the inbox before their ack", inbox.persisted
+    )
+    live.counter(
+        "decklog_inbox_duplicates_total",
+        "Slack requests whose key was already in the inbox (retries, duplicates): acked, not processed",
+        inbox.duplicates,
+    )
+    live.counter(
+        "decklog_inbox_fsyncs_total",
+        "Durable inbox commits (one fsync each; concurrent requests share one)",
+        inbox.fsyncs,
+    )
+    live.gauge("decklog_inbox_pending", "Stored Slack requests not done yet", float(await slack.inbox.pending_count()))
+    live.counter("decklog_appends_total", "Entries appended by this process", float(rt.store.appended_total))
+    live.by_label(
+        "gauge", "decklog_outbox_pending", "Outbox rows waiting for delivery (open scopes)", "sender", pending
+    )
+    live.by_label(
+        "gauge", "decklog_outbox_parked", "Outbox rows parked after their retry budget (open scopes)", "sender", parked
+    )
+    live.counter("decklog_deliveries_total", "Outbox deliveries", float(stats.delivered))
+    live.counter("decklog_delivery_failures_total", "Failed delivery attempts", float(stats.failures))
+    live.counter(
+        "decklog_delivery_rate_limited_total", "Deliveries postponed by a rate limit", float(stats.rate_limited)
+    )
+    live.counter("decklog_slack_posts_total", "Messages posted to Slack", float(out.sender.stats.posts))
+    live.counter("decklog_slack_updates_total", "Header updates (chat.update)", float(out.sender.stats.updates))
+    live.gauge("decklog_open_scope_files", "Scope databases open right now", float(rt.store.open_files))
+    return live

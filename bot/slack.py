@@ -1,0 +1,143 @@
+"""The Slack part, in two halves the root builds apart (the features sit between them):
+
+- ``build_slack_out``: the Web API client and the Slack outbox sender (posts, header updates, uploads). Agents and
+  actions need both (progress reactions, message updaters).
+- ``build_slack_in``: what Slack sends us: the listeners' ports, Bolt, the durable inbox and the intake that
+  stores a request before its ack, and the ``/slack/events`` route. It needs the ports (ask, decide, export,
+  compensate) that the features built.
+
+``start_socket_mode`` connects Socket Mode once the server listens (the intake acks each envelope after storing it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.app import build_slack_app, build_web_client
+from adapters.slack.deps import SlackDeps
+from adapters.slack.hooks import SlackHooks
+from adapters.slack.intake import SlackIntake
+from adapters.slack.runner import CommandRunner
+from adapters.slack.sender import ChannelPacer, SlackSender
+from bot.parts import Job, Provides, Route, Stopper
+from bot.runtime import Runtime
+from bot.settings import Settings, SlackMode
+from core.inbox import Inbox
+from core.store import SqliteInbox
+
+log = logging.getLogger("decklog")
+
+SANDBOX_ALERTS_CHANNEL = "C0ALERTS"
+INBOX_PRUNE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class SlackEndpoint:
+    """Where the Web API is and how requests from Slack are verified (None: not verified here)."""
+
+    token: str
+    base_url: str
+    signing_secret: str | None
+
+
+def real_endpoint(settings: Settings, mode: SlackMode) -> SlackEndpoint:
+    assert settings.slack_bot_token is not None  # settings.slack_mode checked the credentials
+    secret = None
+    if mode == "http":
+        assert settings.slack_signing_secret is not None
+        secret = settings.slack_signing_secret.get_secret_value()
+    return SlackEndpoint(settings.slack_bot_token.get_secret_value(), settings.slack_base_url, secret)
+
+
+@dataclass
+class SlackOut:
+    client: AsyncWebClient
+    sender: SlackSender
+
+
+def build_slack_out(rt: Runtime, endpoint: SlackEndpoint, mode: SlackMode, *, http: aiohttp.ClientSession) -> SlackOut:
+    client = build_web_client(endpoint.token, endpoint.base_url, session=http)
+    alerts_channel = (
+        rt.settings.alerts_channel
+        or rt.config.slack.alerts_channel
+        or (SANDBOX_ALERTS_CHANNEL if mode == "sandbox" else None)
+    )
+    sender = SlackSender(
+        client,
+        rt.store,
+        rt.index,
+        alerts_channel=alerts_channel,
+        pacer=ChannelPacer(rt.config.slack.pace_per_channel_s),
+        channel_prefix=rt.config.slack.dedicated_channel_prefix,
+        alarm=rt.alarm,
+        header_interval=rt.config.slack.header_update_interval_s,
+    )
+    return SlackOut(client, sender)
+
+
+@dataclass
+class SlackIn:
+    hooks: SlackHooks
+    deps: SlackDeps
+    bolt: AsyncApp
+    inbox: Inbox
+    intake: SlackIntake
+    counters: dict[str, int]
+    provides: Provides = field(default_factory=Provides)
+
+
+async def build_slack_in(
+    rt: Runtime, out: SlackOut, hooks: SlackHooks, endpoint: SlackEndpoint, mode: SlackMode
+) -> SlackIn:
+    counters: dict[str, int] = {}
+    runner = CommandRunner(rt.service, rt.store, rt.index, hooks)
+    deps = SlackDeps(rt.service, rt.store, rt.index, hooks, runner, counters, client=out.client)
+    # Bolt only routes requests the intake stored and acknowledged (it verified them): no verification here.
+    bolt = build_slack_app(client=out.client, signing_secret=None, deps=deps)
+    inbox = await SqliteInbox.open(rt.settings.data_dir)
+    intake = SlackIntake(
+        inbox=inbox, bolt=bolt, deps=deps, signing_secret=None if mode == "socket" else endpoint.signing_secret
+    )
+
+    async def slack_events(request: web.Request) -> web.StreamResponse:
+        if mode == "socket":
+            return web.json_response(
+                {"error": "this server talks to Slack over Socket Mode; /slack/events is off"}, status=404
+            )
+        answer = await intake.http(await request.read(), request.headers)
+        if isinstance(answer.body, dict):
+            return web.json_response(answer.body, status=answer.status)
+        return web.Response(status=answer.status, text=answer.body)
+
+    async def prune_inbox() -> None:
+        pruned = await inbox.prune()
+        if pruned:
+            log.info("inbox: forgot %d requests done more than a day ago", pruned)
+
+    provides = Provides(
+        routes=[Route("POST", "/slack/events", slack_events)],
+        jobs=[Job("inbox-prune", INBOX_PRUNE_S, prune_inbox)],
+        tasks=[prune_inbox],
+    )
+    return SlackIn(hooks, deps, bolt, inbox, intake, counters, provides)
+
+
+async def start_socket_mode(slack: SlackIn, settings: Settings, base_url: str) -> Stopper:
+    """Connect Socket Mode; returns what disconnects it."""
+    from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+
+    assert settings.slack_app_token is not None
+    handler = AsyncSocketModeHandler(
+        slack.bolt, app_token=settings.slack_app_token.get_secret_value(), web_client=AsyncWebClient(base_url=base_url)
+    )
+    # Bolt's own listener would dispatch before acking; the intake stores the envelope, then acks it.
+    handler.client.socket_mode_request_listeners[:] = [slack.intake.socket_listener()]
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    close: Stopper = handler.close_async
+    return close

@@ -1,0 +1,247 @@
+"""The composition root of ``decklog serve``: ``build(settings, config, parts=…)`` wires every part, once, in
+data-dependency order, and returns ``Parts`` (every part built, typed; None for a part not selected).
+
+1. the local world (sandbox mode only): the fake Slack; with the ``sandbox`` part, the fake services and the
+   settings they fill, applied as ``settings.model_copy(update=…)`` before anything reads them;
+2. the runtime (log store, index, scope service, dispatcher) and the outbound Slack half (client, sender);
+3. the features: receivers, api, reports, agents, actions — each takes what it needs and returns what it provides;
+4. the inbound Slack half, with the ports the features built (ask, decide, export, compensate);
+5. the sandbox page and the operations routes (health, metrics, sweeps).
+
+``DecklogServer`` (bot.server) starts what ``Parts`` holds and stops it in reverse. Tests build a partial server
+with ``parts={"receivers", …}``; the runtime, Slack and operations are always there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Literal
+
+from adapters.local.sandbox import (
+    LocalPage,
+    LocalSlack,
+    LocalWants,
+    LocalWorld,
+    build_page,
+    open_local_slack,
+    open_world,
+)
+from adapters.slack.app import build_http_session
+from adapters.slack.hooks import SlackHooks
+from bot.actions import Actions, build_actions
+from bot.agents import Agents, build_agents
+from bot.api import build_api
+from bot.config import DecklogConfig, load_config
+from bot.metrics import ServerMetrics
+from bot.ops import Ops, build_ops
+from bot.parts import Address, Provides, Route, Stopper
+from bot.receivers import ReceiversPart, build_receivers
+from bot.reports import SlackExport
+from bot.runtime import Runtime
+from bot.scheduler import SchedulerAlarm
+from bot.settings import Settings, SlackMode
+from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
+from core.clock import Clock
+
+log = logging.getLogger("decklog")
+
+STOP_GRACE_S = 3.0
+PartName = Literal["sandbox", "api", "receivers", "reports", "agents", "actions"]
+ALL_PARTS: frozenset[PartName] = frozenset({"sandbox", "api", "receivers", "reports", "agents", "actions"})
+
+
+@dataclass
+class Parts:
+    """Everything ``build`` made. ``provided`` is in build order; ``closers`` too (closed in reverse, last)."""
+
+    settings: Settings
+    """The settings in effect: the operator's, with the local world's overrides applied."""
+    mode: SlackMode
+    runtime: Runtime
+    alarm: SchedulerAlarm
+    metrics: ServerMetrics
+    address: Address
+    slack_out: SlackOut
+    slack: SlackIn
+    ops: Ops
+    local_slack: LocalSlack | None = None
+    world: LocalWorld | None = None
+    page: LocalPage | None = None
+    receivers: ReceiversPart | None = None
+    agents: Agents | None = None
+    actions: Actions | None = None
+    provided: list[Provides] = field(default_factory=list)
+    closers: list[Stopper] = field(default_factory=list)
+
+    @property
+    def routes(self) -> list[Route]:
+        return [route for p in self.provided for route in p.routes]
+
+    @property
+    def config(self) -> DecklogConfig:
+        return self.runtime.config
+
+
+async def build(
+    settings: Settings,
+    config: DecklogConfig | None = None,
+    *,
+    mode: SlackMode,
+    parts: Collection[PartName] = ALL_PARTS,
+    clock: Clock | None = None,
+) -> Parts:
+    """Build and wire every selected part; on failure, close what was opened (in reverse) and raise."""
+    alarm = SchedulerAlarm()
+    alarm.start()
+    closers: list[Stopper] = []
+    try:
+        return await _build(settings, config, alarm, mode=mode, parts=frozenset(parts), clock=clock, closers=closers)
+    except BaseException:
+        if alarm.shutdown not in closers:
+            closers.append(alarm.shutdown)
+        for close in reversed(closers):
+            await close()
+        raise
+
+
+async def _build(
+    settings: Settings,
+    config: DecklogConfig | None,
+    alarm: SchedulerAlarm,
+    *,
+    mode: SlackMode,
+    parts: frozenset[PartName],
+    clock: Clock | None,
+    closers: list[Stopper],
+) -> Parts:
+    config = config or load_config(settings.resolved_config_path)
+    provided: list[Provides] = []
+    local_slack, world = None, None
+    if mode == "sandbox":
+        local_slack = await open_local_slack()
+        closers.append(local_slack.slack.stop)
+        if "sandbox" in parts:
+            world = await open_world(local_slack.slack, _wants(settings, config), settings.data_dir)
+            provided.append(Provides(drains=list(world.drains)))
+            settings = settings.model_copy(update=world.overrides.update())
+    http = build_http_session()
+    closers.append(http.close)
+    rt = await Runtime.open(settings, config=config, clock=clock, alarm=alarm)
+    closers += [rt.close, alarm.shutdown]  # the alarm stops firing before the runtime closes
+    metrics = ServerMetrics()
+    rt.dispatcher.stats = metrics.delivery_stats()  # the same counts, plus the delivery-latency histogram
+    endpoint = _endpoint(local_slack) if local_slack is not None else real_endpoint(settings, mode)
+    out = build_slack_out(rt, endpoint, mode, http=http)
+    features = _features(rt, out, parts, metrics)
+    provided += features.provided
+    slack = await build_slack_in(rt, out, features.hooks, endpoint, mode)
+    closers += [slack.inbox.close, _finish_work(slack)]
+    provided.append(slack.provides)
+    address = Address()
+    page = _page(world, rt, address, provided) if world is not None else None
+    ops = build_ops(rt, out, slack, metrics, mode)
+    provided.append(ops.provides)
+    _plug(rt, out, provided)
+    return Parts(
+        settings=settings,
+        mode=mode,
+        runtime=rt,
+        alarm=alarm,
+        metrics=metrics,
+        address=address,
+        slack_out=out,
+        slack=slack,
+        ops=ops,
+        local_slack=local_slack,
+        world=world,
+        page=page,
+        receivers=features.receivers,
+        agents=features.agents,
+        actions=features.actions,
+        provided=provided,
+        closers=closers,
+    )
+
+
+def _page(world: LocalWorld, rt: Runtime, address: Address, provided: list[Provides]) -> LocalPage:
+    """The sandbox page; its sample buttons go through the receivers when they are among ``provided``."""
+    page = build_page(
+        world,
+        service=rt.service,
+        base_url=lambda: address.url,
+        routes=lambda: {route.path for p in provided for route in p.routes},
+    )
+    provided.append(Provides(routes=[Route(m, p, h) for m, p, h in page.routes], drains=page.drains))
+    return page
+
+
+def _endpoint(local: LocalSlack) -> SlackEndpoint:
+    return SlackEndpoint(local.token, local.base_url, local.signing_secret)
+
+
+def _plug(rt: Runtime, out: SlackOut, provided: list[Provides]) -> None:
+    """Senders (the Slack sender first: what the people in the channel wait for), updaters, store listeners."""
+    rt.dispatcher.register(out.sender, first=True)
+    for p in provided:
+        for sender in p.senders:
+            rt.dispatcher.register(sender)
+        out.sender.updaters.extend(p.updaters)
+        for listener in p.listeners:
+            rt.store.subscribe(listener)
+
+
+def _wants(settings: Settings, config: DecklogConfig) -> LocalWants:
+    token = settings.alert_token.get_secret_value() if settings.alert_token is not None else None
+    return LocalWants(
+        deploy_api_url=settings.deploy_api_url,
+        statuspage_api_url=settings.statuspage_api_url,
+        alert_token=token or None,
+        approvers_configured=bool(settings.approver_ids or config.approvals.approvers),
+    )
+
+
+@dataclass
+class _Features:
+    hooks: SlackHooks
+    provided: list[Provides]
+    receivers: ReceiversPart | None = None
+    agents: Agents | None = None
+    actions: Actions | None = None
+
+
+def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: ServerMetrics) -> _Features:
+    """The features, in data-dependency order; the Slack sender is the first sender (people wait for it)."""
+    hooks = SlackHooks()
+    built = _Features(hooks, [])
+    if "receivers" in parts:
+        built.receivers = build_receivers(rt)
+        built.provided.append(built.receivers.provides)
+    if "api" in parts:
+        built.provided.append(build_api(rt))
+    if "reports" in parts:
+        hooks.export = SlackExport(rt)
+    if "agents" in parts:
+        built.agents = build_agents(rt, out, turn_seconds=metrics.turn_seconds)
+        hooks.ask = built.agents.ask
+        built.provided.append(built.agents.provides)
+    if "actions" in parts:
+        built.actions = build_actions(rt, verify_here=built.agents is None)
+        hooks.decide = built.actions.slack.decide
+        hooks.compensate = built.actions.slack.compensate
+        built.provided.append(built.actions.provides)
+        if built.agents is not None:  # the agents' proposals go to the desk (instead of suggestions)
+            built.agents.turns.use_proposer(built.actions.desk)
+            built.agents.turns.use_catalog(built.actions.catalog)
+    return built
+
+
+def _finish_work(slack: SlackIn) -> Stopper:
+    async def finish() -> None:
+        # What is unfinished stays in the inbox and is replayed at the next start; the grace only saves a replay.
+        cancelled = await slack.deps.finish_work(STOP_GRACE_S)
+        if cancelled:
+            log.info("stopped with %d Slack requests unfinished; they stay in the inbox", cancelled)
+
+    return finish
