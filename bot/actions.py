@@ -267,6 +267,7 @@ async def actions_feature(server: DecklogServer) -> None:
     slack = SlackDesk(desk)  # the desk's typed outcomes, as the Slack user reads them
     server.hooks.decide = slack.decide
     server.hooks.compensate = slack.compensate
+    server.hooks.propose, server.hooks.actions = slack.propose, slack.actions  # issue 15: run / actions
     setattr(server, "actions", desk)  # noqa: B010 - the desk, for other features and tests
     _plug_into_agents(server, desk)
 
