@@ -55,7 +55,7 @@ def turn_delays(settings: Settings, config: AgentsConfig) -> tuple[float, float]
 
 def build_reasoner(settings: Settings, config: AgentsConfig, *, max_retries: int = 2) -> Reasoner:
     if settings.anthropic_api_key is None:
-        return RuleBasedReasoner(idle_nudge_minutes=config.idle_nudge_minutes)
+        return RuleBasedReasoner(idle_nudge_minutes=config.idle_nudge_minutes, **config.rules.reasoner_args())
     from adapters.anthropic import ClaudeReasoner, build_client
 
     client = build_client(

@@ -41,6 +41,22 @@ class ChangesConfig(_Section):
     link_window_hours: float = Field(6, ge=0)
 
 
+class RulesConfig(_Section):
+    """``[agents.rules]``: the action names the rule-based reasoner proposes (an empty name switches that rule off)."""
+
+    rollback_action: str = "rollback_deploy"
+    status_action: str = "status_page_update"
+    status_update_after: float = Field(30, gt=0)  # minutes without a public update (SEV1/SEV2) before proposing one
+
+    def reasoner_args(self) -> dict[str, Any]:
+        """The keyword arguments of ``RuleBasedReasoner`` this section sets."""
+        return {
+            "rollback_action": self.rollback_action,
+            "status_action": self.status_action,
+            "status_update_after_minutes": self.status_update_after,
+        }
+
+
 class AgentsConfig(_Section):
     first_turn_delay: float | None = Field(None, ge=0)  # DECKLOG_FIRST_TURN_DELAY wins when set
     turn_debounce: float | None = Field(None, ge=0)
@@ -52,6 +68,7 @@ class AgentsConfig(_Section):
     view_budget_bytes: int = Field(12_000, ge=1000)
     input_usd_per_mtok: float = 3.0
     output_usd_per_mtok: float = 15.0
+    rules: RulesConfig = Field(default_factory=RulesConfig)
 
 
 class ApprovalsConfig(_Section):

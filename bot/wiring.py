@@ -230,6 +230,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
         built.actions = build_actions(rt, verify_here=built.agents is None)
         hooks.decide = built.actions.slack.decide
         hooks.compensate = built.actions.slack.compensate
+        hooks.propose, hooks.actions = built.actions.slack.propose, built.actions.slack.actions  # run / actions
         built.provided.append(built.actions.provides)
         if built.agents is not None:  # the agents' proposals go to the desk (instead of suggestions)
             built.agents.turns.use_proposer(built.actions.desk)

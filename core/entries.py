@@ -104,6 +104,7 @@ class Hypothesis(Payload):
     text: str = Field(min_length=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
     suspect_scope: str = ""  # e.g. change/r2026-09-19-4
+    turn: int = 0  # issue 15: the seq of the agent_turn that produced it (0: a person's, or recorded before)
 
 
 class Decision(Payload):
@@ -195,6 +196,7 @@ class ObligationOpened(Payload):
     expected_outcome: str = ""
     due_at: str = ""
     run_id: str = ""  # for verification obligations: the run to verify
+    turn: int = 0  # issue 15: the seq of the agent_turn that opened it (0: not an agent turn's)
 
 
 class ObligationClaimed(Payload):
@@ -339,6 +341,7 @@ class Suggestion(Payload):
     text: str = Field(min_length=1)
     action: str = ""  # e.g. "resolve", or an action name
     rationale: str = ""
+    turn: int = 0  # issue 15: the seq of the agent_turn that produced it
 
 
 class SuggestionFeedback(Payload):
@@ -385,6 +388,24 @@ class AgentTurn(Payload):
     outcome: str = "ok"  # ok | nothing (the turn decided nothing) | failed | refused
     error: str = ""
     appended: tuple[int, ...] = ()
+
+
+# --- issue 15: answers to findings (kept apart from the kinds above to ease merges) ---------------------------
+
+FINDING_VERDICTS = ("confirmed", "ruled_out", "accepted", "dismissed", "taken", "done")
+
+
+class FindingAnswer(Payload):
+    """A person's answer to an agent finding (``refs``: the finding's seq): Confirm / Rule out a hypothesis,
+    Take it / Done an obligation. ``suspect_scope`` / ``obligation_id`` copy what the finding was about, so that
+    readers (the rules, the report) need not fetch the finding again."""
+
+    finding: int = Field(ge=1)
+    finding_kind: str = Field(min_length=1)
+    verdict: Literal["confirmed", "ruled_out", "accepted", "dismissed", "taken", "done"]
+    suspect_scope: str = ""
+    obligation_id: str = ""
+    note: str = ""
 
 
 # --- bookkeeping ------------------------------------------------------------------------------------------------
@@ -443,6 +464,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "agent_turn": AgentTurn,
     "report_exported": ReportExported,
     "delivery_failed": DeliveryFailed,
+    "finding_answer": FindingAnswer,  # issue 15
 }
 
 
@@ -645,6 +667,9 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
             return f"Agent turn ({p.reasoner}, {p.view}): {p.outcome}"
         case ReportExported():
             return f"Report exported ({p.format}, sha256 {p.sha256[:12]})"
+        case FindingAnswer():
+            what = f" ({p.suspect_scope or p.obligation_id})" if p.suspect_scope or p.obligation_id else ""
+            return f"{who} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}{what}"
         case DeliveryFailed():
             return f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
     return kind

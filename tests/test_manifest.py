@@ -28,6 +28,7 @@ class RecordingApp:
         self.events: set[str] = set()
         self.actions: set[str] = set()
         self.views: set[str] = set()
+        self.shortcuts: set[str] = set()
         self.error_handlers = 0
 
     def _record(self, bucket: set[str], key: Any) -> Callable[[Any], Any]:
@@ -45,6 +46,9 @@ class RecordingApp:
 
     def view(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
         return self._record(self.views, name)
+
+    def shortcut(self, name: Any, middleware: Any = None) -> Callable[[Any], Any]:  # Bolt's listener middleware
+        return self._record(self.shortcuts, name)
 
     def error(self, fn: Any) -> Any:
         self.error_handlers += 1
@@ -76,6 +80,13 @@ def test_every_action_id_and_view_has_a_listener_and_vice_versa() -> None:
     assert app.actions == {a.value for a in ids.Action}
     assert app.views == {v.value for v in ids.View}
     assert app.error_handlers == 1
+
+
+def test_every_manifest_shortcut_has_a_listener_and_vice_versa() -> None:
+    shortcuts = manifest()["features"]["shortcuts"]
+    assert {s["callback_id"] for s in shortcuts} == registered().shortcuts == {s.value for s in ids.Shortcut}
+    record = next(s for s in shortcuts if s["callback_id"] == ids.Shortcut.RECORD)
+    assert record["type"] == "message" and record["name"] == "Record in incident…"
 
 
 def test_every_event_has_its_scope_and_every_scope_is_needed() -> None:

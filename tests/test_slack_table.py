@@ -19,6 +19,8 @@ HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcomma
 • `sev <1-4>` — set the severity   • `role <role> @user` — assign a role (commander, comms, ops, scribe)
 • `resolve [summary]` — resolve   • `timeline` — the last entries   • `list` — open incidents
 • `link <scope>` — link another scope   • `ask <question>` — ask the agent
+• `goal <text>` / `constraint <text>` / `decision <text>` / `hypothesis <text>` — record the goal, a constraint, a decision or a hypothesis
+• `run <action> [key=value …]` — propose a catalog action   • `actions` — the action catalog   • `catchup` — catch me up (only you see it)
 • `approve <id>` / `deny <id> [reason]` — decide a parked action   • `compensate <run>` — undo a run
 • `export [md|json|html]` — upload the post-incident report   • `help`
 Outside an incident's thread or channel, add the scope: `/incident sev 1 incident/payments-5xx`."""
@@ -28,6 +30,26 @@ def test_help_is_generated_from_the_table_and_reads_as_before() -> None:
     assert usage_text() == HELP
     for row in TABLE:
         assert f"`{row.usage}`" in usage_text()
+
+
+def test_issue_15_rows_parse_the_typed_record_run_and_catch_me_up() -> None:
+    cmd = parse("goal restore checkout above 99% incident/payments-5xx")
+    assert (cmd.name, cmd.scope, cmd.args) == ("goal", "incident/payments-5xx", {"text": "restore checkout above 99%"})
+    assert parse("decision roll back r41").args == {"text": "roll back r41"}
+    run = parse("run status_page_update status=investigating message=We are on it")
+    assert run.args == {
+        "action": "status_page_update",
+        "param.status": "investigating",
+        "param.message": "We are on it",
+    }
+    assert parse("catch me up").name == "catchup" and parse("catchup").name == "catchup"
+    assert parse("actions").name == "actions"
+    with pytest.raises(UsageError, match="`hypothesis` needs a text"):
+        parse("hypothesis")
+    with pytest.raises(UsageError, match="not a parameter"):
+        parse("run status_page_update investigating")
+    with pytest.raises(UsageError, match="given twice"):
+        parse("run x a=1 a=2")
 
 
 def test_every_row_and_alias_parses_to_its_name() -> None:

@@ -159,3 +159,55 @@ def no_args(name: str) -> ArgParser:
         return {}
 
     return parse
+
+
+# -- issue 15: the typed record, actions on request, catch-up ------------------------------------------------------
+
+PARAM_TOKEN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def record_args(kind: str) -> ArgParser:
+    """``goal|constraint|decision|hypothesis <text>``."""
+
+    def parse(rest: list[str]) -> dict[str, str]:
+        if not rest:
+            raise UsageError(f"`{kind}` needs a text, e.g. `{kind} {RECORD_EXAMPLES[kind]}`")
+        return {"text": " ".join(rest)}
+
+    return parse
+
+
+RECORD_EXAMPLES = {
+    "goal": "restore checkout above 99%",
+    "constraint": "no deploys to payments without the commander",
+    "decision": "roll back r41",
+    "hypothesis": "the db pool change exhausts connections",
+}
+
+
+def run_args(rest: list[str]) -> dict[str, str]:
+    """``run <action> [key=value …]``: the action's name, then its parameters (a value may hold spaces: words
+    without ``=`` continue the previous value, so ``message=We are looking into it`` works)."""
+    if not rest or "=" in rest[0]:
+        raise UsageError("`run` needs an action, e.g. `run status_page_update status=investigating message=…`")
+    out = {"action": rest[0]}
+    last = ""
+    for token in rest[1:]:
+        m = PARAM_TOKEN.match(token)
+        if m:
+            last = m.group(1)
+            if last == "action" or f"param.{last}" in out:
+                raise UsageError(f"parameter `{last}` given twice")
+            out[f"param.{last}"] = m.group(2)
+        elif last:
+            out[f"param.{last}"] += " " + token
+        else:
+            raise UsageError(f"`{token}` is not a parameter; write `name=value`")
+    return out
+
+
+def catchup_args(rest: list[str]) -> dict[str, str]:
+    """``catchup``, and the mention phrase ``catch me up`` (``catch`` is an alias; ``me up`` is allowed)."""
+    if rest and [t.lower() for t in rest] not in (["me", "up"], ["up"]):
+        raise UsageError("`catchup` takes no arguments (or say `catch me up`)")
+    return {}

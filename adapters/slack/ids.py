@@ -20,6 +20,16 @@ class Action(StrEnum):
     PROPOSAL_APPROVE = "proposal_approve"
     PROPOSAL_DENY = "proposal_deny"
     HOME_OPEN = "home_open_incident"  # link buttons in App Home (acked, no effect)
+    # issue 15: answers to agent findings, and the "Record in incident…" message shortcut's kind buttons
+    HYPOTHESIS_CONFIRM = "hypothesis_confirm"
+    HYPOTHESIS_RULE_OUT = "hypothesis_rule_out"
+    OBLIGATION_TAKE = "obligation_take"
+    OBLIGATION_DONE = "obligation_done"
+    RECORD_AS = "record_as"  # value: JSON {scope, kind, ts, text}
+
+
+class Shortcut(StrEnum):
+    RECORD = "record_in_incident"  # message shortcut "Record in incident…"
 
 
 class View(StrEnum):

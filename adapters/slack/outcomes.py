@@ -7,10 +7,10 @@ Slack. :class:`SlackDesk` adapts the desk's ``decide`` / ``compensate`` to the S
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Protocol
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
 
-from core.actions.outcomes import CompensationKind, CompensationOutcome, DecisionKind, DecisionOutcome
+from core.actions.outcomes import ActionInfo, CompensationKind, CompensationOutcome, DecisionKind, DecisionOutcome
 from core.entries import Actor
 
 
@@ -77,6 +77,19 @@ class Desk(Protocol):
 
     def compensate(self, scope: str, run_id: str, actor: Actor, key: str = "") -> Awaitable[CompensationOutcome]: ...
 
+    def propose(
+        self,
+        scope: str,
+        *,
+        action: str,
+        params: dict[str, Any],
+        rationale: str,
+        obligation_id: str | None,
+        actor: Actor,
+    ) -> Awaitable[str]: ...
+
+    def listing(self) -> list[ActionInfo]: ...
+
 
 class SlackDesk:
     """The desk's Slack ports (``decide``, ``compensate``): the same calls, answering with the text the person sees."""
@@ -91,3 +104,37 @@ class SlackDesk:
 
     async def compensate(self, *, scope: str, run_id: str, actor: Actor, key: str = "") -> str:
         return compensation_text(await self.desk.compensate(scope, run_id, actor, key))
+
+    async def propose(self, *, scope: str, action: str, params: dict[str, str], actor: Actor, key: str = "") -> str:
+        """``run <action> key=value …``: the desk's policy decides (R1 runs, R2/R3 park, R4 is refused)."""
+        line = await self.desk.propose(
+            scope,
+            action=action,
+            params=dict(params),
+            rationale=f"requested by {actor.label()} in Slack",
+            obligation_id=None,
+            actor=actor,
+        )
+        return f":gear: {line}"
+
+    async def actions(self) -> str:
+        """``actions``: the catalog, with risk, parameters and availability."""
+        return catalog_text(self.desk.listing())
+
+
+def catalog_text(actions: Sequence[ActionInfo]) -> str:
+    if not actions:
+        return "No actions are configured (`[[actions]]` in decklog.toml)."
+    lines = ["*Actions* — `/incident run <action> key=value …`"]
+    for a in actions:
+        params = ", ".join(_param(name, spec) for name, spec in a.params_schema.items()) or "no parameters"
+        avail = "available" if a.available else f"unavailable: {a.unavailable_reason}"
+        lines.append(f"• `{a.name}` [{a.risk}] — {a.description} · {params} · _{avail}_")
+    return "\n".join(lines)
+
+
+def _param(name: str, spec: dict[str, Any]) -> str:
+    kind = spec.get("type", "string")
+    choices = "|".join(str(x) for x in spec.get("enum", []))
+    req = "" if spec.get("required") else "?"
+    return f"`{name}{req}`:{choices or kind}"

@@ -51,9 +51,31 @@ class Compensate(Protocol):
     async def __call__(self, *, scope: str, run_id: str, actor: Actor, key: str) -> str: ...
 
 
+class Propose(Protocol):
+    """``run <action> [key=value …]``: propose a catalog action through the desk's policy (R1 runs, R2/R3 park,
+    R4 is refused with its reason); bad parameters raise ``InvalidInput`` naming the parameter."""
+
+    async def __call__(self, *, scope: str, action: str, params: dict[str, str], actor: Actor, key: str) -> str: ...
+
+
+class Actions(Protocol):
+    """``actions``: the catalog with risk, parameters and availability."""
+
+    async def __call__(self) -> str: ...
+
+
+class Catchup(Protocol):
+    """``catch me up`` with a model: a bounded summary of the joiner view, its provenance recorded like a turn."""
+
+    async def __call__(self, *, scope: str, actor: Actor, key: str) -> str: ...
+
+
 @dataclass
 class SlackPorts:
     ask: Ask | None = None
     decide: Decide | None = None
     export: Export | None = None
     compensate: Compensate | None = None
+    propose: Propose | None = None  # issue 15
+    actions: Actions | None = None  # issue 15
+    catchup: Catchup | None = None  # issue 15: None → the deterministic catch-up

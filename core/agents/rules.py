@@ -12,6 +12,12 @@ Each rule first checks the stored state cheaply, and only then reads the one vie
    open, looked at again when the grace period ends).
 4. resolve — every alert resolved and the incident still open → suggest resolving, once per all-clear.
 5. nudge — no human activity for ``idle_nudge_minutes`` → a nudge, once per quiet period.
+6. status — a SEV1/SEV2 incident with no public update (a proposal of ``status_action``) for
+   ``status_update_after_minutes`` → a proposal of ``status_action``, if that action is configured.
+
+Action names come from ``[agents.rules]`` in decklog.toml (``rollback_action``, ``status_action``), never from
+constants here. A suspect a person ruled out (``finding_answer``) is never suggested again unless new evidence (an
+alert first seen after the ruling) arrives.
 
 Asked a question, it answers from the investigation (or joiner) view: what changed, what is firing, what is
 suspected, what is open.
@@ -35,7 +41,11 @@ from core.agents.reasoner import (
 from core.clock import parse_iso
 from core.obligations import new_obligation_id
 
-ROLLBACK_ACTION = "rollback_deploy"
+DEFAULT_ROLLBACK_ACTION = "rollback_deploy"  # the defaults of [agents.rules] (bot/config.py RulesConfig)
+DEFAULT_STATUS_ACTION = "status_page_update"
+DEFAULT_STATUS_UPDATE_AFTER_MINUTES = 30.0
+ROLLBACK_ACTION = DEFAULT_ROLLBACK_ACTION  # kept for importers; the reasoner uses its configured name
+PUBLIC_STATUS = {"investigating": "investigating", "identified": "identified", "mitigated": "monitoring"}
 _CHANGE_WORDS = re.compile(r"\b(chang|deploy|releas|commit|rollout|roll out|ship|push|version)", re.I)
 _SUMMARY_WORDS = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)
 
@@ -57,11 +67,15 @@ class RuleBasedReasoner:
         *,
         idle_nudge_minutes: float = 20.0,
         verification_grace_s: float = 300.0,
-        rollback_action: str = ROLLBACK_ACTION,
+        rollback_action: str = DEFAULT_ROLLBACK_ACTION,
+        status_action: str = DEFAULT_STATUS_ACTION,
+        status_update_after_minutes: float = DEFAULT_STATUS_UPDATE_AFTER_MINUTES,
     ) -> None:
         self.idle_nudge_s = idle_nudge_minutes * 60
         self.verification_grace_s = verification_grace_s
         self.rollback_action = rollback_action
+        self.status_action = status_action
+        self.status_update_after_s = status_update_after_minutes * 60
 
     async def run(self, turn: TurnInput) -> TurnOutput:
         out = TurnOutput()
@@ -75,6 +89,7 @@ class RuleBasedReasoner:
         await self.verify(turn, out)
         await self.suggest_resolve(turn, out)
         await self.nudge(turn, out)
+        await self.status_update(turn, out)
         return out
 
     # -- 1. investigation ------------------------------------------------------------------------------------
@@ -86,6 +101,8 @@ class RuleBasedReasoner:
         view = await turn.views.view("investigation")
         suspects = set(view.sections.get("suspects", []))
         suspects |= {str(o.params.get("change", "")) for o in s.obligations.values() if o.purpose == "rollback"}
+        for ruled in view.sections.get("ruled_out", []):  # a person ruled it out: only new evidence reopens it
+            (suspects.discard if ruled.get("new_evidence") else suspects.add)(ruled.get("suspect_scope", ""))
         first_alert = min(s.firing_alerts, key=lambda a: a.first_seq)
         info = turn.action_info(self.rollback_action)
         for change in view.sections.get("linked_changes", []):
@@ -258,6 +275,26 @@ class RuleBasedReasoner:
                 suggestion_id=f"sg-nudge-{s.last_human_seq}-{s.version}",
             )
         )
+
+    # -- 6. status page --------------------------------------------------------------------------------------
+
+    async def status_update(self, turn: TurnInput, out: TurnOutput) -> None:
+        s = turn.state
+        if s.severity not in (1, 2) or not self.status_action or turn.action_info(self.status_action) is None:
+            return
+        if any(p.action == self.status_action for p in s.proposals.values()):
+            return  # one is waiting already
+        view = await turn.views.view("triage")
+        last = _when(view.sections.get("last_proposed", {}).get(self.status_action, "")) or _when(s.created_at)
+        quiet = (turn.now - last).total_seconds() if last else self.status_update_after_s
+        if quiet < self.status_update_after_s:
+            out.wake(self.status_update_after_s - quiet)
+            return
+        status = PUBLIC_STATUS.get(s.status, "investigating")
+        services = ", ".join(s.services) or "some services"
+        params = {"status": status, "message": f"We are {status} an issue affecting {services}: {s.title}"[:2000]}
+        why = f"SEV{s.severity} with no public update for {quiet / 60:.0f} min"
+        out.proposals.append(ProposalIntent(self.status_action, params, why, ""))
 
     # -- asking ----------------------------------------------------------------------------------------------
 

@@ -522,6 +522,7 @@ class TurnRuntime:
                 Answer(question=turn.question[:_TEXT_MAX], text=out.answer[:_TEXT_MAX], question_ts=question_ts),
                 refs((question_seq,)),
             )
+        made = _with_turn(made, base + len(made) + 1)
         appended = tuple(range(base + 1, base + len(made) + 1))
         proposals = [
             {"tool": "propose", "action": p.action, "params": p.params, "obligation_id": p.obligation_id}
@@ -589,6 +590,19 @@ class TurnRuntime:
     def _wake(self, scope: str, out: TurnOutput) -> None:
         if out.wake_after is not None and self.on_wake is not None:
             self.on_wake(scope, out.wake_after)
+
+
+FINDING_KINDS = ("hypothesis", "suggestion", "obligation_opened")  # what a turn finds (each names its turn)
+
+
+def _with_turn(made: list[NewEntry], turn_seq: int) -> list[NewEntry]:
+    """Provenance (issue 15): each finding of the turn names the seq its ``agent_turn`` gets in the same append."""
+    return [
+        e.model_copy(update={"payload": e.payload.model_copy(update={"turn": turn_seq})})
+        if e.kind in FINDING_KINDS and hasattr(e.payload, "turn")
+        else e
+        for e in made
+    ]
 
 
 def _failed(out: TurnOutput, error: str) -> TurnOutput:

@@ -16,6 +16,7 @@ from core.reports.model import Report
 from core.reports.sections import (
     actions,
     compensations,
+    findings,
     inferences,
     linked,
     milestones,
@@ -53,6 +54,7 @@ def compose_report(src: Source) -> Report:
         timeline=timeline.timeline(src),
         decisions=timeline.decisions(src),
         inferences=inferences.inferences(src),
+        findings=findings.findings(src),
         actions=action_lines,
         verifications=verifications,
         fence_rejections=rejections,

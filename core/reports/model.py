@@ -107,6 +107,19 @@ class DecisionLine(_Model):
     link: str = ""
 
 
+class FindingCount(_Model):
+    """Issue 15: one reasoner's findings of one kind, by what people answered (core/reports/sections/findings.py)."""
+
+    reasoner: str
+    kind: str
+    total: int
+    confirmed: int = 0
+    ruled_out: int = 0
+    accepted: int = 0
+    dismissed: int = 0
+    unanswered: int = 0
+
+
 class InferenceLine(_Model):
     """A hypothesis, suggestion or answer — what someone (usually an agent) inferred, and its verdict."""
 
@@ -359,6 +372,7 @@ class Report(_Model):
     timeline: tuple[TimelineLine, ...]
     decisions: tuple[DecisionLine, ...]
     inferences: tuple[InferenceLine, ...]
+    findings: tuple[FindingCount, ...] = ()  # issue 15
     actions: tuple[ActionLine, ...]
     verifications: tuple[VerificationLine, ...]
     fence_rejections: tuple[FenceRejection, ...]

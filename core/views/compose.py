@@ -95,6 +95,7 @@ class Part:
     noun: str = "items"
     total: int | None = None
     breakdown: dict[str, int] = field(default_factory=dict)
+    newest_first: bool = False  # shown newest first (items are still given, and dropped, oldest first)
 
 
 def _dumps(value: Any) -> str:
@@ -141,7 +142,7 @@ def _assemble(name: str, scope: str, version: int, budget: int, parts: Sequence[
             sections[p.key] = p.value
             continue
         shown = p.items[dropped[p.key] :]
-        sections[p.key] = shown
+        sections[p.key] = shown[::-1] if p.newest_first else shown
         omitted.extend(_omission_lines(p, shown))
     return _render(name, scope, version, budget, sections, omitted)
 

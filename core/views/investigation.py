@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.entries import Declared, Entry, Hypothesis, Observation, ScopeLinked
+from core.entries import Declared, Entry, FindingAnswer, Hypothesis, Observation, ScopeLinked
 from core.errors import NotFound
+from core.state import ScopeState
 from core.views.compose import Part
 from core.views.reader import Reader, listed
 from core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json, with_evidence
@@ -24,6 +25,7 @@ async def investigation(r: Reader) -> list[Part]:
             "scope_linked": (("scope_linked",), len(s.linked) + 10),
             "observation": (("observation",), 8),
             "message": (("message",), 5),
+            "finding_answer": (("finding_answer",), 20),
         }
     )
     hypotheses = got["hypothesis"]
@@ -48,6 +50,7 @@ async def investigation(r: Reader) -> list[Part]:
             total=r.count("hypothesis"),
         ),
         Part("suspects", value=suspects),
+        Part("ruled_out", value=ruled_out(s, got["finding_answer"], hypotheses)),
         Part("linked_changes", items=change_items, keep=2, priority=70, noun="linked changes", total=len(changes)),
         Part("other_linked", value=[x for x in s.linked if not x.startswith("change/")][-20:]),
         Part("context", items=[_context_item(r, e) for e in context], keep=1, priority=50, noun="context entries"),
@@ -55,6 +58,27 @@ async def investigation(r: Reader) -> list[Part]:
         listed(r, "observations", got["observation"], keep=2, priority=10, kind="observation"),
         listed(r, "messages", got["message"], keep=1, priority=20, kind="message"),
     ]
+
+
+def ruled_out(s: ScopeState, answers: list[Entry], hypotheses: list[Entry]) -> list[dict[str, Any]]:
+    """The suspects people ruled out (issue 15), each with whether new evidence arrived since: an alert first seen
+    after the ruling. A suspect hypothesised again after its ruling is not listed (it is a suspect again)."""
+    latest: dict[str, Entry] = {}
+    for e in answers:
+        p = e.payload
+        if isinstance(p, FindingAnswer) and p.suspect_scope and p.verdict in ("ruled_out", "confirmed"):
+            latest[p.suspect_scope] = e
+    out = []
+    for scope, e in sorted(latest.items()):
+        p = e.payload
+        again = any(
+            isinstance(h.payload, Hypothesis) and h.payload.suspect_scope == scope and h.seq > e.seq for h in hypotheses
+        )
+        if not isinstance(p, FindingAnswer) or p.verdict != "ruled_out" or again:
+            continue
+        new = sorted(a.first_seq for a in s.alerts.values() if a.first_seq > e.seq)
+        out.append({"suspect_scope": scope, "seq": e.seq, "by": e.actor.label(), "new_evidence": new[:5]})
+    return out
 
 
 def _hypothesis(r: Reader, e: Entry, chain: dict[int, Entry]) -> dict[str, Any]:

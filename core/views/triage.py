@@ -1,13 +1,16 @@
-"""The ``triage`` view: goal, constraints, recent observations and suggestions, open obligations, firing alerts."""
+"""The ``triage`` view: goal, constraints, what people said (newest first), recent observations and suggestions,
+open obligations, firing alerts."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.entries import Entry, Suggestion
+from core.entries import Entry, ProposalMade, Suggestion
 from core.views.compose import Part
 from core.views.reader import Reader, listed
 from core.views.shapes import alert_items, alert_summary, at_text, compact, header, obligation_json
+
+HUMAN_MESSAGES = 10  # the latest messages people wrote that triage shows (older ones: an omission line)
 
 
 async def triage(r: Reader) -> list[Part]:
@@ -18,8 +21,12 @@ async def triage(r: Reader) -> list[Part]:
             "constraint": (("constraint",), 5),
             "observation": (("observation",), 10),
             "suggestion": (("suggestion",), 5),
+            "message": (("message",), HUMAN_MESSAGES + 5),
+            "proposal": (("proposal",), 20),
         }
     )
+    last_proposed = {e.payload.action: at_text(e.at) for e in got["proposal"] if isinstance(e.payload, ProposalMade)}
+    said = [e for e in got["message"] if e.actor.type == "human"][-HUMAN_MESSAGES:]
     human = await r.seqs([s.last_human_seq]) if s.last_human_seq else []
     activity = compact(
         {
@@ -36,6 +43,15 @@ async def triage(r: Reader) -> list[Part]:
         listed(r, "constraints", got["constraint"], keep=2, priority=70, kind="constraint"),
         Part("open_obligations", items=[obligation_json(o) for o in s.obligations.values()], keep=10**6),
         Part("firing_alerts", items=alert_items(s, status="firing"), keep=3, priority=40, noun="firing alerts"),
+        Part(
+            "human_messages",
+            items=[r.brief(e, limit=300) for e in said],
+            keep=3,
+            priority=20,
+            noun="messages",
+            total=max(len(said), r.count("message") - (len(got["message"]) - len(said))),
+            newest_first=True,
+        ),
         listed(r, "observations", got["observation"], keep=3, priority=10, kind="observation"),
         Part(
             "suggestions",
@@ -46,6 +62,7 @@ async def triage(r: Reader) -> list[Part]:
             total=r.count("suggestion"),
         ),
         Part("activity", value=activity),
+        Part("last_proposed", value=last_proposed),
     ]
 
 

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from typing import Any
+
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import subcommands
+from adapters.slack import render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import Action
+from adapters.slack.ids import Action, Shortcut
 from adapters.slack.listeners.errors import Work, acked
-from adapters.slack.middleware import action_context, counted
-from adapters.slack.request import Req
+from adapters.slack.middleware import action_context, counted, middleware
+from adapters.slack.ports import Where
+from adapters.slack.request import ACTOR, KEY, WHERE, Req
+from core.agents.answers import answer_finding
 from core.errors import InvalidInput
+
+FINDING_VERDICTS = {
+    Action.HYPOTHESIS_CONFIRM: "confirmed",
+    Action.HYPOTHESIS_RULE_OUT: "ruled_out",
+    Action.OBLIGATION_TAKE: "taken",
+    Action.OBLIGATION_DONE: "done",
+}
+RECORD_KINDS = ("goal", "constraint", "decision", "hypothesis")
 
 
 def _split(value: str) -> tuple[str, str]:
@@ -74,6 +88,39 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
             ),
         )
 
+    async def on_finding(req: Req) -> None:
+        scope, seq = _split(req.action["value"])
+        if not seq.isdigit():
+            raise InvalidInput(f"malformed button value {req.action['value']!r}")
+        verdict = FINDING_VERDICTS[Action(req.action["action_id"])]
+        line = await answer_finding(
+            deps.store,
+            scope,
+            int(seq),
+            verdict,
+            req.actor,
+            now=datetime.now(UTC),
+            key=f"slack:finding:{scope}:{seq}:{req.actor.id}:{verdict}",
+        )
+        await _tell(req, line)
+
+    async def on_record_as(req: Req) -> None:
+        """A kind button of the "Record in incident…" shortcut: the message becomes a goal/constraint/… entry."""
+        try:
+            v = json.loads(req.action["value"])
+            scope, kind, ts, text = str(v["s"]), str(v["k"]), str(v["ts"]), str(v["t"])
+        except (ValueError, KeyError, TypeError):
+            raise InvalidInput(f"malformed button value {req.action['value']!r}") from None
+        if kind not in RECORD_KINDS or not text.strip():
+            raise InvalidInput(f"cannot record that message as {kind!r}")
+        messages = await deps.store.read(scope, kinds=["message"])
+        refs = [e.seq for e in messages if getattr(e.payload, "ts", "") == ts][-1:]
+        result = await deps.service.record(
+            scope, kind, {"text": text}, req.actor, refs=refs, idempotency_key=f"slack:record:{scope}:{ts}:{kind}"
+        )
+        done = "was already recorded" if result.duplicate else "is recorded"
+        await _tell(req, f"That message {done} as a {kind} in `{scope}`.")
+
     async def on_home_link(req: Req) -> None:
         return None  # a link button: Slack opens the URL; nothing to record
 
@@ -87,9 +134,62 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         Action.PROPOSAL_APPROVE: on_proposal,
         Action.PROPOSAL_DENY: on_proposal,
         Action.HOME_OPEN: on_home_link,
+        **dict.fromkeys(FINDING_VERDICTS, on_finding),
+        Action.RECORD_AS: on_record_as,
     }
     for action_id, work in handlers.items():
         chain = [counted(deps, "actions")]
         if action_id != Action.HOME_OPEN:  # a link button: no one to look up
             chain.append(action_context(deps))
         app.action(action_id.value, middleware=chain)(acked(deps, work))
+
+    async def on_record_shortcut(req: Req) -> None:
+        """The "Record in incident…" message shortcut: offers the four kinds, only to the person who asked."""
+        body = req.body
+        channel = (body.get("channel") or {}).get("id", "")
+        message = body.get("message") or {}
+        ts, text = str(message.get("ts", "")), str(message.get("text", ""))
+        scope = await deps.index.route(channel, str(message.get("thread_ts") or ts)) or await deps.index.route(channel)
+        if scope is None:
+            await _tell(req, "That message is not in an incident's thread or channel.")
+            return
+        await req.respond(
+            text=f"Record this message in `{scope}` as…",
+            blocks=record_choices(scope, ts, text),
+            response_type="ephemeral",
+            replace_original=False,
+        )
+
+    chain = [counted(deps, "shortcuts"), shortcut_context(deps)]
+    app.shortcut(Shortcut.RECORD.value, middleware=chain)(acked(deps, on_record_shortcut))
+
+
+def shortcut_context(deps: SlackDeps) -> Any:
+    """A message shortcut: the person, where the message is, ``slack:shortcut:<trigger id>``."""
+
+    async def person(req: Req) -> None:
+        body = req.body
+        user = body["user"]["id"]
+        message = body.get("message") or {}
+        channel = (body.get("channel") or {}).get("id", "")
+        req.context[WHERE] = Where(
+            channel=channel, user=user, thread_ts=message.get("thread_ts", ""), message_ts=message.get("ts", "")
+        )
+        req.context[KEY] = f"slack:shortcut:{body.get('trigger_id', '')}"
+        req.context[ACTOR] = await deps.human(user, body["user"].get("username") or body["user"].get("name") or "")
+
+    return middleware(person)
+
+
+def record_choices(scope: str, ts: str, text: str) -> list[dict[str, Any]]:
+    """The shortcut's ephemeral answer: the message, and one button per kind (each value carries the text)."""
+    clipped = text[:1500]
+    buttons = [
+        render.button(kind.capitalize(), Action.RECORD_AS, json.dumps({"s": scope, "k": kind, "ts": ts, "t": clipped}))
+        for kind in RECORD_KINDS
+    ]
+    quote = render.esc(clipped[:300])
+    return [
+        render.section(f"Record this message in `{scope}` as…\n> {quote}"),
+        {"type": "actions", "block_id": f"record:{ts}", "elements": buttons},
+    ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from adapters.slack.ids import Action
 from adapters.slack.render.blocks import STATUS_EMOJI, Outgoing, button, context, esc, section, severity_label
+from adapters.slack.render.findings import finding_blocks
 from adapters.slack.render.proposals import by, proposal_message
 from core.entries import (
     ActionResult,
@@ -24,6 +25,7 @@ from core.entries import (
     EffectCompensated,
     Entry,
     FenceRejected,
+    FindingAnswer,
     Goal,
     Hypothesis,
     Message,
@@ -91,10 +93,11 @@ def _alert_summary(p: Observation) -> Outgoing:
     return Outgoing(p.text, [context(f"{icon} {esc(p.text)}")])
 
 
-def _hypothesis(entry: Entry, p: Hypothesis, _state: ScopeState) -> Outgoing:
+def _hypothesis(entry: Entry, p: Hypothesis, state: ScopeState) -> Outgoing:
     marker = ":robot_face: " if entry.actor.type == "agent" else ":bulb: "
     conf = f" _(confidence {p.confidence:.0%})_" if p.confidence is not None else ""
-    return Outgoing(f"Hypothesis: {p.text}", [section(f"{marker}*Hypothesis* — {esc(p.text)}{conf}"), by(entry)])
+    blocks = [section(f"{marker}*Hypothesis* — {esc(p.text)}{conf}"), by(entry), *finding_blocks(entry, state.scope)]
+    return Outgoing(f"Hypothesis: {p.text}", blocks)
 
 
 def _decision(entry: Entry, p: Decision, _state: ScopeState) -> Outgoing:
@@ -129,7 +132,7 @@ def _linked(_entry: Entry, p: ScopeLinked, _state: ScopeState) -> Outgoing:
     return Outgoing(f"Linked {p.scope}", [context(f":link: Linked `{p.scope}` ({p.relation}){reason}")])
 
 
-def _suggestion(_entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
+def _suggestion(entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
     value = f"{state.scope}|{p.suggestion_id}"
     rationale = f"\n_{esc(p.rationale)}_" if p.rationale else ""
     buttons = {
@@ -146,6 +149,7 @@ def _suggestion(_entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
             section(f":robot_face: *Suggestion* — {esc(p.text)}" + rationale),
             buttons,
             context("React with :white_check_mark: to accept or :x: to dismiss."),
+            *finding_blocks(entry, state.scope),
         ],
     )
 
@@ -159,11 +163,22 @@ def _answer(_entry: Entry, p: Answer, _state: ScopeState) -> Outgoing:
     return Outgoing(f"Answer: {p.text}", [section(f":robot_face: *{esc(p.question[:200])}*\n{esc(p.text)}")])
 
 
-def _obligation(_entry: Entry, p: ObligationOpened, _state: ScopeState) -> Outgoing:
+def _obligation(entry: Entry, p: ObligationOpened, state: ScopeState) -> Outgoing:
     cond = "".join(f"\n• {esc(c)}" for c in p.conditions)
-    return Outgoing(
-        f"Obligation: {p.text}", [section(f":clipboard: *Obligation* `{p.obligation_id}` — {esc(p.text)}{cond}")]
-    )
+    head = section(f":clipboard: *Obligation* `{p.obligation_id}` — {esc(p.text)}{cond}")
+    return Outgoing(f"Obligation: {p.text}", [head, *finding_blocks(entry, state.scope)])
+
+
+def _finding_answer(entry: Entry, p: FindingAnswer, _state: ScopeState) -> Outgoing:
+    icon = {
+        "confirmed": ":white_check_mark:",
+        "ruled_out": ":x:",
+        "taken": ":raising_hand:",
+        "done": ":ballot_box_with_check:",
+    }
+    line = f"{icon.get(p.verdict, ':speech_balloon:')} {_who(entry)} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}"
+    what = p.suspect_scope or p.obligation_id
+    return Outgoing(line, [context(line + (f" (`{what}`)" if what else ""))])
 
 
 def _proposal(entry: Entry, p: ProposalMade, state: ScopeState) -> Outgoing:
@@ -252,4 +267,5 @@ REPLIES: dict[type[Payload], Renderer] = {
     FenceRejected: _fence,
     DeliveryFailed: _delivery,
     AgentTurn: _turn,
+    FindingAnswer: _finding_answer,  # issue 15
 }

@@ -169,3 +169,49 @@ async def compensate(call: Call) -> Reply:
         return Reply("Compensation is not available here.")
     run_id = call.args["run_id"]
     return Reply(await call.ports.compensate(scope=call.scope, run_id=run_id, actor=call.actor, key=call.key))
+
+
+# -- issue 15: the typed record, actions on request, catch-up ------------------------------------------------------
+
+RECORD_KINDS = ("goal", "constraint", "decision", "hypothesis")
+RECORD_ICONS = {"goal": ":dart:", "constraint": ":no_entry:", "decision": ":scales:", "hypothesis": ":bulb:"}
+
+
+async def record(call: Call) -> Reply:
+    """``goal|constraint|decision|hypothesis <text>``: an entry of that kind by the person (``payload.text``)."""
+    kind = call.cmd.name
+    result = await call.service.record(
+        call.scope, kind, {"text": call.args["text"]}, call.actor, idempotency_key=call.key
+    )
+    if result.duplicate:
+        return Reply(f"That {kind} is already recorded in `{call.scope}`.")
+    return Reply(f"{RECORD_ICONS[kind]} Recorded the {kind} in `{call.scope}` (#{result.entries[0].seq}).")
+
+
+async def run_action(call: Call) -> Reply:
+    if call.ports.propose is None:
+        return Reply("Actions are not available here.")
+    params = {k.removeprefix("param."): v for k, v in call.args.items() if k.startswith("param.")}
+    text = await call.ports.propose(
+        scope=call.scope, action=call.args["action"], params=params, actor=call.actor, key=call.key
+    )
+    return Reply(text)
+
+
+async def list_actions(call: Call) -> Reply:
+    if call.ports.actions is None:
+        return Reply("Actions are not available here.")
+    return Reply(await call.ports.actions())
+
+
+async def catchup(call: Call) -> Reply:
+    """``catch me up`` / ``catchup``: with a model wired, its bounded summary; otherwise the deterministic one."""
+    if call.ports.catchup is not None:
+        return Reply(await call.ports.catchup(scope=call.scope, actor=call.actor, key=call.key))
+    from datetime import UTC, datetime
+
+    from core.views import build_view
+    from core.views.catchup import catch_up
+
+    view = await build_view(call.store, call.scope, "joiner")
+    return Reply(catch_up(view, datetime.now(UTC)))

@@ -89,6 +89,38 @@ TABLE: tuple[Subcommand, ...] = (
         "link", "link <scope>", "link another scope", grammar.link_args, handlers.link, True, grammar.link_scopes
     ),
     Subcommand("ask", "ask <question>", "ask the agent", grammar.ask_args, handlers.ask, True, same_line=True),
+    *(
+        Subcommand(
+            kind,
+            f"{kind} <text>",
+            "record the goal, a constraint, a decision or a hypothesis",
+            grammar.record_args(kind),
+            handlers.record,
+            True,
+        )
+        for kind in handlers.RECORD_KINDS
+    ),
+    Subcommand(
+        "run",
+        "run <action> [key=value …]",
+        "propose a catalog action",
+        grammar.run_args,
+        handlers.run_action,
+        True,
+    ),
+    Subcommand(
+        "actions", "actions", "the action catalog", grammar.no_args("actions"), handlers.list_actions, same_line=True
+    ),
+    Subcommand(
+        "catchup",
+        "catchup",
+        "catch me up (only you see it)",
+        grammar.catchup_args,
+        handlers.catchup,
+        True,
+        aliases=("catch", "catch-up"),
+        same_line=True,
+    ),
     Subcommand("approve", "approve <id>", "decide a parked action", grammar.decision_args("approve"), handlers.decide),
     Subcommand("deny", "deny <id> [reason]", "decide a parked action", grammar.decision_args("deny"), handlers.decide),
     Subcommand(
