@@ -8,7 +8,6 @@ from typing import Any
 
 from adapters.local.services import FakeStatuspage
 from adapters.slack.ids import Action
-from bot.agents import AGENTS
 from bot.reports import read_logs
 from bot.server import DecklogServer
 from core.entries import Entry
@@ -103,7 +102,8 @@ async def test_a_hypothesis_ruled_out_with_its_button_is_not_repeated(server: De
     answer = (await eventually(lambda: entries(server, scope, "finding_answer"), what="the answer"))[0]
     assert answer.actor.id == ALICE and answer.refs == (hyp.seq,) and answer.payload.verdict == "ruled_out"  # type: ignore[attr-defined]
     assert await entries(server, scope, "obligation_cancelled")  # the rollback of a ruled-out change is dropped
-    runtime = server.web[AGENTS]
+    assert server.parts.agents is not None
+    runtime = server.parts.agents.turns
     before = len(await entries(server, scope, "agent_turn"))
     await fake.post_message(BOB, ALERTS_CHANNEL, "still failing", thread_ts=ts)
     await eventually(lambda: _turns(server, scope, before + 1), what="the next turn")
