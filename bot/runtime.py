@@ -17,7 +17,8 @@ from core.agents.triggers import QUIET_KINDS
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
 from core.entries import PAYLOADS
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.outbox import Dispatcher, RetryPolicy
 from core.service import ScopeService
 from core.store import SqliteLogStore

@@ -538,18 +538,3 @@ def _apply(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> Non
         conn.execute(scopes.insert().values(id=scope, **values))
     elif existing[0] <= state.version:
         conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
-
-
-class IndexSender:
-    """The outbox sender that keeps ``index.db`` in step with the scope logs (idempotent by seq)."""
-
-    name = "index"
-    batch_size = 256
-
-    def __init__(self, index: Index, store: Any) -> None:
-        self.index = index
-        self.store = store
-
-    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
-        state = await self.store.get_state(scope)
-        await self.index.apply(state, entries)

@@ -20,7 +20,8 @@ from core.actions import ActionDesk, ApproverPolicy, Catalog
 from core.actions.runner import Checkpoint
 from core.clock import Clock, SystemClock
 from core.entries import Actor, Entry, NewEntry
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.obligations import open_obligation
 from core.outbox import Dispatcher
 from core.service import ScopeService

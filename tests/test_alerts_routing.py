@@ -25,7 +25,8 @@ from core.alerts import (
 from core.alerts.locks import KeyedLocks
 from core.clock import ManualClock
 from core.entries import Actor, Entry, Observation
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.outbox import Dispatcher
 from core.service import ScopeService
 from core.signals import AlertSignal

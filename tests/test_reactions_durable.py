@@ -20,7 +20,8 @@ from core.change_links import ChangeLinkSender
 from core.changes import ChangeService
 from core.clock import ManualClock
 from core.entries import Actor, Entry
-from core.index import Index, IndexSender
+from core.index import Index
+from core.index_sender import IndexSender
 from core.outbox import Dispatcher
 from core.service import ScopeService
 from core.signals import AlertSignal, ChangeSignal
