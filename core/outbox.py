@@ -25,6 +25,7 @@ from typing import Protocol
 from core.alarm import Alarm, AsyncioAlarm
 from core.entries import Entry
 from core.errors import NotFound
+from core.outbox_marks import DoneMarks
 from core.store import LogStore, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class Dispatcher:
         self.alarm: Alarm = alarm or AsyncioAlarm()
         self.rng = rng or random.Random()
         self.stats = DispatchStats()
+        self.marks = DoneMarks(store)
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
         # Pairs whose outbox is known to hold nothing but what the commit feed queued in ``_fresh`` (until when).
@@ -162,12 +164,17 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._running.clear()
+        try:
+            await self.marks.flush()
+        except Exception:  # lost marks: those entries are delivered again at the next start
+            log.exception("dispatcher: writing the last done marks failed")
         if isinstance(self.alarm, AsyncioAlarm):
             await self.alarm.shutdown()
 
     async def sweep(self, scopes: Sequence[str] | None = None) -> int:
         """Wake every scope that has pending outbox rows (at boot: all scope files). Returns how many."""
         ids = [str(s) for s in (scopes if scopes is not None else await self.store.scope_ids())]
+        await self.marks.flush()
         woken = 0
         for scope in ids:
             try:
@@ -186,6 +193,7 @@ class Dispatcher:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"dispatcher still busy with {sorted(self._running)}")
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+        await self.marks.flush()
 
     # -- draining ---------------------------------------------------------------------------------------------
 
@@ -236,6 +244,7 @@ class Dispatcher:
                         return
                     items = [OutboxItem(topic, e, 0, 0.0) for e in fresh]
                 else:
+                    await self.marks.flush(scope)  # what this process delivered is not read back as pending
                     items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
                     if not items:
                         if key not in self._again:  # no commit landed while reading: the feed is enough now
@@ -301,7 +310,7 @@ class Dispatcher:
                     return False
                 i += 1
                 continue
-            await self.store.outbox_done(scope, sender.name, [it.entry.seq for it in chunk])
+            self.marks.add(scope, sender.name, [it.entry.seq for it in chunk])
             key = (scope, sender.name)
             self._upto[key] = max(self._upto.get(key, 0), chunk[-1].entry.seq)
             done_at = time.time()
