@@ -25,6 +25,7 @@ class DoneMarks:
         self.delay = delay
         self._marks: dict[str, dict[str, list[int]]] = {}  # scope -> topic -> seqs
         self._flushing: dict[str, asyncio.Task[None]] = {}
+        self._sleeping: set[str] = set()  # scopes whose flush task has not started writing yet
         self.flushes = 0
 
     def add(self, scope: str, topic: str, seqs: Iterable[int]) -> None:
@@ -32,17 +33,23 @@ class DoneMarks:
         if scope not in self._flushing:
             task = asyncio.get_running_loop().create_task(self._later(scope), name=f"marks:{scope}")
             self._flushing[scope] = task
+            self._sleeping.add(scope)
 
     async def _later(self, scope: str) -> None:
+        me = asyncio.current_task()
         try:
-            await asyncio.sleep(self.delay)
+            try:
+                await asyncio.sleep(self.delay)
+            finally:
+                self._sleeping.discard(scope)
             await self._write(scope)
         except asyncio.CancelledError:
             raise
         except Exception:  # the marks are lost: those entries are delivered again (idempotently) later
             log.exception("outbox: writing done marks for %s failed", scope)
         finally:
-            self._flushing.pop(scope, None)
+            if self._flushing.get(scope) is me:
+                del self._flushing[scope]
 
     async def _write(self, scope: str) -> None:
         topics = self._marks.pop(scope, {})
@@ -53,10 +60,15 @@ class DoneMarks:
     async def flush(self, scope: str | None = None) -> None:
         """Write the buffered marks now (of one scope, or all) and wait for them."""
         for sid in [scope] if scope is not None else list({*self._marks, *self._flushing}):
-            await self._write(sid)
             task = self._flushing.get(sid)
-            if task is not None:  # it may be writing earlier marks: wait for it (it finds nothing left to add)
-                await asyncio.wait({task})
+            if task is not None:
+                if sid in self._sleeping:  # not writing yet: write its marks here and now instead
+                    task.cancel()
+                await asyncio.wait({task})  # else it is writing earlier marks: wait for them
+                if self._flushing.get(sid) is task:  # cancelled before it ran: its own cleanup never did
+                    del self._flushing[sid]
+                    self._sleeping.discard(sid)
+            await self._write(sid)
 
     def pending(self, scope: str, topic: str) -> int:
         return len(self._marks.get(scope, {}).get(topic, ()))
