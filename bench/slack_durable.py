@@ -214,7 +214,7 @@ async def bare(fake: FakeSlack, n: int, seconds: float) -> float:
         proc.wait()
 
 
-async def main(seconds: float, n: int, profile: bool) -> int:
+async def main(seconds: float, n: int, profile: bool, keep: str = "") -> int:
     with tempfile.TemporaryDirectory(prefix="decklog-durable-") as tmp:
         async with FakeSlack(bot_token=BOT_TOKEN) as fake:
             bare_rate = await bare(fake, n, seconds)
@@ -231,6 +231,8 @@ async def main(seconds: float, n: int, profile: bool) -> int:
             print(f"  all acked entries in the log {d['drain']:.1f} s after the load stopped")
             if prof is not None:
                 print_profile(prof)
+                if keep and prof.exists():
+                    shutil.copy(prof, keep)
     return 0
 
 
@@ -239,5 +241,6 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--keep-profile", default="", help="copy py-spy's raw stacks to this path")
     a = ap.parse_args()
-    sys.exit(asyncio.run(main(a.seconds, a.clients, not a.no_profile)))
+    sys.exit(asyncio.run(main(a.seconds, a.clients, not a.no_profile, a.keep_profile)))

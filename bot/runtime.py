@@ -14,8 +14,10 @@ from pathlib import Path
 from bot.config import DecklogConfig, load_config
 from bot.reports import report_templates
 from bot.settings import Settings
+from core.agents.triggers import QUIET_KINDS
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
+from core.entries import PAYLOADS
 from core.index import Index
 from core.index_sender import IndexSender
 from core.outbox import Dispatcher, RetryPolicy
@@ -30,7 +32,16 @@ log = logging.getLogger(__name__)
 # in this process simply stays pending until one is.
 OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes")
 #: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
-TOPIC_KINDS: dict[str, tuple[str, ...]] = {"changes": ("declared",)}
+#: ``actions``: bot.actions.ActionsSender runs approved proposals and verifies on verification obligations and
+#: resolved alerts; nothing else reaches it. ``agents``: core.agents.scheduler.AgentsSender arms turns for the
+#: entries that warrant one (core.agents.triggers; an agent's own entries never do, except an obligation it opens)
+#: and answers questions. ``index`` and ``slack`` take every kind (search; messages posted via the API/CLI).
+#: Entries recorded before a filter existed keep their rows; a sender ignores what it does not act on.
+TOPIC_KINDS: dict[str, tuple[str, ...]] = {
+    "changes": ("declared",),
+    "actions": ("proposal", "approval", "obligation_opened", "observation"),
+    "agents": tuple(sorted((set(PAYLOADS) - QUIET_KINDS) | {"question"})),
+}
 
 
 @dataclass

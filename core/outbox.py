@@ -4,6 +4,12 @@ Delivery is at-least-once; senders are idempotent by (scope, seq), so the effect
 pair drains independently: a failing or slow sender never blocks another. Failures back off exponentially with
 jitter; past the budget a row is parked and a ``delivery_failed`` entry is appended (``decklog doctor`` lists
 parked rows, ``--retry`` revives them). ``RetryAfter`` (Slack's 429) reschedules without spending the budget.
+
+Fresh entries from memory: once a (scope, sender) drain has found its outbox empty it is *clean*, and the entries
+the commit feed carries are handed to the sender straight from memory, without re-reading their pending rows
+(their rows are still written by the append and marked done after delivery). Any failure, retry, explicit
+``wake`` or a stale clean mark (``CLEAN_TTL_S``: a commit the feed never carried, e.g. another process's) sends
+the pair back to reading its durable pending rows, which stays the path at boot, in the sweep and for retries.
 """
 
 from __future__ import annotations
@@ -19,9 +25,15 @@ from typing import Protocol
 from core.alarm import Alarm, AsyncioAlarm
 from core.entries import Entry
 from core.errors import NotFound
+from core.outbox_marks import DoneMarks
 from core.store import LogStore, OutboxItem
 
 log = logging.getLogger(__name__)
+
+#: How long a (scope, sender) pair trusts the commit feed before it reads its pending rows again.
+CLEAN_TTL_S = 10.0
+#: Entries queued in memory for one pair beyond which it reads from the store instead.
+FRESH_MAX = 4096
 
 
 class Sender(Protocol):
@@ -89,8 +101,13 @@ class Dispatcher:
         self.alarm: Alarm = alarm or AsyncioAlarm()
         self.rng = rng or random.Random()
         self.stats = DispatchStats()
+        self.marks = DoneMarks(store)
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
+        # Pairs whose outbox is known to hold nothing but what the commit feed queued in ``_fresh`` (until when).
+        self._clean: dict[tuple[str, str], float] = {}
+        self._fresh: dict[tuple[str, str], list[Entry]] = {}
+        self._upto: dict[tuple[str, str], int] = {}  # highest seq delivered per pair (a late feed item is skipped)
         self._started = False
         self._stopped = False
         self.last_activity = time.monotonic()
@@ -108,16 +125,33 @@ class Dispatcher:
 
     def start(self) -> None:
         if not self._started:
-            self.store.subscribe(lambda scope, entries: self.wake(scope, self._topics_of(entries)))
+            self.store.subscribe(self._on_commit)
             self._started = True
 
-    def _topics_of(self, entries: Sequence[Entry]) -> list[str] | None:
-        """The senders whose topics the committed entries have rows in (a topic may take only some kinds)."""
+    def _on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
+        """Wake the senders whose topics the committed entries have rows in (a topic may take only some kinds);
+        a clean pair gets the entries themselves."""
+        if self._stopped:
+            return
         topics_for = getattr(self.store, "topics_for", None)
-        if topics_for is None:
-            return None
-        wanted = {topic for entry in entries for topic in topics_for(entry.kind)}
-        return [name for name in self.senders if name in wanted]
+        now = time.monotonic()
+        for name in self.senders:
+            mine = [e for e in entries if topics_for is None or name in topics_for(e.kind)]
+            if not mine:
+                continue
+            key = (scope, name)
+            if self._clean.get(key, 0.0) > now:
+                queued = self._fresh.setdefault(key, [])
+                queued.extend(mine)
+                if len(queued) > FRESH_MAX:
+                    self._dirty(key)
+            else:
+                self._dirty(key)
+            self._start(key)
+
+    def _dirty(self, key: tuple[str, str]) -> None:
+        self._clean.pop(key, None)
+        self._fresh.pop(key, None)
 
     @property
     def alive(self) -> bool:
@@ -130,12 +164,17 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._running.clear()
+        try:
+            await self.marks.flush()
+        except Exception:  # lost marks: those entries are delivered again at the next start
+            log.exception("dispatcher: writing the last done marks failed")
         if isinstance(self.alarm, AsyncioAlarm):
             await self.alarm.shutdown()
 
     async def sweep(self, scopes: Sequence[str] | None = None) -> int:
         """Wake every scope that has pending outbox rows (at boot: all scope files). Returns how many."""
         ids = [str(s) for s in (scopes if scopes is not None else await self.store.scope_ids())]
+        await self.marks.flush()
         woken = 0
         for scope in ids:
             try:
@@ -154,22 +193,29 @@ class Dispatcher:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"dispatcher still busy with {sorted(self._running)}")
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+        await self.marks.flush()
 
     # -- draining ---------------------------------------------------------------------------------------------
 
     def wake(self, scope: str, topics: Sequence[str] | None = None) -> None:
+        """Drain these senders of ``scope`` from their durable pending rows."""
         if self._stopped:
             return  # shutting down: the boot sweep of the next start delivers what is pending
         for name in list(self.senders) if topics is None else topics:
-            if name not in self.senders:
-                continue
-            key = (scope, name)
-            if key in self._running:
-                self._again.add(key)
-                continue
-            task = asyncio.get_running_loop().create_task(self._drain(scope, name), name=f"drain:{scope}:{name}")
-            self._running[key] = task
-            task.add_done_callback(self._on_done)
+            if name in self.senders:
+                self._dirty((scope, name))
+                self._start((scope, name))
+
+    def _start(self, key: tuple[str, str]) -> None:
+        if self._stopped:
+            return
+        if key in self._running:
+            self._again.add(key)
+            return
+        scope, name = key
+        task = asyncio.get_running_loop().create_task(self._drain(scope, name), name=f"drain:{scope}:{name}")
+        self._running[key] = task
+        task.add_done_callback(self._on_done)
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         key = next((k for k, v in self._running.items() if v is task), None)
@@ -181,26 +227,40 @@ class Dispatcher:
         if key in self._again:
             self._again.discard(key)
             try:
-                self.wake(key[0], [key[1]])
+                self._start(key)
             except RuntimeError:  # loop closed during shutdown
                 pass
 
     async def _drain(self, scope: str, topic: str) -> None:
         sender = self.senders[topic]
+        key = (scope, topic)
         try:
             while True:
-                self._again.discard((scope, topic))
-                items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
-                if not items:
-                    return
-                delivered_all = await self._deliver_items(scope, sender, items)
-                if not delivered_all:
+                self._again.discard(key)
+                if key in self._clean:
+                    upto = self._upto.get(key, 0)
+                    fresh = [e for e in self._fresh.pop(key, ()) if e.seq > upto]
+                    if not fresh:
+                        return
+                    items = [OutboxItem(topic, e, 0, 0.0) for e in fresh]
+                else:
+                    await self.marks.flush(scope)  # what this process delivered is not read back as pending
+                    items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
+                    if not items:
+                        if key not in self._again:  # no commit landed while reading: the feed is enough now
+                            self._clean[key] = time.monotonic() + CLEAN_TTL_S
+                        return
+                if not await self._deliver_items(scope, sender, items):
+                    self._dirty(key)
                     return
         except NotFound:
+            self._dirty(key)
             return
         except asyncio.CancelledError:
+            self._dirty(key)
             raise
         except Exception:
+            self._dirty(key)
             log.exception("dispatcher: draining %s to %s failed; the sweep will retry", scope, topic)
             self._arm(scope, topic, 5.0)
 
@@ -250,7 +310,9 @@ class Dispatcher:
                     return False
                 i += 1
                 continue
-            await self.store.outbox_done(scope, sender.name, [it.entry.seq for it in chunk])
+            self.marks.add(scope, sender.name, [it.entry.seq for it in chunk])
+            key = (scope, sender.name)
+            self._upto[key] = max(self._upto.get(key, 0), chunk[-1].entry.seq)
             done_at = time.time()
             for it in chunk:
                 self.stats.delivered += 1
@@ -293,6 +355,8 @@ class Dispatcher:
         return False
 
     def _arm(self, scope: str, topic: str, delay: float) -> None:
+        self._dirty((scope, topic))
+
         async def job() -> None:
             self.wake(scope, [topic])
 

@@ -3,7 +3,8 @@
 The server runs as tests/helpers/crash_topic_child.py: the sender of one topic ends the process right before its
 first delivery (the declaration's entries are committed; their delivery to that topic has not happened). A plain
 ``decklog serve`` restarts on the same data, and the effect happens exactly once: one incident, one header, no
-Slack post twice, the outbox empty on every topic — plus, for the topics we know, their own effect: the index
+Slack post twice, the outbox empty on every topic (``actions`` takes no declaration, so an alert's observation is
+its first delivery) — plus, for the topics we know, their own effect: the index
 finds the incident once, and the agents take exactly one turn.
 """
 
@@ -23,8 +24,8 @@ from bot.runtime import OUTBOX_TOPICS
 from tests.conftest import eventually
 from tests.helpers.crash_topic_child import CRASH_EXIT
 from tests.helpers.log_view import Acked, judge, read_log
-from tests.helpers.mixed_load import CrashRun
-from tests.helpers.serve import ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, Served, start_serve
+from tests.helpers.mixed_load import CrashRun, alert_payload
+from tests.helpers.serve import ALERT_TOKEN, ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, Served, start_serve
 
 FAST_TURNS = {"DECKLOG_FIRST_TURN_DELAY": "0.3"}
 
@@ -64,6 +65,25 @@ async def _one_agent_turn(served: Served, data: Path, scope: str, word: str) -> 
 EXTRA_CHECKS = {"index": _index_finds_it_once, "agents": _one_agent_turn}
 
 
+async def _fire_alert(served: Served, fingerprint: str) -> bool:
+    """An alert webhook (its observation is the first entry the ``actions`` topic takes: bot.runtime.TOPIC_KINDS);
+    True when it was acknowledged before the crash."""
+    try:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{served.url}/alerts/alertmanager",
+                json=alert_payload(fingerprint, "payments"),
+                headers={"Authorization": f"Bearer {ALERT_TOKEN}"},
+                timeout=aiohttp.ClientTimeout(total=10),
+            ) as resp,
+        ):
+            await resp.read()
+            return 200 <= resp.status < 300
+    except (aiohttp.ClientError, TimeoutError):
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("topic", OUTBOX_TOPICS)
 async def test_a_kill_before_the_first_delivery_to_a_topic_then_the_effect_happens_once(
@@ -83,15 +103,16 @@ async def test_a_kill_before_the_first_delivery_to_a_topic_then_the_effect_happe
         try:
             fake.use_http(child.events_url, SIGNING_SECRET)
             out = await fake.run_command(ALICE, GENERAL, f"declare {title} sev3")
+            alerted = topic == "actions" and await _fire_alert(child, f"topiccrash{topic}")
             await eventually(lambda: child.proc.poll() is not None, timeout=30, what=f"the crash at {topic}")
         finally:
             await asyncio.to_thread(child.kill)
         assert child.proc.returncode == CRASH_EXIT, child.log_tail()
         assert marker.read_text().startswith(f"{topic} incident/"), marker.read_text()
         scope = marker.read_text().split()[1]
-        acked = Acked(declares=[title] if out.status == 200 else [])
+        acked = Acked(declares=[title] if out.status == 200 else [], alerts=[f"topiccrash{topic}"] if alerted else [])
         # committed entries must be delivered whatever the ack said
-        assert any(r.kind == "declared" for r in read_log(data)[scope].rows)
+        assert any(r.kind in ("declared", "observation") for r in read_log(data)[scope].rows)
 
         run = CrashRun(fake, data, random.Random(11), workers=0)
         run.acked = acked

@@ -126,3 +126,29 @@ def test_the_debounce_trails_the_last_entry_until_the_max_wait_caps_it() -> None
     assert scheduler.due_at(first, t + 30 * s, t + 59 * s).at == t + 60 * s  # entries inside the settle time
     assert scheduler.due_at(first, t + 30 * s, t + 61 * s).at == t + 74 * s  # still busy: debounce after it
     assert scheduler.due_at(first, t + 10 * s, t + 65 * s).at == t + 70 * s  # ... capped 60 s after the first
+
+
+async def test_a_busy_thread_gets_the_due_time_a_fresh_scheduler_reads_from_the_log(tmp_path: Path) -> None:
+    """The scheduler keeps the head of the pending range between deliveries (a cache of the log); after every
+    entry, over more entries than it keeps and across a turn, its due time is the one a new scheduler reads."""
+    clock = ManualClock()
+    store = SqliteLogStore(tmp_path, topics=("agents",), clock=clock)
+    scope = "incident/busy"
+    alice = Actor.human("U0ALICE", "alice")
+    try:
+        await store.append(scope, [NewEntry.make("declared", alice, {"title": "Busy"})], create=True)
+        kept = _scheduler(store, clock, RecordingAlarm())
+        for i in range(130):
+            clock.advance(seconds=0.3)
+            if i == 70:  # a turn covering everything so far: the pending range starts again after it
+                version = (await store.get_state(scope)).version
+                turn = {"reasoner": "rules", "seq_from": 1, "seq_to": version}
+                await store.append(scope, [NewEntry.make("agent_turn", Actor.agent("rules"), turn)])
+            kind, payload = ("message", {"text": f"m{i}"}) if i % 7 else ("goal", {"text": f"g{i}"})
+            result = await store.append(scope, [NewEntry.make(kind, alice, payload)])
+            mine = await kept.due(scope, batch=result.entries)
+            fresh = await _scheduler(store, clock, RecordingAlarm()).due(scope, batch=result.entries)
+            assert mine == fresh, i
+        assert mine is not None and mine.first_at > (await store.read(scope, limit=2))[1].at  # after the turn
+    finally:
+        await store.close()

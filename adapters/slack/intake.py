@@ -178,7 +178,7 @@ class SlackIntake:
         if errors:
             return Answer(200, errors)  # the form shows the errors; nothing happened, nothing is stored
         if await self.inbox.put(key=key, source=source, body=body, meta=meta):
-            self.submit(InboxItem(key=key, source=source, body=body, meta=meta))
+            self.submit(InboxItem(key=key, source=source, body=body, meta=meta), fresh=True)
         else:
             self.deps.count("duplicate_requests")
         return Answer(200)
@@ -204,11 +204,12 @@ class SlackIntake:
 
     # -- processing -----------------------------------------------------------------------------------------------
 
-    def submit(self, item: InboxItem) -> None:
+    def submit(self, item: InboxItem, *, fresh: bool = False) -> None:
+        """``fresh``: stored just now by this process (not replayed), so no attempt is recorded yet."""
         if item.key in self.running:
             return
         self.running.add(item.key)
-        task = asyncio.get_running_loop().create_task(self._process(item), name=f"slack:{item.key[:40]}")
+        task = asyncio.get_running_loop().create_task(self._process(item, fresh=fresh), name=f"slack:{item.key[:40]}")
         self.deps.work_tasks.add(task)
         task.add_done_callback(self.deps.work_tasks.discard)
 
@@ -221,14 +222,20 @@ class SlackIntake:
             log.info("inbox: replaying %d stored Slack requests", len(items))
         return len(items)
 
-    async def _process(self, item: InboxItem) -> None:
+    async def _process(self, item: InboxItem, *, fresh: bool = False) -> None:
         try:
             if self.before_process is not None:
                 await self.before_process(item)
             delays = iter(self.retry_delays)
+            # A request just stored is on its first attempt: counting it costs a write per request, so only
+            # retries and replays are counted (a request that kills the process is replayed at most once more).
+            attempt = 0
             while True:
                 async with self.deps.work_slots:
-                    attempt = await self.inbox.attempt(key=item.key)
+                    if fresh and attempt == 0:
+                        attempt = 1
+                    else:
+                        attempt = await self.inbox.attempt(key=item.key) + (1 if fresh else 0)
                     outcome = Outcome(final=attempt >= self.max_attempts)
                     await self._dispatch(item, outcome)
                 if outcome.error is None:

@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
 from core.alarm import Alarm
-from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
+from core.entries import Actor, Entry, Message, NewEntry, ReportExported, ThreadLinked
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.state import ScopeState
@@ -91,6 +91,12 @@ class SlackStats:
     rate_limited: int = 0
 
 
+def _from_slack(entry: Entry) -> bool:
+    """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
+    as it was, and no updater acts on a message. The sender skips it without reading anything."""
+    return isinstance(entry.payload, Message) and bool(entry.payload.ts)
+
+
 def _retry_after(exc: SlackApiError) -> float | None:
     if exc.response is not None and exc.response.status_code == 429:
         raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after") or "1"
@@ -135,6 +141,7 @@ class SlackSender:
         self._last_header: dict[str, float] = {}
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
+        # Updaters never see messages that came from Slack (``_from_slack``).
         self.updaters: list[EntryUpdater] = []
 
     # -- the sender protocol ----------------------------------------------------------------------------------
@@ -142,6 +149,9 @@ class SlackSender:
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
         if scope.startswith("change/"):
             return  # change scopes show up as evidence in the incidents they are linked to
+        entries = [e for e in entries if not _from_slack(e)]
+        if not entries:
+            return  # nothing to post, nothing the header shows (see ``_from_slack``), no updater acts on them
         for entry in entries:
             state = await self.store.get_state(scope)
             if entry.kind == "declared":

@@ -80,6 +80,9 @@ class TurnScheduler:
         self._keys: set[str] = set()
         self._running: dict[str, int] = {}  # scope -> scheduled turns in flight (a cache: losing it is harmless)
         self._dirty: set[str] = set()  # scopes with warranting entries delivered while one of their turns ran
+        # scope -> (last turn seq, the first _PEEK entries of WARRANT_KINDS after it, the seq examined up to): a
+        # busy thread does not re-read the head of its pending range for every delivered entry (a cache of the log).
+        self._heads: dict[str, tuple[int, list[Entry], int]] = {}
         self._stopped = False
         runtime.on_wake = self.wake
 
@@ -120,7 +123,7 @@ class TurnScheduler:
         if state.kind != "incident" or not state.is_open or state.version <= state.last_turn_seq:
             return None
         after = state.last_turn_seq
-        head = warranting(await self.store.read(scope, after=after, limit=_PEEK, kinds=WARRANT_KINDS))
+        head = warranting(await self._head(scope, after, state.version))
         tail = [e for e in warranting(batch) if e.seq > after]
         if not tail:
             tail = [e for e in warranting(await self.store.read_last(scope, limit=_PEEK, kinds=WARRANT_KINDS))]
@@ -130,6 +133,18 @@ class TurnScheduler:
         first = head[0] if head else tail[0]
         last = tail[-1] if tail else head[-1]
         return self.due_at(state, first.at, max(last.at, head[-1].at if head else last.at))
+
+    async def _head(self, scope: str, after: int, version: int) -> list[Entry]:
+        """The first ``_PEEK`` entries of WARRANT_KINDS after seq ``after`` (the log is append-only: what was read
+        stays true, so only entries past the last one examined are read, and nothing once ``_PEEK`` are known)."""
+        cached = self._heads.get(scope)
+        rows, upto = (cached[1], cached[2]) if cached is not None and cached[0] == after else ([], after)
+        if len(rows) >= _PEEK or version <= upto:
+            return rows
+        more = await self.store.read(scope, after=upto, limit=_PEEK - len(rows), kinds=WARRANT_KINDS)
+        rows = rows + more
+        self._heads[scope] = (after, rows, max(version, rows[-1].seq if rows else upto))
+        return rows
 
     # -- arming ----------------------------------------------------------------------------------------------
 
