@@ -42,7 +42,9 @@ class MessageStore:
     def top_level(self, channel: str) -> list[Message]:
         """What ``conversations.history`` lists, oldest first: no thread replies except broadcasts."""
         return [
-            m for m in self._by_channel.get(channel, {}).values() if not m.is_reply or m.subtype == "thread_broadcast"
+            m
+            for m in list(self._by_channel.get(channel, {}).values())
+            if not m.is_reply or m.subtype == "thread_broadcast"
         ]
 
     def thread(self, channel: str, ts: str) -> list[Message]:
@@ -52,12 +54,12 @@ class MessageStore:
             raise SlackError("thread_not_found")
         root_ts = message.thread_ts or message.ts
         root = self.find(channel, root_ts)
-        replies = [m for m in self._by_channel.get(channel, {}).values() if m.is_reply and m.thread_ts == root_ts]
+        replies = [m for m in list(self._by_channel.get(channel, {}).values()) if m.is_reply and m.thread_ts == root_ts]
         return ([root] if root is not None else []) + replies
 
     def all(self, channel: str | None = None) -> list[Message]:
         channels = [channel] if channel is not None else list(self._by_channel)
-        return [m for c in channels for m in self._by_channel.get(c, {}).values()]
+        return [m for c in channels for m in list(self._by_channel.get(c, {}).values())]
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class MessageStore:
         parent = self.find(channel, str(reply.thread_ts))
         if parent is None:
             return
-        replies = [m for m in self._by_channel[channel].values() if m.is_reply and m.thread_ts == parent.ts]
+        replies = [m for m in list(self._by_channel[channel].values()) if m.is_reply and m.thread_ts == parent.ts]
         parent.reply_count = len(replies)
         parent.latest_reply = replies[-1].ts if replies else None
         parent.reply_users = list(dict.fromkeys(m.user for m in replies if m.user))
@@ -247,8 +249,10 @@ class MessageStore:
     def to_dict(self) -> JSON:
         """Every message per channel (in order, threads, reactions, metadata, files) and every ephemeral."""
         return {
-            "channels": {c: [record_to_dict(m) for m in by_ts.values()] for c, by_ts in self._by_channel.items()},
-            "ephemerals": [record_to_dict(e) for e in self._ephemerals],
+            "channels": {
+                c: [record_to_dict(m) for m in list(by_ts.values())] for c, by_ts in list(self._by_channel.items())
+            },
+            "ephemerals": [record_to_dict(e) for e in list(self._ephemerals)],
         }
 
     def load_dict(self, data: Any) -> None:
