@@ -134,11 +134,11 @@ def _read_copy(path: Path, fn: Callable[[sqlite3.Connection], T]) -> tuple[T] | 
 # -- scope files ----------------------------------------------------------------------------------------------------
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
+def table_names(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _entries(conn: sqlite3.Connection) -> Iterator[Any]:
+def entry_rows(conn: sqlite3.Connection) -> Iterator[Any]:
     cur = conn.execute(f"SELECT {', '.join(ENTRY_COLUMNS)} FROM entries ORDER BY seq")
     for row in cur:
         yield EntryRow(*row)
@@ -148,10 +148,10 @@ def verify_scope_file(path: Path, scope: str, *, key: ChainKey | None = None) ->
     """``verify`` over a scope file, read-only (core/store/verify.py on the stored rows)."""
 
     def q(conn: sqlite3.Connection) -> VerifyReport:
-        if not {"entries", "state"} <= _tables(conn):
+        if not {"entries", "state"} <= table_names(conn):
             return VerifyReport(scope, False, 0, None, f"{path.name} is not a decklog scope file")
         found = conn.execute("SELECT version, head_hash, head_at, body FROM state WHERE id = 1").fetchone()
-        return verify_rows(scope, _entries(conn), StateRow(*found) if found else None, key=key)
+        return verify_rows(scope, entry_rows(conn), StateRow(*found) if found else None, key=key)
 
     return read_sqlite(path, q)
 
@@ -160,7 +160,7 @@ def scope_file_head(path: Path) -> tuple[int, str]:
     """The entry count and the last entry's hash of a scope file (read-only)."""
 
     def q(conn: sqlite3.Connection) -> tuple[int, str]:
-        if "entries" not in _tables(conn):
+        if "entries" not in table_names(conn):
             return 0, ""
         row = conn.execute(
             "SELECT count(*), (SELECT hash FROM entries ORDER BY seq DESC LIMIT 1) FROM entries"
