@@ -85,8 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["md", "json", "html"], default="md")
     s.add_argument("--output", type=Path, help="write to FILE instead of stdout")
 
-    s = sub.add_parser("verify", help="check the hash chain and that the stored state equals the fold of the log")
-    s.add_argument("scope")
+    s = sub.add_parser(
+        "verify", help="check the hash chain and that the stored state equals the fold of the log (read-only)"
+    )
+    s.add_argument("scope", nargs="?")
+    s.add_argument("--all", action="store_true", help="every scope, and index.db against the scopes")
+
+    s = sub.add_parser("backup", help="a consistent copy of the data directory, online (manifest.json, verified)")
+    s.add_argument("dest", type=Path, help="a new or empty directory outside the data directory")
+
+    s = sub.add_parser("restore", help="put a backup into an empty DECKLOG_DATA_DIR")
+    s.add_argument("src", type=Path, help="a directory made by `decklog backup`")
 
     s = sub.add_parser("doctor", help="pending and parked outbox rows per sender")
     s.add_argument("--retry", action="store_true", help="put parked rows back in the queue")
@@ -204,15 +213,78 @@ def _write_atomically(path: Path, body: bytes) -> None:
 
 
 async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
+    """Read-only: scope files are opened with SQLite ``mode=ro``/``immutable`` or a private copy
+    (core/store/readonly.py); no index, no dispatcher, nothing written into the data directory."""
+    from core.store.readonly import verify_scope_file
+
+    if args.all == bool(args.scope):
+        raise UsageError("name one SCOPE, or --all")
+    key = _log_key(settings)
+    if args.all:
+        return await _verify_all(settings, key)
     scope = str(ScopeId.parse(args.scope))
     _require_data(settings, scope)
-    async with _runtime(settings) as rt:
-        report = await rt.store.verify(scope)
+    path = Path(settings.data_dir) / "scopes" / f"{ScopeId.parse(scope).file_stem}.db"
+    report = verify_scope_file(path, scope, key=key)
     if report.ok:
-        print(f"ok: {scope}: {report.entries} entries, hash chain intact, stored state equals the fold of the log")
+        chain = "keyed hash chain (HMAC-SHA256)" if report.keyed else "hash chain"
+        print(f"ok: {scope}: {report.entries} entries, {chain} intact, stored state equals the fold of the log")
+        if key is not None and not report.keyed:
+            print(f"decklog: warning: {scope} is not keyed (declared without DECKLOG_LOG_KEY)", file=sys.stderr)
         return EXIT_OK
     print(f"decklog: verify failed: {scope}: seq {report.first_bad_seq}: {report.reason}", file=sys.stderr)
     return EXIT_FAILED
+
+
+async def _verify_all(settings: Settings, key: Any) -> int:
+    from core.store.audit import audit
+
+    data_dir = Path(settings.data_dir)
+    if not data_dir.is_dir():
+        raise NotFound(f"no data directory at {data_dir}")
+    result = await audit(data_dir, key=key)
+    for line in result.problems:
+        print(f"decklog: {line}", file=sys.stderr)
+    summary = f"{result.ok} of {result.scopes} scopes verify ({result.keyed} keyed)"
+    if result.problems:
+        print(f"decklog: verify --all: {len(result.problems)} problems; {summary}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: {summary}; index.db agrees with the scopes")
+    return EXIT_OK
+
+
+def _log_key(settings: Settings) -> Any:
+    from core.store.chain import ChainKey
+
+    return ChainKey.of(settings.log_key.get_secret_value() if settings.log_key else None)
+
+
+async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
+    from core.store.backup import backup
+
+    manifest = backup(Path(settings.data_dir), args.dest, key=_log_key(settings), version=_version())
+    scopes = [f for f in manifest["files"] if "scope" in f]
+    entries = sum(f["entries"] for f in scopes)
+    print(f"backed up {len(scopes)} scopes ({entries} entries) and {len(manifest['files']) - len(scopes)} other files")
+    print(f"to {args.dest}; every copy verifies (manifest.json)")
+    return EXIT_OK
+
+
+async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
+    from core.store.backup import restore
+
+    count = restore(args.src, Path(settings.data_dir), key=_log_key(settings))
+    print(f"restored {count} scopes from {args.src} into {settings.data_dir}; every scope verifies")
+    return EXIT_OK
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("decklog")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
@@ -321,6 +393,8 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "timeline": cmd_timeline,
     "export": cmd_export,
     "verify": cmd_verify,
+    "backup": cmd_backup,
+    "restore": cmd_restore,
     "doctor": cmd_doctor,
     "reindex": cmd_reindex,
 }

@@ -71,7 +71,8 @@ class Runtime:
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
+        log_key = settings.log_key.get_secret_value() if settings.log_key else None
+        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock, log_key=log_key)
         index = Index(data_dir / "index.db", store.executor)
         await index.open()
         alarm = alarm or AsyncioAlarm()

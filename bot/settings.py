@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     statuspage_api_url: str | None = Field(None, validation_alias="DECKLOG_STATUSPAGE_API_URL")
     executor_timeout: float | None = Field(None, gt=0, validation_alias="DECKLOG_EXECUTOR_TIMEOUT")
     api_token: SecretStr | None = Field(None, validation_alias="DECKLOG_API_TOKEN")
+    log_key: SecretStr | None = Field(None, validation_alias="DECKLOG_LOG_KEY")  # HMAC key of new scopes' chains
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
     first_turn_delay: float = Field(60.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
@@ -61,6 +62,7 @@ class Settings(BaseSettings):
         "slack_app_token",
         "alert_token",
         "api_token",
+        "log_key",
         "anthropic_api_key",
         mode="before",
     )

@@ -172,3 +172,40 @@ def test_a_scope_on_disk_but_missing_from_the_index_is_never_reused(data: Path) 
         (data / f"index.db{suffix}").unlink(missing_ok=True)
     second = run(data, "declare", "--title", "Disk only").stdout.splitlines()[0]
     assert (first, second) == ("incident/disk-only", "incident/disk-only-2")
+
+
+def test_verify_all_names_each_index_disagreement_and_each_bad_scope(data: Path) -> None:
+    scope = run(data, "declare", "--title", "Payments 5xx", "--severity", "2").stdout.splitlines()[0]
+    other = run(data, "declare", "--title", "Checkout").stdout.splitlines()[0]
+    run(data, "append", scope, "observation", "--json", '{"text": "5xx", "service": "payments", "fingerprint": "fp1"}')
+    ok = run(data, "verify", "--all")
+    assert ok.returncode == 0 and ok.stdout.startswith("ok: 2 of 2 scopes verify"), ok.stderr
+    with sqlite3.connect(data / "index.db") as db:
+        db.execute("UPDATE scopes SET title = 'Renamed' WHERE id = ?", (scope,))
+        db.execute("DELETE FROM fingerprints")
+        db.execute("INSERT INTO routes (key, scope) VALUES ('slack:C9', ?)", (other,))
+    db.close()
+    with sqlite3.connect(data / "scopes" / "incident~checkout.db") as raw:
+        raw.execute("UPDATE entries SET payload = replace(payload, 'Checkout', 'Forged') WHERE seq = 1")
+    raw.close()
+    out = run(data, "verify", "--all")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1, out.stderr
+    assert any(f"{scope}: title is 'Renamed', the log says 'Payments 5xx'" in line for line in lines), lines
+    assert any("fingerprint fp1/" in line and "missing" in line for line in lines), lines
+    assert any("route slack:C9" in line and "in no log" in line for line in lines), lines
+    assert any(line.startswith(f"decklog: {other}: seq 1:") for line in lines), lines
+    assert "problems" in lines[-1] and "Traceback" not in out.stderr
+
+
+def test_verify_usage_and_a_keyed_scope_without_its_key(data: Path) -> None:
+    scope = run(data, "declare", "--title", "Keyed", env={"DECKLOG_LOG_KEY": "s3cret"}).stdout.splitlines()[0]
+    keyed = run(data, "verify", scope, env={"DECKLOG_LOG_KEY": "s3cret"})
+    assert keyed.returncode == 0 and "keyed hash chain" in keyed.stdout, keyed.stderr
+    bare = run(data, "verify", scope)
+    assert bare.returncode == 1 and "DECKLOG_LOG_KEY" in bare.stderr
+    refused = run(data, "append", scope, "message", "--json", '{"text": "x"}')
+    assert refused.returncode == 1 and "DECKLOG_LOG_KEY" in refused.stderr
+    for args in (("verify",), ("verify", scope, "--all")):
+        usage = run(data, *args)
+        assert usage.returncode == 2 and "SCOPE, or --all" in usage.stderr

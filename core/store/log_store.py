@@ -28,6 +28,7 @@ from core.errors import InvalidInput, NotFound
 from core.ids import ScopeId
 from core.state import ScopeState
 from core.store import schema as t
+from core.store.chain import ChainKey
 from core.store.ports import (
     AppendResult,
     Decide,
@@ -89,7 +90,9 @@ class SqliteLogStore(SqliteOutbox):
         executor: Executor | None = None,
         threads: int | None = None,
         spare_files: int = 3,
+        log_key: str | bytes | None = None,
     ) -> None:
+        self.chain_key = ChainKey.of(log_key)  # DECKLOG_LOG_KEY: new scopes get a keyed chain (core/store/chain.py)
         self.data_dir = Path(data_dir)
         self.scopes_dir = self.data_dir / "scopes"
         ddl = t.ddl()
@@ -297,7 +300,7 @@ class SqliteLogStore(SqliteOutbox):
             rows = conn.execute(sa.select(e).where(key_col.in_(keys)).order_by(e.c.seq)).all()
             return [row_to_entry(b.scope, r) for r in rows]
 
-        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id)
+        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id, chain_key=self.chain_key)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -356,7 +359,8 @@ class SqliteLogStore(SqliteOutbox):
 
             def q(conn: Connection) -> VerifyReport:
                 state_row = conn.execute(sa.select(t.state).where(t.state.c.id == 1)).first()
-                return verify_rows(sf.key, conn.execute(sa.select(t.entries).order_by(t.entries.c.seq)), state_row)
+                rows = conn.execute(sa.select(t.entries).order_by(t.entries.c.seq))
+                return verify_rows(sf.key, rows, state_row, key=self.chain_key)
 
             return await sf.file.read(q)
 

@@ -21,6 +21,7 @@ from core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
 from core.errors import NotFound
 from core.ids import ScopeId
 from core.state import ScopeState, empty_state
+from core.store.chain import ChainKey
 from core.store.ports import (
     AppendResult,
     Decide,
@@ -98,8 +99,10 @@ class MemoryLogStore:
         topics: Sequence[str] = ("index",),
         topic_kinds: Mapping[str, Collection[str]] | None = None,
         clock: Clock | None = None,
+        log_key: str | bytes | None = None,
     ) -> None:
         self.storage = storage or MemoryStorage()
+        self.chain_key = ChainKey.of(log_key)
         self.topics = tuple(topics)
         self.topic_kinds = {k: frozenset(v) for k, v in (topic_kinds or {}).items() if k in self.topics}
         self.clock: Clock = clock or SystemClock()
@@ -162,7 +165,7 @@ class MemoryLogStore:
             wanted = set(keys)
             return [row_to_entry(key, r) for r in ms.rows if r.idempotency_key in wanted]
 
-        return Lookups(by_request_key, by_entry_keys, self.topics_for)
+        return Lookups(by_request_key, by_entry_keys, self.topics_for, chain_key=self.chain_key)
 
     def _commit(self, key: str, ms: MemScope, b: Batch) -> None:
         ms.rows.extend(StoredRow(**row) for row in b.entry_rows)
@@ -206,7 +209,7 @@ class MemoryLogStore:
 
     async def verify(self, scope: ScopeRef) -> VerifyReport:
         key, ms = self._scope(scope)
-        return verify_rows(key, list(ms.rows), ms.state_row)
+        return verify_rows(key, list(ms.rows), ms.state_row, key=self.chain_key)
 
     # -- the outbox -------------------------------------------------------------------------------------------
 

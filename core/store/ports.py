@@ -73,6 +73,7 @@ class VerifyReport:
     entries: int
     first_bad_seq: int | None = None
     reason: str = ""
+    keyed: bool = False  # the scope's chain is an HMAC (DECKLOG_LOG_KEY, core/store/chain.py)
 
 
 class EntryLog(Protocol):

@@ -16,9 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from core.clock import iso, parse_iso
-from core.entries import Entry, NewEntry, canonical_json, chain_hash, payload_json
+from core.entries import Entry, NewEntry, canonical_json, payload_json
 from core.errors import Conflict, InvalidInput, NotFound
 from core.state import ScopeState, fold
+from core.store.chain import ChainKey, key_for_append, link_hash
 from core.store.ports import AppendResult, Decide
 
 # The stored entries a backend finds for a request key (the key itself and ``key#n``) or for entry keys.
@@ -53,6 +54,7 @@ class Lookups:
     by_entry_keys: ByEntryKeys
     topics_for: Callable[[str], tuple[str, ...]]
     new_id: Callable[[], str] = new_entry_id
+    chain_key: ChainKey | None = None  # DECKLOG_LOG_KEY: keyed chains for new scopes (core/store/chain.py)
 
 
 def find_duplicates(
@@ -118,6 +120,7 @@ def stage(
 
 def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> AppendResult:
     """Number, hash and fold the new entries; commit them to the batch only at the end."""
+    key = key_for_append(b.scope, b.head_hash, b.state.version == 0, look.chain_key)
     state, head_hash, at_text = b.state, b.head_hash, iso(now)
     made: list[Entry] = []
     rows: list[dict[str, Any]] = []
@@ -129,7 +132,8 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
                 raise InvalidInput(f"ref {ref} does not point to an earlier entry of {b.scope}", field="refs")
         entry_id, actor_json = look.new_id(), canonical_json(ne.actor.model_dump())
         payload_text, refs_json = payload_json(ne.payload), canonical_json(list(ne.refs))
-        digest = chain_hash(
+        digest = link_hash(
+            key,
             prev_hash=head_hash,
             seq=seq,
             entry_id=entry_id,

@@ -1,7 +1,8 @@
 """Verify a scope from its stored columns: the hash chain, gapless seqs, and the stored state against the fold.
 
 Backend-neutral: it takes the stored rows (anything with the ``entries`` columns as attributes, oldest first) and
-the stored state row (``version``, ``head_hash``, ``body``; None when missing).
+the stored state row (``version``, ``head_hash``, ``body``; None when missing). A keyed scope (its first entry's
+hash is an HMAC, core/store/chain.py) needs the key; every entry of a scope must be of the first entry's kind.
 """
 
 from __future__ import annotations
@@ -10,20 +11,36 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from core.entries import chain_hash
 from core.errors import InvalidInput
 from core.state import empty_state, fold
+from core.store.chain import KEY_SETTING, ChainKey, key_id_of, link_hash
 from core.store.ports import VerifyReport
 from core.store.statements import row_to_entry
 
 
-def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None) -> VerifyReport:
+def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None, *, key: ChainKey | None = None) -> VerifyReport:
     state = empty_state(scope)
     prev_hash = ""
     count = 0
+    kind: tuple[str | None] | None = None  # (the key id of the scope's chain,) once its first entry is read
     for row in rows:
         count += 1
-        bad = _check_row(scope, row, count, prev_hash)
+        if kind is None:
+            kind = (key_id_of(row.hash),)
+            refused = _key_refused(scope, kind[0], key)
+            if refused is not None:
+                return refused
+        if key_id_of(row.hash) != kind[0]:
+            return VerifyReport(
+                scope,
+                False,
+                count,
+                row.seq,
+                f"entry {row.seq} is chained {_kind_text(key_id_of(row.hash))}, "
+                f"its scope {_kind_text(kind[0])}: the two never mix",
+                keyed=kind[0] is not None,
+            )
+        bad = _check_row(scope, row, count, prev_hash, key if kind[0] is not None else None)
         if bad is not None:
             return bad
         try:
@@ -57,15 +74,44 @@ def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None) -> Verif
         return VerifyReport(
             scope, False, count, count, f"the stored state differs from the fold of the log in: {', '.join(diff)}"
         )
-    return VerifyReport(scope, True, count)
+    return VerifyReport(scope, True, count, keyed=kind is not None and kind[0] is not None)
 
 
-def _check_row(scope: str, row: Any, count: int, prev_hash: str) -> VerifyReport | None:
+def _kind_text(key_id: str | None) -> str:
+    return "without a key" if key_id is None else f"with key id {key_id}"
+
+
+def _key_refused(scope: str, key_id: str | None, key: ChainKey | None) -> VerifyReport | None:
+    if key_id is None:
+        return None
+    if key is None:
+        return VerifyReport(
+            scope,
+            False,
+            0,
+            None,
+            f"the scope has a keyed hash chain (key id {key_id}): set {KEY_SETTING} to verify it",
+            keyed=True,
+        )
+    if key.key_id != key_id:
+        return VerifyReport(
+            scope,
+            False,
+            0,
+            None,
+            f"the scope is chained with another {KEY_SETTING} (key id {key_id}; the one set is {key.key_id})",
+            keyed=True,
+        )
+    return None
+
+
+def _check_row(scope: str, row: Any, count: int, prev_hash: str, key: ChainKey | None) -> VerifyReport | None:
     if row.seq != count:
         return VerifyReport(scope, False, count, count, f"entry {count} is missing (found {row.seq})")
     if row.prev_hash != prev_hash:
         return VerifyReport(scope, False, count, row.seq, f"entry {row.seq} does not follow entry {row.seq - 1}")
-    digest = chain_hash(
+    digest = link_hash(
+        key,
         prev_hash=prev_hash,
         seq=row.seq,
         entry_id=row.id,

@@ -1,0 +1,136 @@
+"""``decklog verify --all``: every scope file, and index.db against what the scopes say — all read-only.
+
+The index is derived from the logs, so the check rebuilds it from the scopes in a private temporary file
+(``Index.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
+compares the rows that route and deduplicate: each scope's title, kind, status and severity, the Slack routes
+and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a scope file.
+On a live data directory the index may trail the logs by a delivery or two; run it on a quiet or restored one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.entries import Entry
+from core.errors import InvalidInput
+from core.ids import ScopeId
+from core.index import Index
+from core.state import ScopeState
+from core.store.chain import ChainKey
+from core.store.readonly import EntryRow, StateRow, entry_rows, read_sqlite, table_names, verify_scope_file
+from core.store.statements import row_to_entry
+
+SCOPE_COLUMNS = ("kind", "title", "status", "severity")
+
+
+@dataclass
+class AuditResult:
+    scopes: int = 0
+    ok: int = 0
+    keyed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def scope_files(data_dir: Path) -> list[tuple[str, Path]]:
+    """(scope id, file) for every scope file; a file whose name is not a scope id is reported by the caller."""
+    folder = data_dir / "scopes"
+    return [(p.stem, p) for p in sorted(folder.glob("*.db"))] if folder.is_dir() else []
+
+
+async def audit(data_dir: Path, *, key: ChainKey | None) -> AuditResult:
+    result = AuditResult()
+    items: list[tuple[ScopeState, list[Entry]]] = []
+    for stem, path in scope_files(data_dir):
+        try:
+            scope = str(ScopeId.from_file_stem(stem))
+        except InvalidInput:
+            result.problems.append(f"scopes/{path.name}: not a scope file name")
+            continue
+        result.scopes += 1
+        report = verify_scope_file(path, scope, key=key)
+        if not report.ok:
+            result.problems.append(f"{scope}: seq {report.first_bad_seq}: {report.reason}")
+            continue
+        result.ok += 1
+        result.keyed += report.keyed
+        items.append(read_sqlite(path, lambda conn, s=scope: _state_and_entries(conn, s)))  # type: ignore[misc]
+    index = data_dir / "index.db"
+    if not index.is_file():
+        result.problems.append("index.db: missing (`decklog reindex` rebuilds it from the scope files)")
+    else:
+        result.problems.extend(await _index_problems(index, items))
+    return result
+
+
+def _state_and_entries(conn: sqlite3.Connection, scope: str) -> tuple[ScopeState, list[Entry]]:
+    found = conn.execute("SELECT version, head_hash, head_at, body FROM state WHERE id = 1").fetchone()
+    state = ScopeState.model_validate_json(StateRow(*found).body)
+    return state, [row_to_entry(scope, r) for r in entry_rows(conn)]
+
+
+def _index_tables(conn: sqlite3.Connection) -> dict[str, dict[Any, Any]]:
+    missing = {"scopes", "routes", "fingerprints"} - table_names(conn)
+    if missing:
+        return {"missing": {t: True for t in sorted(missing)}}
+    cols = ", ".join(SCOPE_COLUMNS)
+    return {
+        "scopes": {
+            r[0]: tuple(r[1:]) for r in conn.execute(f"SELECT id, {cols} FROM scopes WHERE status != 'reserved'")
+        },
+        "routes": dict(conn.execute("SELECT key, scope FROM routes").fetchall()),
+        "fingerprints": {
+            (r[0], r[1]): (r[2], r[3])
+            for r in conn.execute("SELECT fingerprint, scope, service, status FROM fingerprints")
+        },
+    }
+
+
+async def _index_problems(index: Path, items: list[tuple[ScopeState, list[Entry]]]) -> list[str]:
+    live = read_sqlite(index, _index_tables)
+    if "missing" in live:
+        return [f"index.db: has no {t} table" for t in live["missing"]]
+    with tempfile.TemporaryDirectory(prefix="decklog-audit-") as tmp, ThreadPoolExecutor(1) as pool:
+        expected_index = Index(Path(tmp) / "index.db", pool)
+        await expected_index.open()
+        try:
+            await expected_index.rebuild(items)
+        finally:
+            await expected_index.close()
+        with sqlite3.connect(Path(tmp) / "index.db") as conn:
+            expected = _index_tables(conn)
+    problems: list[str] = []
+    for sid, want in sorted(expected["scopes"].items()):
+        got = live["scopes"].get(sid)
+        if got is None:
+            problems.append(f"index: {sid} is not listed")
+            continue
+        for name, w, g in zip(SCOPE_COLUMNS, want, got, strict=True):
+            if w != g:
+                problems.append(f"index: {sid}: {name} is {g!r}, the log says {w!r}")
+    problems.extend(
+        f"index: lists {sid}, which has no scope file" for sid in sorted(set(live["scopes"]) - set(expected["scopes"]))
+    )
+    problems.extend(_diff("route", expected["routes"], live["routes"]))
+    problems.extend(_diff("fingerprint", expected["fingerprints"], live["fingerprints"]))
+    return problems
+
+
+def _diff(what: str, expected: dict[Any, Any], live: dict[Any, Any]) -> list[str]:
+    out: list[str] = []
+    for k in sorted(set(expected) | set(live), key=str):
+        label = "/".join(map(str, k)) if isinstance(k, tuple) else str(k)
+        if k not in live:
+            out.append(f"index: {what} {label} is missing (the logs say {expected[k]})")
+        elif k not in expected:
+            out.append(f"index: {what} {label} → {live[k]} is in no log")
+        elif live[k] != expected[k]:
+            out.append(f"index: {what} {label} is {live[k]}, the logs say {expected[k]}")
+    return out
+
+
+__all__ = ["AuditResult", "EntryRow", "audit", "scope_files"]
