@@ -103,7 +103,7 @@ async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
         rows: list[Any] = []
     else:
         async with _runtime(settings) as rt:
-            if not (Path(settings.data_dir) / "index.db").exists():
+            if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
                 await _reindex(rt)
             rows = await rt.index.list_scopes(kind=args.kind, status=args.status)
     if args.json:
@@ -246,7 +246,8 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
         raise NotFound(f"no data directory at {settings.data_dir}")
     async with _runtime(settings) as rt:
         count, entries = await _reindex(rt)
-    print(f"reindexed {count} scopes ({entries} entries) into {Path(settings.data_dir) / 'index.db'}")
+    where = "the database's index" if settings.database_url else Path(settings.data_dir) / "index.db"
+    print(f"reindexed {count} scopes ({entries} entries) into {where}")
     return EXIT_OK
 
 
@@ -268,11 +269,13 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _data_exists(settings: Settings) -> bool:
-    return Path(settings.data_dir).is_dir()
+    return bool(settings.database_url) or Path(settings.data_dir).is_dir()
 
 
 def _require_data(settings: Settings, scope: str) -> None:
     sid = ScopeId.parse(scope)
+    if settings.database_url:
+        return  # the store says NotFound for an unknown scope (the SQLite check spares creating a data dir)
     if not (Path(settings.data_dir) / "scopes" / f"{sid.file_stem}.db").exists():
         raise NotFound(f"no such scope: {scope} (in {settings.data_dir})")
 

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.backends import open_backend
 from bot.config import DecklogConfig, load_config
 from bot.reports import report_templates
 from bot.settings import Settings
@@ -22,6 +23,7 @@ from core.outbox import Dispatcher, RetryPolicy
 from core.reports import ReportTemplates
 from core.service import ScopeService
 from core.store import SqliteLogStore
+from core.store.postgres import PostgresLogStore
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class Runtime:
     settings: Settings
     config: DecklogConfig
     clock: Clock
-    store: SqliteLogStore
+    store: SqliteLogStore | PostgresLogStore
     index: Index
     service: ScopeService
     dispatcher: Dispatcher
@@ -60,9 +62,7 @@ class Runtime:
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
-        index = Index(data_dir / "index.db", store.executor)
-        await index.open()
+        store, index = await open_backend(settings, data_dir, clock, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
         alarm = alarm or AsyncioAlarm()
         dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
         dispatcher.register(IndexSender(index, store))

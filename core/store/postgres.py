@@ -104,6 +104,15 @@ class PostgresLogStore(PostgresOutbox):
         """Create or check the schema now (refusing a newer one); otherwise the first use does it."""
         await asyncio.get_running_loop().run_in_executor(self.executor, self._check_schema)
 
+    def refill_spares(self) -> None:
+        """Nothing to prepare: a declaration inserts a row (the SQLite backend keeps spare files ready)."""
+
+    @property
+    def open_files(self) -> int:
+        """Database connections checked out of the pool right now (the SQLite backend's open scope files)."""
+        pool = self.engine.pool
+        return int(pool.checkedout()) if isinstance(pool, sa.pool.QueuePool) else 0
+
     def topics_for(self, kind: str) -> tuple[str, ...]:
         found = self._kind_topics.get(kind)
         if found is None:
@@ -321,7 +330,8 @@ class PostgresLogStore(PostgresOutbox):
             stmt = sa.select(h.c.scope_id).where(h.c.version > 0).order_by(h.c.scope_id)
             return [str(r[0]) for r in conn.execute(stmt)]
 
-        return sorted(ScopeId.parse(k) for k in await self.run(q))
+        # in the SQLite backend's order (its file names: ``x-2.db`` before ``x.db``), so listings match
+        return sorted((ScopeId.parse(k) for k in await self.run(q)), key=lambda s: s.file_stem + ".db")
 
     async def verify(self, scope: ScopeRef) -> VerifyReport:
         """Recompute the chain from the stored columns and fold the log; compare with the stored head (read-only)."""
