@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry", action="store_true", help="put parked rows back in the queue")
 
     sub.add_parser("reindex", help="rebuild index.db from the scope files alone")
+
+    s = sub.add_parser("migrate", help="copy the SQLite data directory into an empty PostgreSQL database")
+    s.add_argument("--to", required=True, metavar="URL", help="postgresql://… (the data directory is only read)")
     return p
 
 
@@ -251,6 +254,18 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.migrate import describe, migrate
+    from core.store.postgres_schema import is_postgres_url
+
+    if not is_postgres_url(args.to):
+        raise UsageError("--to must be a postgresql:// or postgresql+psycopg:// URL")
+    counts = await asyncio.to_thread(migrate, Path(settings.data_dir), args.to)
+    for line in describe(counts):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from bot.server import serve_forever
 
@@ -326,6 +341,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "verify": cmd_verify,
     "doctor": cmd_doctor,
     "reindex": cmd_reindex,
+    "migrate": cmd_migrate,
 }
 
 

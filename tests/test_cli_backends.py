@@ -93,3 +93,35 @@ def test_an_unreachable_database_fails_without_a_traceback(tmp_path: Path, url: 
     out = run(tmp_path / "data", "scopes", env={"DECKLOG_DATABASE_URL": url})
     assert out.returncode != 0
     assert "Traceback" not in out.stderr
+
+
+def test_migrate_copies_a_data_dir_verifies_it_and_is_idempotent(tmp_path: Path, pg_url: str) -> None:
+    data = tmp_path / "data"
+    scope = run(data, "declare", "--title", "Disk full", "--severity", "1").stdout.splitlines()[0]
+    assert run(data, "append", scope, "message", "--json", '{"text": "node-3 at 99%"}').returncode == 0
+    other = run(data, "declare", "--title", "Disk full").stdout.splitlines()[0]
+    before = {c: run(data, *c.split()).stdout for c in (f"timeline {scope} --json", "scopes --json", "doctor")}
+
+    first = run(data, "migrate", "--to", pg_url)
+    assert first.returncode == 0, first.stderr
+    assert "copied 2 scopes (3 entries" in first.stdout and "verified 2 chains" in first.stdout
+    again = run(data, "migrate", "--to", pg_url)
+    assert again.returncode == 0, again.stderr
+    assert "copied 0 scopes (0 entries" in again.stdout and "2 already there" in again.stdout
+
+    on_pg = {"DECKLOG_DATABASE_URL": pg_url}
+    elsewhere = tmp_path / "empty"
+    for command, output in before.items():
+        assert run(elsewhere, *command.split(), env=on_pg).stdout == output, command
+    for s in (scope, other):
+        verified = run(elsewhere, "verify", s, env=on_pg)
+        assert verified.returncode == 0 and "hash chain intact" in verified.stdout
+    hits = run(elsewhere, "append", scope, "message", "--json", '{"text": "after the move"}', env=on_pg)
+    assert json.loads(hits.stdout.splitlines()[0])["seq"] == 3  # the chain goes on in the database
+
+
+def test_migrate_refuses_a_bad_url_and_a_missing_data_dir(tmp_path: Path, pg_url: str) -> None:
+    bad = run(tmp_path / "data", "migrate", "--to", "sqlite:///x")
+    assert bad.returncode == 2 and "--to must be a postgresql://" in bad.stderr
+    missing = run(tmp_path / "nothing", "migrate", "--to", pg_url)
+    assert missing.returncode == 1 and "nothing to migrate" in missing.stderr
