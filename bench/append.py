@@ -7,7 +7,8 @@ library's SQLite application recorder (one event per aggregate-version insert, i
 1 and with 16 writer threads.
 
 The disk is noisy, so cases run interleaved for several rounds and ratios are medians of within-round ratios.
-Usage: ``.venv/bin/python bench/append.py [--quick] [--rounds N] [--seconds S] [--dir DIR]``.
+Usage: ``.venv/bin/python bench/append.py [--quick] [--rounds N] [--seconds S] [--dir DIR]``;
+``--backend postgresql [--database-url URL]`` runs the PostgreSQL store against raw psycopg (bench/_append_pg.py).
 Progress goes to stderr; stdout is a Markdown table to paste into the README. No number here is ever asserted.
 """
 
@@ -263,9 +264,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 9; quick 2)")
     parser.add_argument("--seconds", type=float, help="timed seconds per case per round (default 1; quick 0.3)")
     parser.add_argument("--dir", type=Path, help="where to put the database files (default: the system temp dir)")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DECKLOG_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="with --backend postgresql: the server (a scratch database is made on it and dropped)",
+    )
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 9)
     seconds = args.seconds or (0.3 if args.quick else 1.0)
+    if args.backend == "postgresql":
+        from _append_pg import run_postgres
+
+        run_postgres(args.database_url, rounds, seconds, args.quick)
+        return
     options = Options(seconds=seconds, warmup=min(0.5, seconds / 4), workdir=args.dir)
 
     settings = settings_in_force(options)

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry", action="store_true", help="put parked rows back in the queue")
 
     sub.add_parser("reindex", help="rebuild index.db from the scope files alone")
+
+    s = sub.add_parser("migrate", help="copy the SQLite data directory into an empty PostgreSQL database")
+    s.add_argument("--to", required=True, metavar="URL", help="postgresql://… (the data directory is only read)")
     return p
 
 
@@ -112,7 +115,7 @@ async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
         rows: list[Any] = []
     else:
         async with _runtime(settings) as rt:
-            if not (Path(settings.data_dir) / "index.db").exists():
+            if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
                 await _reindex(rt)
             rows = await rt.index.list_scopes(kind=args.kind, status=args.status)
     if args.json:
@@ -318,7 +321,20 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
         raise NotFound(f"no data directory at {settings.data_dir}")
     async with _runtime(settings) as rt:
         count, entries = await _reindex(rt)
-    print(f"reindexed {count} scopes ({entries} entries) into {Path(settings.data_dir) / 'index.db'}")
+    where = "the database's index" if settings.database_url else Path(settings.data_dir) / "index.db"
+    print(f"reindexed {count} scopes ({entries} entries) into {where}")
+    return EXIT_OK
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.migrate import describe, migrate
+    from core.store.postgres_schema import is_postgres_url
+
+    if not is_postgres_url(args.to):
+        raise UsageError("--to must be a postgresql:// or postgresql+psycopg:// URL")
+    counts = await asyncio.to_thread(migrate, Path(settings.data_dir), args.to)
+    for line in describe(counts):
+        print(line)
     return EXIT_OK
 
 
@@ -340,11 +356,13 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _data_exists(settings: Settings) -> bool:
-    return Path(settings.data_dir).is_dir()
+    return bool(settings.database_url) or Path(settings.data_dir).is_dir()
 
 
 def _require_data(settings: Settings, scope: str) -> None:
     sid = ScopeId.parse(scope)
+    if settings.database_url:
+        return  # the store says NotFound for an unknown scope (the SQLite check spares creating a data dir)
     if not (Path(settings.data_dir) / "scopes" / f"{sid.file_stem}.db").exists():
         raise NotFound(f"no such scope: {scope} (in {settings.data_dir})")
 
@@ -397,6 +415,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "restore": cmd_restore,
     "doctor": cmd_doctor,
     "reindex": cmd_reindex,
+    "migrate": cmd_migrate,
 }
 
 

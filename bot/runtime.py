@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.backends import open_backend
 from bot.config import DecklogConfig, load_config
 from bot.reports import report_templates
 from bot.settings import Settings
@@ -24,6 +25,7 @@ from core.outbox import Dispatcher, RetryPolicy
 from core.reports import ReportTemplates
 from core.service import ScopeService
 from core.store import SqliteLogStore
+from core.store.postgres import PostgresLogStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class Runtime:
     settings: Settings
     config: DecklogConfig
     clock: Clock
-    store: SqliteLogStore
+    store: SqliteLogStore | PostgresLogStore
     index: Index
     service: ScopeService
     dispatcher: Dispatcher
@@ -71,10 +73,7 @@ class Runtime:
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        log_key = settings.log_key.get_secret_value() if settings.log_key else None
-        store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock, log_key=log_key)
-        index = Index(data_dir / "index.db", store.executor)
-        await index.open()
+        store, index = await open_backend(settings, data_dir, clock, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
         alarm = alarm or AsyncioAlarm()
         dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
         dispatcher.register(IndexSender(index, store))

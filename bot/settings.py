@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     first_turn_delay: float = Field(60.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
     turn_debounce: float = Field(13.0, ge=0, validation_alias="DECKLOG_TURN_DEBOUNCE")
     turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
+    # postgresql://… or postgresql+psycopg://…: every scope and the index in that database; unset = SQLite files
+    database_url: str | None = Field(None, validation_alias="DECKLOG_DATABASE_URL")
 
     @field_validator(
         "slack_bot_token",
@@ -82,6 +84,17 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _postgres_url(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            return None
+        if isinstance(value, str) and not value.startswith(("postgresql://", "postgresql+psycopg://")):
+            raise ValueError(
+                "must be a postgresql:// or postgresql+psycopg:// URL (unset: SQLite under DECKLOG_DATA_DIR)"
+            )
         return value
 
     @property

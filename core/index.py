@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,6 +26,23 @@ from core.errors import Conflict
 from core.ids import ScopeId
 from core.state import ScopeState
 from core.store.sqlite_file import SqliteFile
+
+T = TypeVar("T")
+
+
+class IndexFile(Protocol):
+    """Where the index's transactions run: an ``SqliteFile`` (index.db), or PostgreSQL (core/index_postgres.py)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def read(self, fn: Callable[[Connection], T], *, small: bool = False) -> T: ...
+
+    async def write(
+        self, fn: Callable[[Connection, None], T], *, savepoint: bool = True, durable: bool = True
+    ) -> T: ...
+
 
 md = sa.MetaData()
 
@@ -179,7 +196,7 @@ class Index:
 
     def __init__(self, path: Path, executor: Executor) -> None:
         self.path = path
-        self.file: SqliteFile[None] = SqliteFile(
+        self.file: IndexFile = SqliteFile(
             path,
             executor,
             init_schema=self._init_schema,

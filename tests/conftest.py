@@ -21,6 +21,8 @@ from bot.wiring import ALL_PARTS, PartName, Parts
 
 T = TypeVar("T")
 
+pytest_plugins = ["tests.pg"]  # a real PostgreSQL per test session: pg_session_url, pg_url
+
 SLACK_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "ANTHROPIC_API_KEY", "DECKLOG_API_TOKEN")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+import sqlalchemy as sa
 
 from core.entries import Actor, NewEntry, chain_hash
 from core.errors import Conflict
@@ -23,6 +24,7 @@ from core.store import MemoryLogStore, SqliteLogStore
 from core.store.chain import ChainKey, link_hash
 from core.store.memory import MemoryStorage, StateRow, StoredRow
 from core.store.ports import LogStore
+from core.store.postgres import PostgresLogStore
 from core.store.statements import row_to_entry
 
 SCOPE = "incident/payments-5xx"
@@ -85,12 +87,64 @@ class MemoryBackend:
         ms.state_row = StateRow(**state)
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+class PostgresBackend:
+    """The same forgery on PostgreSQL: the entries and the scope's head row rewritten in place."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.made: list[LogStore] = []
+        self.engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+
+    async def open(self, key: str | None) -> LogStore:
+        store = PostgresLogStore(self.url, topics=("index",), log_key=key)
+        await store.open()
+        self.made.append(store)
+        return store
+
+    def load(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        with self.engine.connect() as conn:
+            cols = ", ".join(COLUMNS)
+            rows = [
+                dict(r._mapping)
+                for r in conn.execute(
+                    sa.text(f"SELECT {cols} FROM entries WHERE scope_id = :s ORDER BY seq"), {"s": SCOPE}
+                )
+            ]
+            head = conn.execute(
+                sa.text("SELECT version, head_hash, head_at, body FROM scope_heads WHERE scope_id = :s"), {"s": SCOPE}
+            ).one()
+        return rows, dict(head._mapping)
+
+    def save(self, rows: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            for r in rows:
+                conn.execute(
+                    sa.text(
+                        "UPDATE entries SET payload = :payload, prev_hash = :prev_hash, hash = :hash"
+                        " WHERE scope_id = :s AND seq = :seq"
+                    ),
+                    {**r, "s": SCOPE},
+                )
+            conn.execute(
+                sa.text("UPDATE scope_heads SET head_hash = :head_hash, body = :body WHERE scope_id = :s"),
+                {**state, "s": SCOPE},
+            )
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgresql"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    made: Backend = SqliteBackend(tmp_path) if request.param == "sqlite" else MemoryBackend()
+    made: Backend
+    if request.param == "sqlite":
+        made = SqliteBackend(tmp_path)
+    elif request.param == "memory":
+        made = MemoryBackend()
+    else:
+        made = PostgresBackend(request.getfixturevalue("pg_url"))
     yield made
     for store in getattr(made, "made", []):
         await store.close()
+    if isinstance(made, PostgresBackend):
+        made.engine.dispose()
 
 
 async def write_scope(backend: Backend, key: str | None, entries: int = 8) -> None:

@@ -1,0 +1,46 @@
+"""Which storage backend a process uses: ``DECKLOG_DATABASE_URL`` set → PostgreSQL, unset → SQLite files.
+
+Called by ``Runtime.open`` (bot/runtime.py): the log store and the index, opened, on the same backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+from bot.settings import Settings
+from core.clock import Clock
+from core.index import Index
+from core.store import SqliteLogStore
+from core.store.postgres import PostgresLogStore
+
+
+async def open_backend(
+    settings: Settings,
+    data_dir: Path,
+    clock: Clock,
+    *,
+    topics: Sequence[str],
+    topic_kinds: Mapping[str, Collection[str]],
+) -> tuple[SqliteLogStore | PostgresLogStore, Index]:
+    """The log store and the index for ``settings``: the embedded default (SQLite under ``data_dir``) or the
+    database at ``settings.database_url`` (schema created or checked now; a newer schema stops start-up)."""
+    log_key = settings.log_key.get_secret_value() if settings.log_key else None
+    if settings.database_url:
+        from core.index_postgres import PostgresIndex
+
+        pg_store = PostgresLogStore(
+            settings.database_url, topics=topics, topic_kinds=topic_kinds, clock=clock, log_key=log_key
+        )
+        try:
+            await pg_store.open()
+            pg_index = PostgresIndex(pg_store.engine, pg_store.executor)
+            await pg_index.open()
+        except BaseException:
+            await pg_store.close()
+            raise
+        return pg_store, pg_index
+    store = SqliteLogStore(data_dir, topics=topics, topic_kinds=topic_kinds, clock=clock, log_key=log_key)
+    index = Index(data_dir / "index.db", store.executor)
+    await index.open()
+    return store, index

@@ -1,0 +1,237 @@
+"""The PostgreSQL tables of the log and the index, owned by SQLAlchemy Core, with a recorded schema version.
+
+One database holds every scope: ``entries`` keyed by (scope_id, seq), one ``scope_heads`` row per scope (locked
+``FOR UPDATE`` by an append: compare-and-set and the hash chain), ``outbox`` rows per (scope, topic, seq) with an
+``outbox_cursors`` row per (scope, topic) for drainers (``SKIP LOCKED``), ``sender_memos``, and the index's tables
+(the same names and columns as the SQLite index.db, plus ``entries_fts`` with a ``tsvector`` and a GIN index).
+Keys are ``COLLATE "C"`` (byte order, the same as SQLite's), payload columns plain ``text`` holding the exact bytes
+the chain hashed. ``schema_versions`` records what made the database; a server refuses a newer one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Connection
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from core.errors import InvalidInput
+
+#: Bump when a table changes in a way an older server must not write to.
+SCHEMA_VERSION = 1
+SCHEMA_NAME = "decklog"
+
+metadata = sa.MetaData()
+
+
+def key(name: str, *, primary_key: bool = False, nullable: bool = False) -> sa.Column[str]:
+    return sa.Column(name, sa.Text(collation="C"), primary_key=primary_key, nullable=nullable)
+
+
+schema_versions = sa.Table(
+    "schema_versions",
+    metadata,
+    key("name", primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("installed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+)
+
+scope_heads = sa.Table(
+    "scope_heads",
+    metadata,
+    key("scope_id", primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("head_hash", sa.Text, nullable=False),
+    sa.Column("head_at", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
+entries = sa.Table(
+    "entries",
+    metadata,
+    key("scope_id", primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    key("id"),
+    key("kind"),
+    sa.Column("at", sa.Text, nullable=False),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("refs", sa.Text, nullable=False),
+    key("idempotency_key", nullable=True),
+    sa.Column("prev_hash", sa.Text, nullable=False),
+    sa.Column("hash", sa.Text, nullable=False),
+    sa.UniqueConstraint("id", name="entries_id_key"),
+    sa.UniqueConstraint("scope_id", "idempotency_key", name="entries_scope_key"),
+)
+sa.Index("entries_kind_seq", entries.c.scope_id, entries.c.kind, entries.c.seq)
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    key("scope_id", primary_key=True),
+    key("topic", primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", sa.Float(precision=53), nullable=False, server_default="0"),
+    sa.Column("published_at", sa.Float(precision=53), nullable=True),
+    sa.Column("parked_at", sa.Float(precision=53), nullable=True),
+    sa.Column("last_error", sa.Text, nullable=False, server_default=""),
+)
+sa.Index(
+    "outbox_pending",
+    outbox.c.scope_id,
+    outbox.c.topic,
+    outbox.c.seq,
+    postgresql_where=sa.and_(outbox.c.published_at.is_(None), outbox.c.parked_at.is_(None)),
+)
+
+# One row per (scope, topic): a drainer takes it FOR UPDATE SKIP LOCKED and holds a lease (database clock).
+outbox_cursors = sa.Table(
+    "outbox_cursors",
+    metadata,
+    key("scope_id", primary_key=True),
+    key("topic", primary_key=True),
+    key("owner", nullable=True),
+    sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
+)
+
+sender_memos = sa.Table(
+    "sender_memos",
+    metadata,
+    key("scope_id", primary_key=True),
+    key("topic", primary_key=True),
+    key("key", primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Float(precision=53), nullable=False),
+)
+
+# -- the index (same names and columns as core/index.py's index.db; keys COLLATE "C") -----------------------------
+
+index_scopes = sa.Table(
+    "scopes",
+    metadata,
+    key("id", primary_key=True),
+    key("kind"),
+    sa.Column("title", sa.Text, nullable=False, server_default=""),
+    sa.Column("status", sa.Text(collation="C"), nullable=False, server_default="reserved"),
+    sa.Column("severity", sa.Integer, nullable=True),
+    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("created_at", sa.Text(collation="C"), nullable=False, server_default=""),
+    sa.Column("updated_at", sa.Text, nullable=False, server_default=""),
+    sa.Column("resolved_at", sa.Text, nullable=False, server_default=""),
+    sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("thread_channel", sa.Text, nullable=False, server_default=""),
+    sa.Column("thread_ts", sa.Text, nullable=False, server_default=""),
+    sa.Column("permalink", sa.Text, nullable=False, server_default=""),
+    sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reserved_at", sa.Float(precision=53), nullable=False, server_default="0"),
+)
+
+routes = sa.Table("routes", metadata, key("key", primary_key=True), key("scope"))
+
+fingerprints = sa.Table(
+    "fingerprints",
+    metadata,
+    key("fingerprint", primary_key=True),
+    key("scope", primary_key=True),
+    sa.Column("service", sa.Text, nullable=False, server_default=""),
+    sa.Column("status", sa.Text, nullable=False, server_default="firing"),
+    sa.Column("updated", sa.Float(precision=53), nullable=False, server_default="0"),
+)
+
+subscriptions = sa.Table(
+    "subscriptions",
+    metadata,
+    key("scope", primary_key=True),
+    key("subscriber", primary_key=True),
+    sa.Column("position", sa.BigInteger, nullable=False, server_default="0"),
+)
+
+inbound = sa.Table(
+    "inbound",
+    metadata,
+    key("key", primary_key=True),
+    key("scope"),
+    sa.Column("at", sa.Float(precision=53), nullable=False),
+)
+
+entries_fts = sa.Table(
+    "entries_fts",
+    metadata,
+    key("scope", primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    key("kind"),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("tsv", postgresql.TSVECTOR, sa.Computed("to_tsvector('simple', text)", persisted=True)),
+)
+sa.Index("entries_fts_tsv", entries_fts.c.tsv, postgresql_using="gin")
+
+LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
+INDEX_TABLES = (index_scopes, routes, fingerprints, subscriptions, inbound, entries_fts)
+
+
+def ddl() -> list[str]:
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    out = [str(CreateTable(table).compile(dialect=dialect)).strip() for table in metadata.sorted_tables]
+    for table in metadata.sorted_tables:
+        out.extend(str(CreateIndex(i).compile(dialect=dialect)).strip() for i in sorted(table.indexes, key=str))
+    return out
+
+
+def layout_digest() -> str:
+    """A short digest of the DDL (names a test template database after the schema it holds)."""
+    return hashlib.sha256("\n".join(ddl()).encode()).hexdigest()[:10]
+
+
+class SchemaTooNew(InvalidInput):
+    """The database was made by a newer decklog: refuse to start rather than write rows it does not expect."""
+
+
+def ensure_schema(conn: Connection) -> int:
+    """Create the tables if missing and record ``SCHEMA_VERSION``; refuse a database recorded as newer.
+
+    Serialised across replicas starting at once by a transaction-scoped advisory lock (where the engine has
+    none, ``create_all``'s ``IF NOT EXISTS`` checks and the primary key on ``schema_versions`` still hold).
+    """
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('decklog schema'))"))
+    metadata.create_all(conn, checkfirst=True)
+    found = conn.execute(
+        sa.select(schema_versions.c.version).where(schema_versions.c.name == SCHEMA_NAME)
+    ).scalar_one_or_none()
+    if found is None:
+        conn.execute(schema_versions.insert().values(name=SCHEMA_NAME, version=SCHEMA_VERSION))
+        return SCHEMA_VERSION
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the database schema is version {found}, newer than this decklog's {SCHEMA_VERSION}: upgrade decklog"
+        )
+    if found < SCHEMA_VERSION:
+        conn.execute(
+            schema_versions.update().where(schema_versions.c.name == SCHEMA_NAME).values(version=SCHEMA_VERSION)
+        )
+    return SCHEMA_VERSION
+
+
+def engine_url(url: str) -> str:
+    """``postgresql://…`` or ``postgresql+psycopg://…`` → the SQLAlchemy URL for psycopg 3."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    raise InvalidInput(f"not a PostgreSQL URL (postgresql://… or postgresql+psycopg://…): {url.split('@')[-1]}")
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("postgresql://", "postgresql+psycopg://", "postgres://"))
+
+
+def make_engine(url: str, *, pool_size: int = 8) -> sa.Engine:
+    """A sync engine (psycopg 3) at READ COMMITTED; the store runs it on worker threads."""
+    return sa.create_engine(
+        engine_url(url),
+        isolation_level="READ COMMITTED",
+        pool_size=pool_size,
+        max_overflow=4,
+        pool_pre_ping=False,
+    )

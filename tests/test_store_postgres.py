@@ -1,0 +1,124 @@
+"""The PostgreSQL backend passes the whole ``LogStore`` contract, plus what only a shared database can show."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from core.store import LogStore
+from core.store import postgres_schema as pg
+from core.store.postgres import PostgresLogStore
+from tests.store_contract import SCOPE, LogStoreContract, OpenStore, declare, message, read_all
+
+TOPICS = ("index", "slack")
+
+
+@pytest.fixture
+async def pg_stores(pg_url: str) -> AsyncIterator[OpenStore]:
+    made: list[PostgresLogStore] = []
+
+    async def open_store(*, max_open: int | None = None, **_options: Any) -> LogStore:
+        store = PostgresLogStore(pg_url, topics=TOPICS, threads=max_open or 8)
+        await store.open()
+        made.append(store)
+        return store
+
+    yield open_store
+    for store in made:
+        await store.close()
+
+
+class TestPostgresLogStoreContract(LogStoreContract):
+    @pytest.fixture
+    def open_store(self, pg_stores: OpenStore) -> OpenStore:
+        return pg_stores
+
+
+async def test_group_commit_takes_concurrent_requests_into_fewer_transactions(pg_url: str) -> None:
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await declare(store)
+        before = store.transactions
+        await asyncio.gather(*(store.append(SCOPE, [message(f"m{i}")]) for i in range(64)))
+        assert store.transactions - before < 64
+        assert len(await read_all(store)) == 65
+    finally:
+        await store.close()
+
+
+async def test_payload_columns_hold_the_exact_bytes_the_chain_hashed(pg_url: str) -> None:
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await declare(store)
+        text = 'ünïcode \u2028 tab\t "quotes" {"k": 1}   spaces'
+        (entry,) = (await store.append(SCOPE, [message(text)])).entries
+        with psycopg.connect(pg_url) as conn:
+            payload = conn.execute(
+                "SELECT payload FROM entries WHERE scope_id = %s AND seq = %s", (SCOPE, entry.seq)
+            ).fetchone()
+        assert payload is not None and text in json.loads(payload[0])["text"]
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE entries SET payload = payload || ' ' WHERE scope_id = %s AND seq = 2", (SCOPE,))
+        report = await store.verify(SCOPE)
+        assert not report.ok and report.first_bad_seq == 2
+    finally:
+        await store.close()
+
+
+async def test_keys_use_byte_order_collation(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE column_name IN ('scope_id', 'idempotency_key', 'topic') AND collation_name IS DISTINCT FROM 'C'"
+            " AND table_schema = current_schema()"
+        ).fetchall()
+    assert rows == []
+
+
+async def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    engine = pg.make_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(pg.schema_versions.update().values(version=pg.SCHEMA_VERSION + 1))
+        store = PostgresLogStore(pg_url, topics=TOPICS)
+        try:
+            with pytest.raises(pg.SchemaTooNew, match="newer"):
+                await store.open()
+        finally:
+            await store.close()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(pg.schema_versions.update().values(version=pg.SCHEMA_VERSION))
+        engine.dispose()
+
+
+async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_url: str) -> None:
+    one, two = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await declare(one)
+        assert await one.claim_cursor(SCOPE, "slack", "replica-1", lease_s=60)
+        assert not await two.claim_cursor(SCOPE, "slack", "replica-2", lease_s=60)
+        assert await two.claim_cursor(SCOPE, "index", "replica-2", lease_s=60)  # another topic is free
+        assert await one.claim_cursor(SCOPE, "slack", "replica-1", lease_s=60)  # renewing is fine
+        await one.release_cursor(SCOPE, "slack", "replica-1")
+        assert await two.claim_cursor(SCOPE, "slack", "replica-2", lease_s=0)
+        # a lease of 0 s has run out by the database's clock: the other replica takes over
+        assert await one.claim_cursor(SCOPE, "slack", "replica-1", lease_s=60)
+        engine = pg.make_engine(pg_url)
+        try:
+            with engine.begin() as conn:
+                owner = conn.execute(
+                    sa.select(pg.outbox_cursors.c.owner).where(pg.outbox_cursors.c.topic == "slack")
+                ).scalar()
+        finally:
+            engine.dispose()
+        assert owner == "replica-1"
+    finally:
+        await one.close()
+        await two.close()
