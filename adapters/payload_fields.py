@@ -134,6 +134,8 @@ def req_list(obj: Mapping[str, object], key: str, path: str) -> Sequence[object]
 
 def utf8_safe(text: str) -> str:
     """``text`` with characters UTF-8 cannot encode (lone surrogates, from ``\\udXXX`` escapes) replaced by ``?``."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -182,7 +184,12 @@ def text(value: object, path: str, limit: int = SHORT_MAX, *, numbers: bool = Fa
 
 
 def opt_str(obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False) -> str:
-    return text(obj.get(key), child(path, key), limit, numbers=numbers)
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):  # the common case: no path needed (it is only for error messages)
+        return clean(value, limit)
+    return text(value, child(path, key), limit, numbers=numbers)
 
 
 def req_str(obj: Mapping[str, object], key: str, path: str, limit: int = SHORT_MAX, *, numbers: bool = False) -> str:
@@ -234,7 +241,10 @@ def str_map(
         name = clean(str(raw_key), LABEL_KEY_MAX)
         if not name or raw_value is None:
             continue
-        out[name] = scalar_text(raw_value, child(where, raw_key), value_limit)
+        if isinstance(raw_value, str):  # the common case: no path needed (it is only for error messages)
+            out[name] = clean(raw_value, value_limit)
+        else:
+            out[name] = scalar_text(raw_value, child(where, raw_key), value_limit)
     return out
 
 
@@ -294,12 +304,14 @@ def parse_iso(raw: str, path: str) -> datetime | None:
 
 def opt_time(obj: Mapping[str, object], key: str, path: str) -> datetime | None:
     value = obj.get(key)
-    where = child(path, key)
     if value is None:
         return None
     if not isinstance(value, str):
-        raise PayloadError(where, f"expected an ISO 8601 timestamp string, got {json_type(value)}")
-    return parse_iso(value, where)
+        raise PayloadError(child(path, key), f"expected an ISO 8601 timestamp string, got {json_type(value)}")
+    try:
+        return parse_iso(value, path)
+    except PayloadError as exc:  # the path is built only when it is needed
+        raise PayloadError(child(path, key), exc.message) from None
 
 
 def epoch_or_iso(value: object, path: str) -> datetime | None:

@@ -350,7 +350,20 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
                 changes["last_turn_seq"] = max(state.last_turn_seq, p.seq_to)
         case _:
             pass
-    return state.model_copy(update=changes)
+    return _evolve(state, changes)
+
+
+def _evolve(state: ScopeState, changes: dict[str, Any]) -> ScopeState:
+    """``state.model_copy(update=changes)`` without pydantic's generic copy (the fold's hot path: one per
+    entry). Same fields, same fields-set, no validation (every value here was built by the fold)."""
+    new = object.__new__(type(state))
+    values = state.__dict__.copy()
+    values.update(changes)
+    object.__setattr__(new, "__dict__", values)
+    object.__setattr__(new, "__pydantic_fields_set__", state.__pydantic_fields_set__ | changes.keys())
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
 
 
 def _fold_alert(state: ScopeState, entry: Entry, p: Observation) -> dict[str, Any]:

@@ -165,7 +165,50 @@ GENERIC_PAYMENTS = {
     "started_at": utc(2026, 9, 19, 14, 6, 30),
 }
 
+
+def alertmonitor_icmp(status: str) -> list[AlertSignal]:
+    """The three alerts of the matjaz99/alertmonitor capture: no fingerprint (derived from the labels), no
+    service label (``job`` names the service), ``http://:9093`` dropped, nanoseconds cut to microseconds."""
+    prints = {
+        "172.29.254.30": "4a110cc8dbe76532",
+        "172.29.254.50": "e92130f1a362a046",
+        "172.29.254.66": "1e1c2fe4c8293484",
+    }
+    return [
+        AlertSignal(
+            source="alertmanager",
+            fingerprint=fingerprint,
+            status=status,
+            title="ICMP ping failed",  # labels.summary is a label, not the summary annotation
+            service="blackbox-icmp",
+            source_severity="major",
+            summary=f"{ip} does not reply to ICMP pings",
+            labels={
+                "alertname": "ICMP ping failed",
+                "instance": ip,
+                "job": "blackbox-icmp",
+                "monitor": "monis",
+                "severity": "major",
+                "tags": "icmp, ping failed",
+                "summary": f"No physical connection to {ip}",
+            },
+            links=(
+                Link(
+                    url="http://9ed35ff90bf8:9090/graph?g0.expr=probe_success%7Bjob%3D%22blackbox-icmp%22%7D+%3D%3D+0"
+                    "&g0.tab=1",
+                    title="Source",
+                ),
+            ),
+            started_at=utc(2019, 9, 27, 16, 27, 56, 612666),
+            ended_at=None,  # resolved, but the published body keeps Go's zero endsAt
+        )
+        for ip, fingerprint in prints.items()
+    ]
+
+
 EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
+    ("alertmanager", "alertmonitor_icmp_firing.json"): alertmonitor_icmp("firing"),
+    ("alertmanager", "alertmonitor_icmp_resolved.json"): alertmonitor_icmp("resolved"),
     ("alertmanager", "probe_failure_firing.json"): [AlertSignal(**AM_PROBE, status="firing")],
     ("alertmanager", "probe_failure_resolved.json"): [
         AlertSignal(**AM_PROBE, status="resolved", ended_at=utc(2023, 2, 6, 13, 21, 15, 828000))
@@ -445,7 +488,19 @@ def test_every_fixture_has_an_expectation_and_a_provenance_note() -> None:
 
 #: Per fixture, the notification-level fields (the same on each of its signals): group, vendor_incident,
 #: group_title, left_out, sets_severity, reopened, note_id.
+ALERTMONITOR_GROUP = (
+    'key:alertmonitor_swarm:{}/{severity=~"^(?:^(critical|major|minor|warning|informational)$)$"}:'
+    '{alertname="ICMP ping failed"}',
+    False,
+    "alertname=ICMP ping failed",
+    0,
+    False,
+    False,
+    "",
+)
 GROUPING: dict[tuple[str, str], tuple[str, bool, str, int, bool, bool, str]] = {
+    ("alertmanager", "alertmonitor_icmp_firing.json"): ALERTMONITOR_GROUP,
+    ("alertmanager", "alertmonitor_icmp_resolved.json"): ALERTMONITOR_GROUP,
     ("alertmanager", "legacy_no_fingerprint.json"): (
         'key:webhook:{}:{alertname="Test", job="prometheus24"}',
         False,

@@ -204,3 +204,57 @@ def test_logs_from_before_the_new_state_fields_fold_to_the_same_stored_json() ->
     assert not set(OMITTED_WHEN_EMPTY) & set(dumped) and state.to_json() == dumped
     assert fold_all("incident/old", []).to_json() == ScopeState(scope="incident/old").to_json()
     assert Observation(text="x").data == {}
+
+
+# -- a real Alertmanager capture (matjaz99/alertmonitor): three alerts, no service label, no fingerprint,
+# nanosecond times, Go's zero endsAt, and the host-less externalURL of an Alertmanager without --web.external-url
+
+
+async def test_real_capture_of_three_alerts_without_service_label_is_one_incident(world_fixture: World) -> None:
+    payload = load("alertmanager", "alertmonitor_icmp_firing.json")
+    outcomes = await send(world_fixture.router, "alertmanager", payload)
+    assert [o.outcome for o in outcomes] == ["new", "joined", "joined"]
+    scope = outcomes[0].scope
+    assert {o.scope for o in outcomes} == {scope} and await world_fixture.incidents() == [scope]
+    state = await world_fixture.store.get_state(scope)
+    assert len(state.alerts) == 3 and state.services == ("blackbox-icmp",)  # job is the service, not a split
+    observations = await world_fixture.entries(scope, "observation")
+    links = {url for e in observations for url in e.payload.links}
+    assert links == {
+        "http://9ed35ff90bf8:9090/graph?g0.expr=probe_success%7Bjob%3D%22blackbox-icmp%22%7D+%3D%3D+0&g0.tab=1"
+    }
+    assert not any(":9093" in url for url in links)  # http://:9093 has no host: dropped
+    again = await send(world_fixture.new_router(), "alertmanager", payload)  # a resend, in another process
+    assert [o.outcome for o in again] == ["duplicate"] * 3
+    assert (await world_fixture.store.get_state(scope)).version == state.version
+
+
+async def test_real_capture_resolved_resolves_every_alert_with_one_suggestion(world_fixture: World) -> None:
+    firing = await send(world_fixture.router, "alertmanager", load("alertmanager", "alertmonitor_icmp_firing.json"))
+    resolved = load("alertmanager", "alertmonitor_icmp_resolved.json")  # endsAt stays Go's zero time, as published
+    outcomes = await send(world_fixture.router, "alertmanager", resolved)
+    assert [o.outcome for o in outcomes] == ["resolved"] * 3 and {o.scope for o in outcomes} == {firing[0].scope}
+    state = await world_fixture.store.get_state(firing[0].scope)
+    assert {a.status for a in state.alerts.values()} == {"resolved"}
+    assert list(state.suggestion_actions.values()) == ["resolve"]
+    again = await send(world_fixture.router, "alertmanager", resolved)
+    assert [o.outcome for o in again] == ["duplicate"] * 3
+
+
+async def test_real_capture_truncated_and_with_zero_start_times(world_fixture: World) -> None:
+    payload = load("alertmanager", "alertmonitor_icmp_firing.json")
+    payload["truncatedAlerts"] = 12  # derived: the same group past the receiver's max_alerts
+    for alert in payload["alerts"]:
+        alert["startsAt"] = "0001-01-01T00:00:00Z"  # derived: no usable start time → dedupe on content
+    outcomes = await send(world_fixture.router, "alertmanager", payload)
+    scope = outcomes[0].scope
+    notes = [e for e in await world_fixture.entries(scope, "observation") if "left_out" in e.payload.data]
+    assert len(notes) == 1 and "12 more alerts not sent by Alertmanager" in notes[0].payload.text
+    version = (await world_fixture.store.get_state(scope)).version
+    again = await send(world_fixture.router, "alertmanager", payload)
+    assert [o.outcome for o in again] == ["duplicate"] * 3
+    assert (await world_fixture.store.get_state(scope)).version == version
+    changed = copy.deepcopy(payload)
+    changed["alerts"][0]["annotations"]["description"] = "172.29.254.30 replies again, slowly"
+    (first, *_rest) = await send(world_fixture.router, "alertmanager", changed)
+    assert first.outcome == "repeat" and (await world_fixture.store.get_state(scope)).version == version + 1

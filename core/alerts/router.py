@@ -185,7 +185,9 @@ class AlertRouter:
 
     def _prepare(self, part: Part, raw: dict[str, Any], *, opened: bool = False) -> list[Prepared]:
         out: list[Prepared] = []
+        actors: dict[str, Actor] = {}
         for n, (index, signal) in enumerate(part.items):
+            actor = actors.get(signal.source) or actors.setdefault(signal.source, Actor.system(signal.source))
             severity = rules.map_severity(self.policy, signal.source, signal.source_severity)
             key = rules.notification_key(signal)
             observation = rules.alert_observation(
@@ -196,7 +198,7 @@ class AlertRouter:
                 key=key,
                 group=part.group,
             )
-            entry = NewEntry.make("observation", Actor.system(signal.source), observation, idempotency_key=key)
+            entry = NewEntry.make("observation", actor, observation, idempotency_key=key)
             out.append(Prepared(index, signal, severity, key, entry))
         return out
 
