@@ -40,6 +40,21 @@ def _acks(output: str) -> list[tuple[str, int, str]]:
     return acks
 
 
+def _first_ack(proc: subprocess.Popen[str], timeout: float = 120.0) -> str:
+    """What the child printed up to and including its first ``ack`` line."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the child exited before producing (code {proc.poll()})")
+        seen.append(line)
+        if line.startswith("ack "):
+            return "".join(seen)
+    raise AssertionError("the child produced nothing in time")
+
+
 @pytest.mark.slow
 async def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -49,12 +64,14 @@ async def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Pa
     while kills < 20:
         proc = _child(data)
         started = time.monotonic()
-        # wait until it is producing, then kill it at a random moment
-        await asyncio.sleep(0.3 + rng.random() * 0.6)
+        # wait until it is producing (its first acknowledgement: start-up time varies with the machine's load),
+        # then kill it at a random moment
+        first = await asyncio.to_thread(_first_ack, proc)
+        await asyncio.sleep(rng.random() * 0.6)
         proc.send_signal(signal.SIGKILL)
         out, _ = await asyncio.to_thread(proc.communicate)
         assert proc.returncode == -signal.SIGKILL, f"child ended by itself after {time.monotonic() - started:.1f}s"
-        acked.extend(_acks(out))
+        acked.extend(_acks(first + out))
         kills += 1
     assert len(acked) > 100, "the children acknowledged too little to prove anything"
 
