@@ -180,6 +180,17 @@ async def test_run_status_page_update_validates_parks_and_is_approved(make_serve
         await eventually(lambda: entries(server, scope, "action_result"), what="the status page update ran")
         runs = [e.payload.action for e in await entries(server, scope, "action_started")]  # type: ignore[attr-defined]
         assert runs == ["status_page_update"]
+        # an R4 is refused with its reason, ephemerally, and the refusal is recorded (DESIGN §1: denied outright)
+        await fake.run_command(ALICE, GENERAL, f"run drop_database {scope}")
+        refused = await eventually(
+            lambda: next((t for t in ephemerals(server, ALICE) if "`drop_database` was refused" in t), None),
+            what="the R4 refusal",
+        )
+        assert "(R4)" in refused and "never run by decklog" in refused
+        denied = [e.payload for e in await entries(server, scope, "proposal") if e.payload.action == "drop_database"]  # type: ignore[attr-defined]
+        assert [(p.status, p.proposer, p.expires_at) for p in denied] == [("denied", ALICE, "")]
+        assert "drop_database" not in [e.payload.action for e in await entries(server, scope, "action_started")]  # type: ignore[attr-defined]
+        assert not any("drop_database" in m.text for m in fake.workspace.thread(GENERAL, ts))  # never offered
 
 
 def _posted(server: DecklogServer, channel: str, ts: str, seq: int) -> Any:
