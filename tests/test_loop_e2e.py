@@ -216,3 +216,24 @@ async def test_catch_me_up_answers_a_joiner_ephemerally(server: DecklogServer) -
     await eventually(lambda: len([t for t in ephemerals(server, CAROL) if "Catch-up" in t]) >= 2)
     thread = [m.text for m in fake.workspace.thread(GENERAL, ts)]
     assert not any("Catch-up" in t for t in thread)  # only the person who asked sees it
+
+
+async def test_the_header_shows_the_current_goal_the_constraints_and_the_last_decision(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await declared(server)
+    await fake.post_message(ALICE, GENERAL, "@decklog goal stop the bleeding", thread_ts=ts)
+    await fake.post_message(ALICE, GENERAL, "@decklog goal restore checkout above 99%", thread_ts=ts)
+    await fake.post_message(BOB, GENERAL, "@decklog constraint no deploys without the commander", thread_ts=ts)
+    await fake.post_message(BOB, GENERAL, "@decklog decision page the psp", thread_ts=ts)
+    await fake.post_message(ALICE, GENERAL, "@decklog decision fail over to the backup psp", thread_ts=ts)
+
+    def shown() -> str | None:
+        updates = [c for c in fake.server.calls_to("chat.update") if c.args.get("ts") == ts]
+        text = json.dumps(updates[-1].args.get("blocks")) if updates else ""
+        return text if "fail over to the backup psp" in text else None
+
+    blocks = await eventually(shown, what="the header updated with the record", timeout=10)
+    assert "*Goal:* restore checkout above 99%" in blocks and "stop the bleeding" not in blocks  # the current goal
+    assert "*Constraints:* no deploys without the commander" in blocks
+    assert "*Last decision:* fail over to the backup psp" in blocks and "page the psp" not in blocks
+    assert (await server.runtime.store.verify(scope)).ok  # nothing new in the stored state
