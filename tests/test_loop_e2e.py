@@ -119,6 +119,26 @@ async def test_a_hypothesis_ruled_out_with_its_button_is_not_repeated(server: De
     md = render(report, "md").decode()
     assert "## Findings" in md and "| rules | hypothesis | 2 | 0 | 1 | 0 | 0 | 1 |" in md
     assert (await server.runtime.store.verify(scope)).ok
+    # /metrics: the same counts, per reasoner, kind and outcome
+    text = await _scrape(server)
+    assert 'decklog_findings_total{kind="hypothesis",outcome="ruled_out",reasoner="rules"} 1.0' in text
+    assert 'decklog_findings_total{kind="hypothesis",outcome="unanswered",reasoner="rules"} 1.0' in text
+    dismissed = rows[("rules", "obligation")].dismissed
+    assert f'decklog_findings_total{{kind="obligation",outcome="dismissed",reasoner="rules"}} {dismissed:.1f}' in text
+    findings = server.parts.metrics.findings  # a scope whose version did not move is not read again
+    before, reads = {k: v for k, (v, _) in findings._cache.items()}, findings.reads
+    assert before.get(scope)
+    await findings.refresh(server.runtime.store, server.runtime.index)
+    moved = [k for k, (v, _) in findings._cache.items() if before.get(k) != v]
+    assert findings.reads - reads == len(moved)
+
+
+async def _scrape(server: DecklogServer) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(f"{server.url}/metrics") as response:
+        assert response.status == 200
+        return await response.text()
 
 
 def _alert(fingerprint: str) -> Any:
