@@ -257,3 +257,36 @@ async def test_the_header_shows_the_current_goal_the_constraints_and_the_last_de
     assert "*Constraints:* no deploys without the commander" in blocks
     assert "*Last decision:* fail over to the backup psp" in blocks and "page the psp" not in blocks
     assert (await server.runtime.store.verify(scope)).ok  # nothing new in the stored state
+
+
+async def test_the_record_in_incident_shortcut_turns_a_thread_message_into_a_typed_entry(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await declared(server)
+    said = await fake.post_message(BOB, GENERAL, "we only roll back with the commander's ok", thread_ts=ts)
+    message = await eventually(lambda: _said(server, scope, said.ts), what="the message in the log")
+    out = await fake.message_shortcut(ALICE, GENERAL, said.ts, "record_in_incident")
+    assert out.responses[0].status == 200
+    offer = await eventually(
+        lambda: next(
+            (e for e in fake.workspace.messages.ephemerals(user=ALICE) if "Record this message" in e.text), None
+        ),
+        what="the kinds offered to Alice only",
+    )
+    assert not fake.workspace.messages.ephemerals(user=BOB)
+    buttons = [el for b in offer.blocks if b["type"] == "actions" for el in b["elements"]]
+    assert [b["text"]["text"] for b in buttons] == ["Goal", "Constraint", "Decision", "Hypothesis"]
+    constraint = next(b["value"] for b in buttons if b["text"]["text"] == "Constraint")
+    await fake.click_button(ALICE, GENERAL, offer.ts, Action.RECORD_AS_CONSTRAINT, constraint)
+    [entry] = await eventually(lambda: entries(server, scope, "constraint"), what="the constraint")
+    assert entry.payload.text == "we only roll back with the commander's ok"  # type: ignore[attr-defined]
+    assert entry.actor.id == ALICE and entry.refs == (message.seq,)  # recorded by Alice, referencing Bob's message
+    await fake.click_button(
+        ALICE, GENERAL, offer.ts, Action.RECORD_AS_CONSTRAINT, constraint
+    )  # a second click: no second entry
+    await eventually(lambda: any("already recorded" in t for t in ephemerals(server, ALICE)), what="the repeat")
+    assert len(await entries(server, scope, "constraint")) == 1
+
+
+async def _said(server: DecklogServer, scope: str, ts: str) -> Entry | None:
+    found = [e for e in await server.runtime.store.read(scope, kinds=["message"]) if getattr(e.payload, "ts", "") == ts]
+    return found[-1] if found else None
