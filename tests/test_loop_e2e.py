@@ -290,3 +290,28 @@ async def test_the_record_in_incident_shortcut_turns_a_thread_message_into_a_typ
 async def _said(server: DecklogServer, scope: str, ts: str) -> Entry | None:
     found = [e for e in await server.runtime.store.read(scope, kinds=["message"]) if getattr(e.payload, "ts", "") == ts]
     return found[-1] if found else None
+
+
+async def test_take_it_then_done_on_an_agent_obligation(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await incident(server)
+    opened = (await eventually(lambda: entries(server, scope, "obligation_opened"), what="the obligation"))[0]
+    oid = opened.payload.obligation_id  # type: ignore[attr-defined]
+    assert opened.actor.type == "agent"
+    message = await eventually(lambda: posted_for(server, ts, opened.seq), what="the obligation in the thread")
+    buttons = {el["action_id"] for b in message.blocks if b["type"] == "actions" for el in b["elements"]}
+    assert {Action.OBLIGATION_TAKE, Action.OBLIGATION_DONE} <= buttons
+    value = f"{scope}|{opened.seq}"
+    await fake.click_button(ALICE, ALERTS_CHANNEL, message.ts, Action.OBLIGATION_TAKE, value)
+    await eventually(lambda: entries(server, scope, "obligation_claimed"), what="the claim")
+    held = (await server.runtime.store.get_state(scope)).obligations[oid]
+    assert held.holder == "alice"
+    await fake.click_button(ALICE, ALERTS_CHANNEL, message.ts, Action.OBLIGATION_DONE, value)
+    await eventually(lambda: entries(server, scope, "obligation_fulfilled"), what="done")
+    assert oid not in (await server.runtime.store.get_state(scope)).obligations
+    answers = [(a.actor.id, a.refs, a.payload.verdict) for a in await entries(server, scope, "finding_answer")]  # type: ignore[attr-defined]
+    assert answers == [(ALICE, (opened.seq,), "taken"), (ALICE, (opened.seq,), "done")]
+    report = build_report(*await read_logs(server.runtime.store, scope))
+    rows = {(f.reasoner, f.kind): f for f in report.findings}
+    assert rows[("rules", "obligation")].accepted >= 1
+    assert (await server.runtime.store.verify(scope)).ok
