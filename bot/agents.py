@@ -27,6 +27,7 @@ from bot.runtime import Runtime
 from bot.settings import Settings, project_root
 from bot.slack import SlackOut
 from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
+from core.agents.catchup import ModelCatchUp
 from core.agents.scheduler import AgentsSender
 from core.prompts import PromptLibrary
 
@@ -82,6 +83,7 @@ class Agents:
     scheduler: TurnScheduler
     ask: SlackAsk
     provides: Provides
+    catchup: ModelCatchUp | None = None  # issue 15: with Claude, ``catch me up`` is a bounded summarising call
 
 
 class TimedTurns(TurnRuntime):
@@ -144,4 +146,22 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agen
         debounce,
         max_wait,
     )
-    return Agents(turns, scheduler, SlackAsk(runtime=turns, store=rt.store), provides)
+    catchup = None if client is None else build_catchup(rt, client)
+    return Agents(turns, scheduler, SlackAsk(runtime=turns, store=rt.store), provides, catchup)
+
+
+def build_catchup(rt: Runtime, client: Any) -> ModelCatchUp:
+    """``catch me up`` with Claude: one request over the joiner view, no tools, at most 600 output tokens."""
+    from adapters.anthropic.catchup import ClaudeSummariser
+
+    cfg = rt.config.agents
+    summariser = ClaudeSummariser(
+        client,
+        prompts=PromptLibrary(project_root() / "prompts"),
+        model=cfg.model,
+        max_tokens=min(600, cfg.max_tokens),
+        request_timeout=cfg.turn_timeout_s,
+        input_usd_per_mtok=cfg.input_usd_per_mtok,
+        output_usd_per_mtok=cfg.output_usd_per_mtok,
+    )
+    return ModelCatchUp(rt.store, summariser, rt.clock, budget=cfg.view_budget_bytes)

@@ -7,6 +7,10 @@ Latencies are histograms (``_bucket``/``_sum``/``_count``), so Prometheus can ag
 - ``decklog_sender_latency_seconds``: an entry's commit to its delivery, per entry and topic (the dispatcher);
 - ``decklog_turn_seconds``: one agent turn, by outcome (the agents part).
 
+``decklog_findings_total{reasoner,kind,outcome}`` (issue 15) is computed from the incidents' logs
+(``core.reports.sections.findings.findings_counts``) by :class:`FindingsCollector`, refreshed before each scrape
+and cached per scope version (a scope whose version did not move is not read again).
+
 Everything else is a counter or gauge read from the live components at scrape time (``Live``), so that nothing is
 counted twice: the inbox, the store, the dispatcher, the Slack sender and the Slack listeners keep their counts.
 """
@@ -20,7 +24,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from core.index import Index
 from core.outbox import DispatchStats
+from core.reports.sections.findings import findings_counts
+from core.store import LogStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Slack allows 3 s for an ack; the buckets are finest where acks and deliveries usually land.
@@ -64,6 +71,8 @@ class ServerMetrics:
             buckets=TURN_BUCKETS,
             registry=self.registry,
         )
+        self.findings = FindingsCollector()
+        self.registry.register(self.findings)
 
     def observe_request(self, route: str, method: str, status: int) -> None:
         self.requests.labels(route=route, method=method, status=str(status)).inc()
@@ -134,3 +143,51 @@ class _Scrape(Collector):
     def collect(self) -> Iterable[Metric]:
         yield from self._registry.collect()
         yield from self._live.families()
+
+
+class FindingsCollector(Collector):
+    """``decklog_findings_total{reasoner,kind,outcome}`` over the incident scopes: ``refresh`` (async, before a
+    scrape) reads the logs whose version changed since the last refresh; ``collect`` (sync) sums the cache."""
+
+    NAME = "decklog_findings"
+    LABELS = ("reasoner", "kind", "outcome")
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
+        self.reads = 0  # logs read (a scope is read again only when its version moved)
+
+    async def refresh(self, store: LogStore, index: Index, *, limit: int = 10_000) -> None:
+        rows = await index.list_scopes(kind="incident", open_only=False, limit=limit)
+        cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
+        for row in rows:
+            cached = self._cache.get(row.id)
+            if cached is not None and cached[0] == row.version:
+                cache[row.id] = cached
+                continue
+            try:
+                entries = await store.read(row.id)
+            except Exception:
+                continue  # a scope that cannot be read now is left out of this scrape
+            self.reads += 1
+            cache[row.id] = (row.version, findings_counts([entries]))
+        self._cache = cache
+
+    def totals(self) -> dict[tuple[str, str, str], int]:
+        out: dict[tuple[str, str, str], int] = {}
+        for _version, counts in self._cache.values():
+            for key, n in counts.items():
+                out[key] = out.get(key, 0) + n
+        return dict(sorted(out.items()))
+
+    def describe(self) -> Iterable[Metric]:
+        return [CounterMetricFamily(self.NAME, self._help(), labels=self.LABELS)]
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.NAME, self._help(), labels=self.LABELS)
+        for key, n in self.totals().items():
+            family.add_metric(list(key), n)
+        yield family
+
+    @staticmethod
+    def _help() -> str:
+        return "Agent findings by reasoner, kind and what people made of them (incident logs)"

@@ -65,6 +65,7 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
 
     async def scrape(_request: web.Request) -> web.StreamResponse:
         live = await read_live(rt, out, slack)
+        await metrics.findings.refresh(rt.store, rt.index)  # decklog_findings_total, cached per scope version
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
     provides = Provides(

@@ -224,7 +224,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
         hooks.export = SlackExport(rt)
     if "agents" in parts:
         built.agents = build_agents(rt, out, turn_seconds=metrics.turn_seconds)
-        hooks.ask = built.agents.ask
+        hooks.ask, hooks.catchup = built.agents.ask, built.agents.catchup  # catchup: None without Claude
         built.provided.append(built.agents.provides)
     if "actions" in parts:
         built.actions = build_actions(rt, verify_here=built.agents is None)

@@ -119,6 +119,26 @@ async def test_a_hypothesis_ruled_out_with_its_button_is_not_repeated(server: De
     md = render(report, "md").decode()
     assert "## Findings" in md and "| rules | hypothesis | 2 | 0 | 1 | 0 | 0 | 1 |" in md
     assert (await server.runtime.store.verify(scope)).ok
+    # /metrics: the same counts, per reasoner, kind and outcome
+    text = await _scrape(server)
+    assert 'decklog_findings_total{kind="hypothesis",outcome="ruled_out",reasoner="rules"} 1.0' in text
+    assert 'decklog_findings_total{kind="hypothesis",outcome="unanswered",reasoner="rules"} 1.0' in text
+    dismissed = rows[("rules", "obligation")].dismissed
+    assert f'decklog_findings_total{{kind="obligation",outcome="dismissed",reasoner="rules"}} {dismissed:.1f}' in text
+    findings = server.parts.metrics.findings  # a scope whose version did not move is not read again
+    before, reads = {k: v for k, (v, _) in findings._cache.items()}, findings.reads
+    assert before.get(scope)
+    await findings.refresh(server.runtime.store, server.runtime.index)
+    moved = [k for k, (v, _) in findings._cache.items() if before.get(k) != v]
+    assert findings.reads - reads == len(moved)
+
+
+async def _scrape(server: DecklogServer) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(f"{server.url}/metrics") as response:
+        assert response.status == 200
+        return await response.text()
 
 
 def _alert(fingerprint: str) -> Any:
@@ -180,6 +200,17 @@ async def test_run_status_page_update_validates_parks_and_is_approved(make_serve
         await eventually(lambda: entries(server, scope, "action_result"), what="the status page update ran")
         runs = [e.payload.action for e in await entries(server, scope, "action_started")]  # type: ignore[attr-defined]
         assert runs == ["status_page_update"]
+        # an R4 is refused with its reason, ephemerally, and the refusal is recorded (DESIGN §1: denied outright)
+        await fake.run_command(ALICE, GENERAL, f"run drop_database {scope}")
+        refused = await eventually(
+            lambda: next((t for t in ephemerals(server, ALICE) if "`drop_database` was refused" in t), None),
+            what="the R4 refusal",
+        )
+        assert "(R4)" in refused and "never run by decklog" in refused
+        denied = [e.payload for e in await entries(server, scope, "proposal") if e.payload.action == "drop_database"]  # type: ignore[attr-defined]
+        assert [(p.status, p.proposer, p.expires_at) for p in denied] == [("denied", ALICE, "")]
+        assert "drop_database" not in [e.payload.action for e in await entries(server, scope, "action_started")]  # type: ignore[attr-defined]
+        assert not any("drop_database" in m.text for m in fake.workspace.thread(GENERAL, ts))  # never offered
 
 
 def _posted(server: DecklogServer, channel: str, ts: str, seq: int) -> Any:
@@ -205,3 +236,82 @@ async def test_catch_me_up_answers_a_joiner_ephemerally(server: DecklogServer) -
     await eventually(lambda: len([t for t in ephemerals(server, CAROL) if "Catch-up" in t]) >= 2)
     thread = [m.text for m in fake.workspace.thread(GENERAL, ts)]
     assert not any("Catch-up" in t for t in thread)  # only the person who asked sees it
+
+
+async def test_the_header_shows_the_current_goal_the_constraints_and_the_last_decision(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await declared(server)
+    await fake.post_message(ALICE, GENERAL, "@decklog goal stop the bleeding", thread_ts=ts)
+    await fake.post_message(ALICE, GENERAL, "@decklog goal restore checkout above 99%", thread_ts=ts)
+    await fake.post_message(BOB, GENERAL, "@decklog constraint no deploys without the commander", thread_ts=ts)
+    await fake.post_message(BOB, GENERAL, "@decklog decision page the psp", thread_ts=ts)
+    await fake.post_message(ALICE, GENERAL, "@decklog decision fail over to the backup psp", thread_ts=ts)
+
+    def shown() -> str | None:
+        updates = [c for c in fake.server.calls_to("chat.update") if c.args.get("ts") == ts]
+        text = json.dumps(updates[-1].args.get("blocks")) if updates else ""
+        return text if "fail over to the backup psp" in text else None
+
+    blocks = await eventually(shown, what="the header updated with the record", timeout=10)
+    assert "*Goal:* restore checkout above 99%" in blocks and "stop the bleeding" not in blocks  # the current goal
+    assert "*Constraints:* no deploys without the commander" in blocks
+    assert "*Last decision:* fail over to the backup psp" in blocks and "page the psp" not in blocks
+    assert (await server.runtime.store.verify(scope)).ok  # nothing new in the stored state
+
+
+async def test_the_record_in_incident_shortcut_turns_a_thread_message_into_a_typed_entry(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await declared(server)
+    said = await fake.post_message(BOB, GENERAL, "we only roll back with the commander's ok", thread_ts=ts)
+    message = await eventually(lambda: _said(server, scope, said.ts), what="the message in the log")
+    out = await fake.message_shortcut(ALICE, GENERAL, said.ts, "record_in_incident")
+    assert out.responses[0].status == 200
+    offer = await eventually(
+        lambda: next(
+            (e for e in fake.workspace.messages.ephemerals(user=ALICE) if "Record this message" in e.text), None
+        ),
+        what="the kinds offered to Alice only",
+    )
+    assert not fake.workspace.messages.ephemerals(user=BOB)
+    buttons = [el for b in offer.blocks if b["type"] == "actions" for el in b["elements"]]
+    assert [b["text"]["text"] for b in buttons] == ["Goal", "Constraint", "Decision", "Hypothesis"]
+    constraint = next(b["value"] for b in buttons if b["text"]["text"] == "Constraint")
+    await fake.click_button(ALICE, GENERAL, offer.ts, Action.RECORD_AS_CONSTRAINT, constraint)
+    [entry] = await eventually(lambda: entries(server, scope, "constraint"), what="the constraint")
+    assert entry.payload.text == "we only roll back with the commander's ok"  # type: ignore[attr-defined]
+    assert entry.actor.id == ALICE and entry.refs == (message.seq,)  # recorded by Alice, referencing Bob's message
+    await fake.click_button(
+        ALICE, GENERAL, offer.ts, Action.RECORD_AS_CONSTRAINT, constraint
+    )  # a second click: no second entry
+    await eventually(lambda: any("already recorded" in t for t in ephemerals(server, ALICE)), what="the repeat")
+    assert len(await entries(server, scope, "constraint")) == 1
+
+
+async def _said(server: DecklogServer, scope: str, ts: str) -> Entry | None:
+    found = [e for e in await server.runtime.store.read(scope, kinds=["message"]) if getattr(e.payload, "ts", "") == ts]
+    return found[-1] if found else None
+
+
+async def test_take_it_then_done_on_an_agent_obligation(server: DecklogServer) -> None:
+    fake = server.sandbox
+    scope, ts = await incident(server)
+    opened = (await eventually(lambda: entries(server, scope, "obligation_opened"), what="the obligation"))[0]
+    oid = opened.payload.obligation_id  # type: ignore[attr-defined]
+    assert opened.actor.type == "agent"
+    message = await eventually(lambda: posted_for(server, ts, opened.seq), what="the obligation in the thread")
+    buttons = {el["action_id"] for b in message.blocks if b["type"] == "actions" for el in b["elements"]}
+    assert {Action.OBLIGATION_TAKE, Action.OBLIGATION_DONE} <= buttons
+    value = f"{scope}|{opened.seq}"
+    await fake.click_button(ALICE, ALERTS_CHANNEL, message.ts, Action.OBLIGATION_TAKE, value)
+    await eventually(lambda: entries(server, scope, "obligation_claimed"), what="the claim")
+    held = (await server.runtime.store.get_state(scope)).obligations[oid]
+    assert held.holder == "alice"
+    await fake.click_button(ALICE, ALERTS_CHANNEL, message.ts, Action.OBLIGATION_DONE, value)
+    await eventually(lambda: entries(server, scope, "obligation_fulfilled"), what="done")
+    assert oid not in (await server.runtime.store.get_state(scope)).obligations
+    answers = [(a.actor.id, a.refs, a.payload.verdict) for a in await entries(server, scope, "finding_answer")]  # type: ignore[attr-defined]
+    assert answers == [(ALICE, (opened.seq,), "taken"), (ALICE, (opened.seq,), "done")]
+    report = build_report(*await read_logs(server.runtime.store, scope))
+    rows = {(f.reasoner, f.kind): f for f in report.findings}
+    assert rows[("rules", "obligation")].accepted >= 1
+    assert (await server.runtime.store.verify(scope)).ok

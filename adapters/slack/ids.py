@@ -25,7 +25,19 @@ class Action(StrEnum):
     HYPOTHESIS_RULE_OUT = "hypothesis_rule_out"
     OBLIGATION_TAKE = "obligation_take"
     OBLIGATION_DONE = "obligation_done"
-    RECORD_AS = "record_as"  # value: JSON {scope, kind, ts, text}
+    # the shortcut's kind buttons share one actions block, where Slack wants distinct action ids (invalid_blocks)
+    RECORD_AS_GOAL = "record_as_goal"  # value: JSON {scope, kind, ts, text}
+    RECORD_AS_CONSTRAINT = "record_as_constraint"
+    RECORD_AS_DECISION = "record_as_decision"
+    RECORD_AS_HYPOTHESIS = "record_as_hypothesis"
+
+
+RECORD_AS = {
+    "goal": Action.RECORD_AS_GOAL,
+    "constraint": Action.RECORD_AS_CONSTRAINT,
+    "decision": Action.RECORD_AS_DECISION,
+    "hypothesis": Action.RECORD_AS_HYPOTHESIS,
+}
 
 
 class Shortcut(StrEnum):

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
-from core.actions.outcomes import ActionInfo, CompensationKind, CompensationOutcome, DecisionKind, DecisionOutcome
+from core.actions.outcomes import (
+    ActionInfo,
+    CompensationKind,
+    CompensationOutcome,
+    DecisionKind,
+    DecisionOutcome,
+    Proposed,
+)
 from core.entries import Actor
 
 
@@ -88,6 +95,17 @@ class Desk(Protocol):
         actor: Actor,
     ) -> Awaitable[str]: ...
 
+    def make_proposal(
+        self,
+        scope: str,
+        *,
+        action: str,
+        params: dict[str, Any],
+        rationale: str,
+        actor: Actor,
+        idempotency_key: str | None = None,
+    ) -> Awaitable[Proposed]: ...
+
     def listing(self) -> list[ActionInfo]: ...
 
 
@@ -106,20 +124,30 @@ class SlackDesk:
         return compensation_text(await self.desk.compensate(scope, run_id, actor, key))
 
     async def propose(self, *, scope: str, action: str, params: dict[str, str], actor: Actor, key: str = "") -> str:
-        """``run <action> key=value …``: the desk's policy decides (R1 runs, R2/R3 park, R4 is refused)."""
-        line = await self.desk.propose(
+        """``run <action> key=value …``: the desk's policy decides (R1 runs, R2/R3 park, R4 is refused — an
+        answer, recorded as a denied proposal, never an error). ``key`` makes a retried request answer the same."""
+        made = await self.desk.make_proposal(
             scope,
             action=action,
             params=dict(params),
             rationale=f"requested by {actor.label()} in Slack",
-            obligation_id=None,
             actor=actor,
+            idempotency_key=key or None,
         )
-        return f":gear: {line}"
+        return proposed_text(action, made)
 
     async def actions(self) -> str:
         """``actions``: the catalog, with risk, parameters and availability."""
         return catalog_text(self.desk.listing())
+
+
+def proposed_text(action: str, made: Proposed) -> str:
+    """The reply to ``run <action>``, by what the policy decided."""
+    if made.status == "denied":
+        return f":no_entry: `{action}` was refused — {made.text}. Nothing will run; the refusal is recorded."
+    if made.status == "waiting_for_approval":
+        return f":hourglass_flowing_sand: {made.text}"
+    return f":gear: {made.text}"
 
 
 def catalog_text(actions: Sequence[ActionInfo]) -> str:
@@ -129,6 +157,8 @@ def catalog_text(actions: Sequence[ActionInfo]) -> str:
     for a in actions:
         params = ", ".join(_param(name, spec) for name, spec in a.params_schema.items()) or "no parameters"
         avail = "available" if a.available else f"unavailable: {a.unavailable_reason}"
+        if a.risk == "R4":
+            avail = "never run: R4 is refused when asked for"
         lines.append(f"• `{a.name}` [{a.risk}] — {a.description} · {params} · _{avail}_")
     return "\n".join(lines)
 

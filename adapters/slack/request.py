@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,8 @@ SCOPE = "decklog_scope"  # the scope the request is about, when the middleware f
 MESSAGE = "decklog_message"  # the message a reaction is on
 FAILED = "decklog_failed"  # an error raised in a middleware, raised again by run_work
 
+log = logging.getLogger("decklog.slack")
+
 
 @dataclass
 class Req:
@@ -28,6 +32,10 @@ class Req:
     respond: Any
     client: AsyncWebClient
     context: Any
+
+    def __post_init__(self) -> None:
+        if callable(self.respond) and not getattr(self.respond, "checked", False):
+            self.respond = _checked(self.respond)
 
     @property
     def event(self) -> dict[str, Any]:
@@ -60,3 +68,19 @@ class Req:
     def scope(self) -> str | None:
         scope: str | None = self.context.get(SCOPE)
         return scope
+
+
+def _checked(respond: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``respond`` that says so in the log when Slack refuses the answer (a ``response_url`` answering 4xx, e.g.
+    ``invalid_blocks``): Bolt returns the refusal instead of raising, and the person would see nothing."""
+
+    async def respond_checked(*args: Any, **kwargs: Any) -> Any:
+        response = await respond(*args, **kwargs)
+        status = getattr(response, "status_code", 200)
+        if isinstance(status, int) and status >= 300:
+            text = str(kwargs.get("text", ""))[:80]
+            log.warning("slack: the response_url answered %s (%s) to %r", status, getattr(response, "body", ""), text)
+        return response
+
+    respond_checked.checked = True  # type: ignore[attr-defined]
+    return respond_checked

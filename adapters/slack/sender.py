@@ -210,7 +210,7 @@ class SlackSender:
         memo = await self._memo_get(scope, "header")
         if not memo or not memo.get("ts"):
             return
-        out = render.header(state)
+        out = render.header(state, await self._header_record(scope))
         digest = _digest(out)
         if memo.get("digest") == digest:
             return
@@ -221,6 +221,13 @@ class SlackSender:
         self.stats.updates += 1
         self._last_header[scope] = time.monotonic()
         await self._memo_put(scope, "header", {**memo, "digest": digest})
+
+    async def _header_record(self, scope: str) -> list[Entry]:
+        """The typed record the header shows (issue 15): the last goal, the last constraints, the last decision."""
+        out: list[Entry] = []
+        for kind, limit in (("goal", 1), ("constraint", render.CONSTRAINTS_SHOWN), ("decision", 1)):
+            out += await self.store.read_last(scope, limit=limit, kinds=[kind])
+        return out
 
     async def _deferred_refresh(self, scope: str) -> None:
         try:
@@ -248,7 +255,7 @@ class SlackSender:
             log.warning("slack: %s has no channel (set DECKLOG_ALERTS_CHANNEL); it stays in the log only", scope)
             await self._memo_put(scope, "header", {"state": "no_channel"})
             return
-        out = render.header(state)
+        out = render.header(state, await self._header_record(scope))
         posted = await self._post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
         permalink = ""
         try:

@@ -117,7 +117,10 @@ class Proposals:
                     return []
             return self._entries(s, req, pid, evidence)
 
-        await self.ctx.store.append(scope, decide, idempotency_key=idempotency_key)
+        result = await self.ctx.store.append(scope, decide, idempotency_key=idempotency_key)
+        if result.duplicate:  # a retried request: the proposal its first delivery made
+            made = [e.payload.proposal_id for e in result.entries if isinstance(e.payload, ProposalMade)]
+            return (made[-1], True) if made else (found[0] if found else pid, bool(found))
         return (found[0], True) if found else (pid, False)
 
     def _entries(self, s: ScopeState, req: Request, pid: str, evidence: Evidence) -> list[NewEntry]:

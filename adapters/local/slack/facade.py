@@ -255,6 +255,23 @@ class FakeSlack:
         )
         return Outcome(responses=[await self.delivery.interaction(payload)], message=stored)
 
+    async def message_shortcut(self, user: str, channel: str, message_ts: str, callback_id: str) -> Outcome:
+        """A person runs a message shortcut (the message's ⋮ menu) on a message of ``channel``."""
+        person, room = self._who(user, channel)
+        stored = self.workspace.messages.get(room.id, message_ts)
+        if stored is None:
+            raise ValueError(f"no message {message_ts} in {channel}")
+        payload = self.payloads.message_action(
+            person,
+            room,
+            stored.to_api(),
+            callback_id=callback_id,
+            trigger_id=self.workspace.issue_trigger(person.id),
+            action_ts=self.workspace.clock.next(),
+            response_url=self.server.response_url(room.id, person.id, thread_ts=stored.thread_ts),
+        )
+        return Outcome(responses=[await self.delivery.interaction(payload)], message=stored)
+
     async def click_view_button(self, user: str, view_id: str, action_id: str, value: str | None = None) -> Outcome:
         """A person clicks a button in their App Home tab or in an open modal."""
         return await self._act_on_view(user, view_id, action_id, value, _BUTTON)

@@ -193,6 +193,34 @@ class PayloadFactory:
         payload["actions"] = actions
         return payload
 
+    def message_action(
+        self,
+        user: User,
+        channel: Channel,
+        message: JSON,
+        *,
+        callback_id: str,
+        trigger_id: str,
+        action_ts: str,
+        response_url: str,
+    ) -> JSON:
+        """A message shortcut (Slack's ``message_action`` interaction): the person, the channel and the message."""
+        return {
+            "type": "message_action",
+            "token": self.verification_token,
+            "action_ts": action_ts,
+            "team": self._team(),
+            "user": self._user(user),
+            "channel": {"id": channel.id, "name": "directmessage" if channel.is_im else channel.name},
+            "is_enterprise_install": False,
+            "enterprise": None,
+            "callback_id": callback_id,
+            "trigger_id": trigger_id,
+            "response_url": response_url,
+            "message_ts": message.get("ts", ""),
+            "message": message,
+        }
+
     def view_submission(self, user: User, view: JSON, *, trigger_id: str) -> JSON:
         return {
             "type": "view_submission",

@@ -10,7 +10,7 @@ from slack_bolt.async_app import AsyncApp
 
 from adapters.slack import render, subcommands
 from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import Action, Shortcut
+from adapters.slack.ids import RECORD_AS, Action, Shortcut
 from adapters.slack.listeners.errors import Work, acked
 from adapters.slack.middleware import action_context, counted, middleware
 from adapters.slack.ports import Where
@@ -135,7 +135,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         Action.PROPOSAL_DENY: on_proposal,
         Action.HOME_OPEN: on_home_link,
         **dict.fromkeys(FINDING_VERDICTS, on_finding),
-        Action.RECORD_AS: on_record_as,
+        **dict.fromkeys(RECORD_AS.values(), on_record_as),
     }
     for action_id, work in handlers.items():
         chain = [counted(deps, "actions")]
@@ -185,7 +185,7 @@ def record_choices(scope: str, ts: str, text: str) -> list[dict[str, Any]]:
     """The shortcut's ephemeral answer: the message, and one button per kind (each value carries the text)."""
     clipped = text[:1500]
     buttons = [
-        render.button(kind.capitalize(), Action.RECORD_AS, json.dumps({"s": scope, "k": kind, "ts": ts, "t": clipped}))
+        render.button(kind.capitalize(), RECORD_AS[kind], json.dumps({"s": scope, "k": kind, "ts": ts, "t": clipped}))
         for kind in RECORD_KINDS
     ]
     quote = render.esc(clipped[:300])

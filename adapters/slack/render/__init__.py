@@ -18,7 +18,7 @@ from adapters.slack.render.blocks import (
     severity_label,
     severity_options,
 )
-from adapters.slack.render.header import header
+from adapters.slack.render.header import CONSTRAINTS_SHOWN, header
 from adapters.slack.render.home import home_view
 from adapters.slack.render.modals import declare_modal, picker, usage
 from adapters.slack.render.proposals import proposal_message, proposal_outcome
@@ -29,6 +29,7 @@ _section = section
 _context = context
 
 __all__ = [
+    "CONSTRAINTS_SHOWN",
     "REPLIES",
     "SEV_EMOJI",
     "STATUS_EMOJI",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from adapters.slack.ids import Action
 from adapters.slack.render.blocks import (
     STATUS_EMOJI,
@@ -15,16 +17,25 @@ from adapters.slack.render.blocks import (
     severity_label,
     severity_options,
 )
+from core.entries import Entry
 from core.state import ScopeState
 
+RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record (issue 15)
+CONSTRAINTS_SHOWN = 5
 
-def header(state: ScopeState) -> Outgoing:
+
+def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
+    """The header; ``record``: the latest goal / constraint / decision entries (read from the log by the sender,
+    not kept in the state), shown as the current goal, the open constraints and the last decision."""
     sev = severity_label(state.severity)
     title = f"{sev} · {state.title}" if state.kind == "incident" else f":package: {state.title}"
     blocks: list[Block] = [
         {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": True}},
         {"type": "section", "fields": _fields(state, sev)[:10]},
     ]
+    typed = _record(record)
+    if typed:
+        blocks.append(section(typed))
     if state.obligations:
         lines = [
             f"• {esc(o.text)}" + (f" _(held by {o.holder})_" if o.holder else "") for o in state.obligations.values()
@@ -36,6 +47,23 @@ def header(state: ScopeState) -> Outgoing:
         blocks.append(_controls(state))
     blocks.append(context(f"`{state.scope}` · reply in this thread; everything here is recorded"))
     return Outgoing(text=f"{title} — {state.status}", blocks=blocks)
+
+
+def _record(record: Sequence[Entry]) -> str:
+    by_kind: dict[str, list[str]] = {k: [] for k in RECORD_KINDS}
+    for e in sorted(record, key=lambda e: e.seq):
+        text = str(getattr(e.payload, "text", "") or "")
+        if e.kind in by_kind and text:
+            by_kind[e.kind].append(esc(text))
+    lines = []
+    if by_kind["goal"]:
+        lines.append(f":dart: *Goal:* {by_kind['goal'][-1]}")
+    if by_kind["constraint"]:
+        shown = by_kind["constraint"][-CONSTRAINTS_SHOWN:]
+        lines.append(":no_entry: *Constraints:* " + "; ".join(shown))
+    if by_kind["decision"]:
+        lines.append(f":scales: *Last decision:* {by_kind['decision'][-1]}")
+    return "\n".join(lines)[:2900]
 
 
 def _fields(state: ScopeState, sev: str) -> list[Block]:
