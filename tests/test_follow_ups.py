@@ -219,3 +219,18 @@ async def poll_until_async(store: SqliteLogStore) -> int:
             return len(found)
         await asyncio.sleep(0.02)
     raise AssertionError("no follow_up_synced entry within 20s")
+
+
+def test_the_slack_row_parses_and_refuses_with_usage() -> None:
+    from adapters.slack.grammar import UsageError, follow_up_args
+    from adapters.slack.subcommands.table import TABLE
+
+    assert "follow-up" in [row.name for row in TABLE]
+    assert follow_up_args(["page", "the", "db", "team", "<@U9>", "due", "2027-02-01"]) == {
+        "text": "page the db team",
+        "owner": "U9",
+        "due": "2027-02-01",
+    }
+    for bad in ([], ["due", "2027-02-31"], ["x", "due", "soon"]):
+        with pytest.raises(UsageError):
+            follow_up_args(bad)
