@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from adapters.executors.http import HttpExecutor
+from adapters.executors.pagerduty import PagerDutyExecutor
 from adapters.executors.statuspage import StatuspageExecutor
 from adapters.slack import render
 from adapters.slack.outcomes import SlackDesk
@@ -55,6 +56,9 @@ def build_catalog(settings: Settings, config: DecklogConfig) -> Catalog:
     env = dict(os.environ)
     env["DECKLOG_DEPLOY_API_URL"] = settings.deploy_api_url or ""
     env["DECKLOG_STATUSPAGE_API_URL"] = settings.statuspage_api_url or ""
+    env["DECKLOG_PAGERDUTY_EVENTS_URL"] = settings.pagerduty_events_url
+    key = settings.pagerduty_routing_key
+    env["DECKLOG_PAGERDUTY_ROUTING_KEY"] = key.get_secret_value() if key is not None else ""
     try:
         return Catalog.from_config(config.actions, env=env, timeout_override=settings.executor_timeout)
     except DecklogError as exc:
@@ -70,6 +74,10 @@ def build_egress(settings: Settings, config: DecklogConfig, catalog: Catalog) ->
 
 def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: EgressPolicy | None = None) -> Executor:
     """The executor of one action; every call it makes goes through ``egress`` (None: its own URLs' hosts)."""
+    if spec.type == "pagerduty":
+        return PagerDutyExecutor(
+            session, url=spec.url, routing_key=spec.routing_key, timeout=spec.timeout_s, egress=egress
+        )
     if spec.type == "statuspage":
         return StatuspageExecutor(
             session, url=spec.url, page_id=spec.page_id, api_key=spec.api_key, timeout=spec.timeout_s, egress=egress

@@ -10,11 +10,13 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SlackMode = Literal["sandbox", "http", "socket"]
 SLACK_DEFAULT_API_URL = "https://slack.com/api/"
+GITHUB_DEFAULT_API_URL = "https://api.github.com"
+PAGERDUTY_DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class SettingsError(Exception):
@@ -57,6 +59,17 @@ class Settings(BaseSettings):
     turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
     # postgresql://… or postgresql+psycopg://…: every scope and the index in that database; unset = SQLite files
     database_url: str | None = Field(None, validation_alias="DECKLOG_DATABASE_URL")
+    # issue 18: follow-ups in the team's tracker (GitHub Issues or Jira) and paging (PagerDuty Events API v2)
+    github_token: SecretStr | None = Field(None, validation_alias="DECKLOG_GITHUB_TOKEN")
+    github_repo: str | None = Field(None, validation_alias="DECKLOG_GITHUB_REPO", pattern=r"^[\w.-]+/[\w.-]+$")
+    github_api_url: str = Field(GITHUB_DEFAULT_API_URL, validation_alias="DECKLOG_GITHUB_API_URL")
+    jira_url: str | None = Field(None, validation_alias="DECKLOG_JIRA_URL")
+    jira_email: str | None = Field(None, validation_alias="DECKLOG_JIRA_EMAIL")
+    jira_token: SecretStr | None = Field(None, validation_alias="DECKLOG_JIRA_TOKEN")
+    jira_project: str | None = Field(None, validation_alias="DECKLOG_JIRA_PROJECT")
+    jira_issue_type: str = Field("Task", min_length=1, validation_alias="DECKLOG_JIRA_ISSUE_TYPE")
+    pagerduty_routing_key: SecretStr | None = Field(None, validation_alias="DECKLOG_PAGERDUTY_ROUTING_KEY")
+    pagerduty_events_url: str = Field(PAGERDUTY_DEFAULT_EVENTS_URL, validation_alias="DECKLOG_PAGERDUTY_EVENTS_URL")
 
     @field_validator(
         "slack_bot_token",
@@ -66,6 +79,9 @@ class Settings(BaseSettings):
         "api_token",
         "log_key",
         "anthropic_api_key",
+        "github_token",
+        "jira_token",
+        "pagerduty_routing_key",
         mode="before",
     )
     @classmethod
@@ -73,13 +89,37 @@ class Settings(BaseSettings):
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator(
-        "slack_api_url", "deploy_api_url", "statuspage_api_url", "anthropic_base_url", "alerts_channel", mode="before"
+        "slack_api_url",
+        "deploy_api_url",
+        "statuspage_api_url",
+        "anthropic_base_url",
+        "alerts_channel",
+        "github_repo",
+        "jira_url",
+        "jira_email",
+        "jira_project",
+        mode="before",
     )
     @classmethod
     def _empty_url_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("slack_api_url", "deploy_api_url", "statuspage_api_url", "anthropic_base_url")
+    @field_validator("github_api_url", "pagerduty_events_url", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, str) and not value.strip():
+            return GITHUB_DEFAULT_API_URL if info.field_name == "github_api_url" else PAGERDUTY_DEFAULT_EVENTS_URL
+        return value
+
+    @field_validator(
+        "slack_api_url",
+        "deploy_api_url",
+        "statuspage_api_url",
+        "anthropic_base_url",
+        "github_api_url",
+        "jira_url",
+        "pagerduty_events_url",
+    )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

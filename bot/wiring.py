@@ -19,6 +19,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
+import aiohttp
+
+from adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
 from adapters.local.sandbox import (
     LocalPage,
     LocalSlack,
@@ -30,7 +33,8 @@ from adapters.local.sandbox import (
 )
 from adapters.slack.app import build_http_session
 from adapters.slack.hooks import SlackHooks
-from bot.actions import Actions, build_actions
+from adapters.trackers.build import build_tracker
+from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor
 from bot.agents import Agents, build_agents
 from bot.api import build_api
 from bot.config import DecklogConfig, load_config
@@ -44,6 +48,8 @@ from bot.scheduler import SchedulerAlarm
 from bot.settings import Settings, SlackMode
 from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
 from core.clock import Clock
+from core.follow_ups import FollowUpsSender
+from core.outbox import Sender
 
 log = logging.getLogger("decklog")
 
@@ -136,6 +142,7 @@ async def _build(
     out = build_slack_out(rt, endpoint, mode, http=http)
     features = _features(rt, out, parts, metrics)
     provided += features.provided
+    provided.append(_tracker_senders(rt, http, features))
     slack = await build_slack_in(rt, out, features.hooks, endpoint, mode)
     closers += [slack.inbox.close, _finish_work(slack)]
     provided.append(slack.provides)
@@ -236,6 +243,27 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
             built.agents.turns.use_proposer(built.actions.desk)
             built.agents.turns.use_catalog(built.actions.catalog)
     return built
+
+
+def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features) -> Provides:
+    """Issue 18: the ``trackers`` sender (GitHub Issues or Jira, when configured) and the ``paging`` sender
+    (when the catalog has an available ``pagerduty`` action)."""
+    s = rt.settings
+    senders: list[Sender] = []
+    tracker = build_tracker(s, http)
+    if tracker is not None:
+        base = f"http://{s.host}:{s.port}"
+        senders.append(FollowUpsSender(rt.store, tracker, lambda scope: f"{base}/api/scopes/{scope}/report.html"))
+        log.info("follow-ups: filed in %s", tracker.name)
+    if built.actions is not None:
+        catalog = build_catalog(s, rt.config)
+        paging = [spec for spec in catalog if spec.available and spec.executor.type == "pagerduty"]
+        if paging:
+            egress = build_egress(s, rt.config, catalog)
+            executor = build_executor(paging[0].executor, http, egress)
+            assert isinstance(executor, PagerDutyExecutor)
+            senders.append(PagingSender(rt.store, executor, [spec.name for spec in paging]))
+    return Provides(senders=senders)
 
 
 def _finish_work(slack: SlackIn) -> Stopper:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+import re
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -229,6 +230,50 @@ class ObligationFulfilled(Payload):
 class ObligationCancelled(Payload):
     obligation_id: str
     reason: str = ""
+
+
+# --- follow-ups in the team's tracker (issue 18) ----------------------------------------------------------------
+
+
+def _due(value: str) -> str:
+    if value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("due must be a date YYYY-MM-DD")
+    if value:
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"due {value!r} is not a calendar date") from None
+    return value
+
+
+class FollowUp(Payload):
+    """``@decklog follow-up <text> [@owner] [due YYYY-MM-DD]``: work for after the incident, synced to a tracker."""
+
+    text: str = Field(min_length=1, max_length=500)
+    owner: str = Field(default="", max_length=200)
+    due: str = ""
+    obligation_id: str = ""  # when it was made from an open obligation (the report's button)
+
+    _check_due = field_validator("due")(_due)
+
+
+class FollowUpSynced(Payload):
+    """The tracker issue of a follow-up (``refs``: the follow_up's seq); ``text`` contains the issue's URL."""
+
+    follow_up: int = Field(ge=1)
+    tracker: Literal["github", "jira"]
+    url: str = Field(min_length=1, max_length=2000)
+    number: str = Field(min_length=1, max_length=100)  # GitHub's issue number, Jira's key
+    text: str = Field(min_length=1)
+
+
+class FollowUpClosed(Payload):
+    """The tracker says the follow-up's issue was closed (a GitHub ``issues`` webhook)."""
+
+    follow_up: int = Field(ge=1)
+    url: str = ""
+    state: str = "closed"
+    by: str = ""
 
 
 class FenceRejected(Payload):
@@ -465,6 +510,9 @@ PAYLOADS: dict[str, type[Payload]] = {
     "report_exported": ReportExported,
     "delivery_failed": DeliveryFailed,
     "finding_answer": FindingAnswer,  # issue 15
+    "follow_up": FollowUp,  # issue 18
+    "follow_up_synced": FollowUpSynced,
+    "follow_up_closed": FollowUpClosed,
 }
 
 
@@ -670,6 +718,13 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
         case FindingAnswer():
             what = f" ({p.suspect_scope or p.obligation_id})" if p.suspect_scope or p.obligation_id else ""
             return f"{who} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}{what}"
+        case FollowUp():
+            extra = (f" → {p.owner}" if p.owner else "") + (f" (due {p.due})" if p.due else "")
+            return f"Follow-up ({who}): {_clip(p.text)}{extra}"
+        case FollowUpSynced():
+            return p.text
+        case FollowUpClosed():
+            return f"Follow-up #{p.follow_up} closed in the tracker{': ' + p.url if p.url else ''}"
         case DeliveryFailed():
             return f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
     return kind

@@ -20,6 +20,7 @@ HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcomma
 • `resolve [summary]` — resolve   • `timeline` — the last entries   • `list` — open incidents
 • `link <scope>` — link another scope   • `ask <question>` — ask the agent
 • `goal <text>` / `constraint <text>` / `decision <text>` / `hypothesis <text>` — record the goal, a constraint, a decision or a hypothesis
+• `follow-up <text> [@owner] [due YYYY-MM-DD]` — a follow-up, filed in the team's tracker
 • `run <action> [key=value …]` — propose a catalog action   • `actions` — the action catalog   • `catchup` — catch me up (only you see it)
 • `approve <id>` / `deny <id> [reason]` — decide a parked action   • `compensate <run>` — undo a run
 • `export [md|json|html]` — upload the post-incident report   • `help`

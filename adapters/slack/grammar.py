@@ -211,3 +211,17 @@ def catchup_args(rest: list[str]) -> dict[str, str]:
     if rest and [t.lower() for t in rest] not in (["me", "up"], ["up"]):
         raise UsageError("`catchup` takes no arguments (or say `catch me up`)")
     return {}
+
+
+# -- issue 18: follow-ups in the team's tracker --------------------------------------------------------------------
+
+
+def follow_up_args(rest: list[str]) -> dict[str, str]:
+    """``follow-up <text> [@owner] [due YYYY-MM-DD]`` → text, owner, due (validated: a bad date is a usage error)."""
+    from core.follow_ups import parse_follow_up
+
+    try:
+        p = parse_follow_up(" ".join(rest))
+    except InvalidInput as exc:
+        raise UsageError(str(exc)) from None
+    return {"text": p.text, "owner": p.owner, "due": p.due}

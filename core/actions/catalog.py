@@ -36,13 +36,14 @@ class ExecutorSpec(_Spec):
     """Where and how an action runs. ``options`` are the executor type's own settings (e.g. Statuspage's
     ``page_id`` and ``api_key``)."""
 
-    type: Literal["http", "statuspage"]
+    type: Literal["http", "statuspage", "pagerduty"]
     url: str = Field(min_length=1)
     reconcile_url: str = ""
     timeout_s: float = Field(10.0, gt=0, le=600)
     headers: dict[str, str] = Field(default_factory=dict)
     page_id: str = ""
     api_key: str = ""
+    routing_key: str = ""  # pagerduty: the Events API v2 integration key
 
 
 class CompensationSpec(_Spec):
@@ -122,7 +123,7 @@ def _resolve_executor(raw: Mapping[str, Any], env: Mapping[str, str]) -> tuple[d
     for key, value in raw.items():
         if isinstance(value, str):
             value, missing = substitute(value, env)
-            if missing and key in ("url", "reconcile_url") and not reason:
+            if missing and key in ("url", "reconcile_url", "routing_key") and not reason:
                 reason = f"{missing[0]} is not set"
         elif isinstance(value, dict):
             value = {k: substitute(v, env)[0] if isinstance(v, str) else v for k, v in value.items()}

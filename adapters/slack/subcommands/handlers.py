@@ -215,3 +215,14 @@ async def catchup(call: Call) -> Reply:
 
     view = await build_view(call.store, call.scope, "joiner")
     return Reply(catch_up(view, datetime.now(UTC)))
+
+
+async def follow_up(call: Call) -> Reply:
+    """``follow-up <text> [@owner] [due YYYY-MM-DD]``: a ``follow_up`` entry; the ``trackers`` topic files it."""
+    payload = {k: v for k, v in call.args.items() if k in ("text", "owner", "due") and v}
+    result = await call.service.record(call.scope, "follow_up", payload, call.actor, idempotency_key=call.key)
+    if result.duplicate:
+        return Reply(f"That follow-up is already recorded in `{call.scope}`.")
+    return Reply(
+        f":memo: Follow-up #{result.entries[0].seq} recorded in `{call.scope}`; it will be filed in the tracker."
+    )

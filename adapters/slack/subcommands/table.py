@@ -101,6 +101,15 @@ TABLE: tuple[Subcommand, ...] = (
         for kind in handlers.RECORD_KINDS
     ),
     Subcommand(
+        "follow-up",
+        "follow-up <text> [@owner] [due YYYY-MM-DD]",
+        "a follow-up, filed in the team's tracker",
+        grammar.follow_up_args,
+        handlers.follow_up,
+        True,
+        aliases=("followup",),
+    ),
+    Subcommand(
         "run",
         "run <action> [key=value …]",
         "propose a catalog action",
