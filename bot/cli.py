@@ -223,12 +223,17 @@ async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
     if args.all == bool(args.scope):
         raise UsageError("name one SCOPE, or --all")
     key = _log_key(settings)
+    if settings.database_url:
+        return await _verify_database(settings, None if args.all else str(ScopeId.parse(args.scope)))
     if args.all:
         return await _verify_all(settings, key)
     scope = str(ScopeId.parse(args.scope))
     _require_data(settings, scope)
     path = Path(settings.data_dir) / "scopes" / f"{ScopeId.parse(scope).file_stem}.db"
-    report = verify_scope_file(path, scope, key=key)
+    return _verify_said(scope, verify_scope_file(path, scope, key=key), key)
+
+
+def _verify_said(scope: str, report: Any, key: Any) -> int:
     if report.ok:
         chain = "keyed hash chain (HMAC-SHA256)" if report.keyed else "hash chain"
         print(f"ok: {scope}: {report.entries} entries, {chain} intact, stored state equals the fold of the log")
@@ -237,6 +242,48 @@ async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"decklog: verify failed: {scope}: seq {report.first_bad_seq}: {report.reason}", file=sys.stderr)
     return EXIT_FAILED
+
+
+async def _verify_database(settings: Settings, scope: str | None) -> int:
+    """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
+    with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
+    from core.index_postgres import PostgresIndex
+    from core.store.postgres import PostgresLogStore
+
+    assert settings.database_url is not None
+    log_key = settings.log_key.get_secret_value() if settings.log_key else None
+    store = PostgresLogStore(settings.database_url, log_key=log_key, threads=2)
+    try:
+        if scope is not None:
+            return _verify_said(scope, await store.verify(scope), store.chain_key)
+        problems: list[str] = []
+        scopes = [str(s) for s in await store.scope_ids()]
+        for sid in scopes:
+            report = await store.verify(sid)
+            if not report.ok:
+                problems.append(f"{sid}: seq {report.first_bad_seq}: {report.reason}")
+        index = PostgresIndex(store.engine, store.executor)
+        rows = {r.id: r for r in await index.list_scopes()}
+        for sid in scopes:
+            state, row = await store.get_state(sid), rows.get(sid)
+            if row is None:
+                problems.append(f"{sid}: missing from the index")
+            elif (row.title, row.status, row.severity) != (state.title, state.status, state.severity):
+                problems.append(
+                    f"{sid}: the index says {row.title!r} {row.status} SEV{row.severity}, the log says "
+                    f"{state.title!r} {state.status} SEV{state.severity}"
+                )
+        problems += [f"{sid}: in the index but has no log" for sid in sorted(set(rows) - set(scopes))]
+    finally:
+        await store.close()
+    for line in problems:
+        print(f"decklog: {line}", file=sys.stderr)
+    summary = f"{len(scopes) - sum(1 for p in problems if ': seq ' in p)} of {len(scopes)} scopes verify"
+    if problems:
+        print(f"decklog: verify --all: {len(problems)} problems; {summary}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: {summary}; the index agrees with the scopes")
+    return EXIT_OK
 
 
 async def _verify_all(settings: Settings, key: Any) -> int:
