@@ -10,7 +10,9 @@ start, where it sees the winner's row (a reservation then picks the next id, an 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
@@ -22,7 +24,7 @@ from core.index import Index, SearchHit
 from core.store import postgres_schema as pg
 
 T = TypeVar("T")
-RETRIES = 5
+RETRIES = 40  # racing replicas that allocate the same slug collide once per racer ahead of them
 
 
 def ts_query(text: str) -> str:
@@ -64,6 +66,7 @@ class PostgresIndexFile:
                 except sa.exc.IntegrityError:
                     if attempt == RETRIES - 1:
                         raise
+                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))  # on a worker thread: jitter apart
             raise AssertionError("unreachable")
 
         return await asyncio.get_running_loop().run_in_executor(self.executor, run)
