@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
 from aiohttp import web
 
 from bot.metrics import CONTENT_TYPE, Live, ServerMetrics
@@ -17,10 +18,13 @@ from bot.runtime import Runtime
 from bot.settings import SlackMode
 from bot.slack import SlackIn, SlackOut
 from core.clock import parse_iso
+from core.store.postgres import PostgresLogStore
 
 log = logging.getLogger("decklog")
 
 SWEEP_S = 30.0
+#: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
+INBOX_TAKEOVER_S = 3.0
 
 
 @dataclass
@@ -67,9 +71,16 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         live = await read_live(rt, out, slack)
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
+    jobs = [Job("sweep", SWEEP_S, sweeps.periodic)]
+    if isinstance(rt.store, PostgresLogStore):  # replicas: what a dead one acknowledged is done by the others
+
+        async def take_over() -> None:
+            await slack.intake.replay()
+
+        jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
     provides = Provides(
         routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
-        jobs=[Job("sweep", SWEEP_S, sweeps.periodic)],
+        jobs=jobs,
         tasks=[sweeps.boot],
     )
     return Ops(metrics, provides)
@@ -89,6 +100,12 @@ async def health_checks(rt: Runtime) -> dict[str, str]:
         checks["index"] = "writable"
     except Exception as exc:
         checks["index"] = f"not writable: {exc}"
+    if isinstance(rt.store, PostgresLogStore):
+        try:
+            await rt.store.run(lambda c: c.execute(sa.text("SELECT 1")))
+            checks["database"] = "writable"
+        except Exception as exc:
+            checks["database"] = f"unreachable: {exc.__class__.__name__}"
     checks["dispatcher"] = "alive" if rt.dispatcher.alive else "stopped"
     return checks
 
