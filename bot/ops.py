@@ -45,6 +45,12 @@ class Sweeps:
         log.info("boot sweep: %d scopes with pending deliveries", woken)
         self.last = time.time()
 
+    async def pending(self) -> None:
+        """On PostgreSQL: wake every scope with rows waiting, whichever replica committed them (one query)."""
+        store = self.rt.store
+        if isinstance(store, PostgresLogStore):
+            await self.rt.dispatcher.sweep(await store.outbox_pending_scopes())
+
     async def periodic(self) -> None:
         rows = await self.rt.index.list_scopes(open_only=False, limit=10_000)
         recent = [r.id for r in rows if r.updated_at and parse_iso(r.updated_at).timestamp() >= self.last - 60]
@@ -76,6 +82,7 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
 
         async def take_over() -> None:
             await slack.intake.replay()
+            await sweeps.pending()
 
         jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
     provides = Provides(

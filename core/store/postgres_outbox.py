@@ -219,6 +219,17 @@ class PostgresOutbox:
 
         return await self.run(w)
 
+    async def outbox_pending_scopes(self) -> list[str]:
+        """Scopes with rows waiting for delivery (any topic), from the partial pending index: the replicas' sweep
+        (a dead replica's deliveries are found here, whoever committed them)."""
+        stmt = (
+            sa.select(OB.c.scope_id)
+            .where(OB.c.published_at.is_(None), OB.c.parked_at.is_(None))
+            .group_by(OB.c.scope_id)
+            .order_by(OB.c.scope_id)
+        )
+        return await self.run(lambda conn: [str(r[0]) for r in conn.execute(stmt)])
+
     async def release_cursor(self, scope: ScopeRef, topic: str, owner: str) -> None:
         key = _key(scope)
         stmt = (
