@@ -93,6 +93,30 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
     return Ops(metrics, provides)
 
 
+#: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica
+#: at a time, under a lease on the database clock.
+REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover"})
+
+
+def leased_jobs(rt: Runtime, provided: list[Provides]) -> None:
+    """On PostgreSQL: wrap each periodic job so that one replica runs it per period (sweeps, summaries, reminders,
+    prunes). The lease lasts a little over two periods, so a dead holder's job moves to another replica."""
+    store = rt.store
+    if not isinstance(store, PostgresLogStore):
+        return
+    owner = rt.dispatcher.owner
+    for p in provided:
+        p.jobs = [j if j.name in REPLICA_LOCAL_JOBS else _leased(store, owner, j) for j in p.jobs]
+
+
+def _leased(store: PostgresLogStore, owner: str, job: Job) -> Job:
+    async def run() -> None:
+        if await store.try_lease(f"job:{job.name}", owner, lease_s=job.every_s * 2.5):
+            await job.run()
+
+    return Job(job.name, job.every_s, run)
+
+
 async def health_checks(rt: Runtime) -> dict[str, str]:
     checks: dict[str, str] = {}
     probe = Path(rt.settings.data_dir) / f".healthz-{os.getpid()}"

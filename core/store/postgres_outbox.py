@@ -239,6 +239,20 @@ class PostgresOutbox:
         )
         await self.run(lambda conn: conn.execute(stmt))
 
+    # -- named leases (periodic jobs, pacers: one replica at a time) ------------------------------------------------
+
+    async def try_lease(self, name: str, owner: str, *, lease_s: float) -> bool:
+        """Hold lease ``name`` for ``owner`` until the database clock passes ``lease_s`` from now: True when it was
+        free, expired or already ``owner``'s (renewed), False while another owner's lease runs."""
+        L = pg.leases
+        ins = pg_insert(L).values(name=name, owner=owner, lease_until=DB_NOW + lease_s)
+        stmt = ins.on_conflict_do_update(
+            index_elements=[L.c.name],
+            set_={"owner": ins.excluded.owner, "lease_until": ins.excluded.lease_until},
+            where=sa.or_(L.c.owner == owner, L.c.lease_until < DB_NOW),
+        ).returning(L.c.owner)
+        return await self.run(lambda conn: conn.execute(stmt).first() is not None)
+
     # -- sender memos -----------------------------------------------------------------------------------------
 
     async def memo_get(self, scope: ScopeRef, topic: str, key: str) -> dict[str, Any] | None:
