@@ -10,8 +10,9 @@ from pathlib import Path
 
 from bot.settings import Settings
 from core.clock import Clock
+from core.inbox import Inbox
 from core.index import Index
-from core.store import SqliteLogStore
+from core.store import SqliteInbox, SqliteLogStore
 from core.store.postgres import PostgresLogStore
 
 
@@ -44,3 +45,13 @@ async def open_backend(
     index = Index(data_dir / "index.db", store.executor)
     await index.open()
     return store, index
+
+
+async def open_inbox(settings: Settings, store: SqliteLogStore | PostgresLogStore) -> Inbox:
+    """The Slack inbox on the store's backend: ``DATA_DIR/inbox.db``, or the ``inbox`` table every replica shares
+    (a retry landing on another replica is refused there: processed once)."""
+    if isinstance(store, PostgresLogStore):
+        from core.store.inbox_postgres import PostgresInbox
+
+        return PostgresInbox(store.engine, store.executor)
+    return await SqliteInbox.open(settings.data_dir)

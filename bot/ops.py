@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
 from aiohttp import web
 
 from bot.metrics import CONTENT_TYPE, Live, ServerMetrics
@@ -17,10 +18,13 @@ from bot.runtime import Runtime
 from bot.settings import SlackMode
 from bot.slack import SlackIn, SlackOut
 from core.clock import parse_iso
+from core.store.postgres import PostgresLogStore
 
 log = logging.getLogger("decklog")
 
 SWEEP_S = 30.0
+#: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
+INBOX_TAKEOVER_S = 3.0
 
 
 @dataclass
@@ -40,6 +44,12 @@ class Sweeps:
         woken = await self.rt.dispatcher.sweep()
         log.info("boot sweep: %d scopes with pending deliveries", woken)
         self.last = time.time()
+
+    async def pending(self) -> None:
+        """On PostgreSQL: wake every scope with rows waiting, whichever replica committed them (one query)."""
+        store = self.rt.store
+        if isinstance(store, PostgresLogStore):
+            await self.rt.dispatcher.sweep(await store.outbox_pending_scopes())
 
     async def periodic(self) -> None:
         rows = await self.rt.index.list_scopes(open_only=False, limit=10_000)
@@ -68,12 +78,44 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         await metrics.findings.refresh(rt.store, rt.index)  # decklog_findings_total, cached per scope version
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
+    jobs = [Job("sweep", SWEEP_S, sweeps.periodic)]
+    if isinstance(rt.store, PostgresLogStore):  # replicas: what a dead one acknowledged is done by the others
+
+        async def take_over() -> None:
+            await slack.intake.replay()
+            await sweeps.pending()
+
+        jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
     provides = Provides(
         routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
-        jobs=[Job("sweep", SWEEP_S, sweeps.periodic)],
+        jobs=jobs,
         tasks=[sweeps.boot],
     )
     return Ops(metrics, provides)
+
+
+#: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica
+#: at a time, under a lease on the database clock.
+REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover"})
+
+
+def leased_jobs(rt: Runtime, provided: list[Provides]) -> None:
+    """On PostgreSQL: wrap each periodic job so that one replica runs it per period (sweeps, summaries, reminders,
+    prunes). The lease lasts a little over two periods, so a dead holder's job moves to another replica."""
+    store = rt.store
+    if not isinstance(store, PostgresLogStore):
+        return
+    owner = rt.dispatcher.owner
+    for p in provided:
+        p.jobs = [j if j.name in REPLICA_LOCAL_JOBS else _leased(store, owner, j) for j in p.jobs]
+
+
+def _leased(store: PostgresLogStore, owner: str, job: Job) -> Job:
+    async def run() -> None:
+        if await store.try_lease(f"job:{job.name}", owner, lease_s=job.every_s * 2.5):
+            await job.run()
+
+    return Job(job.name, job.every_s, run)
 
 
 async def health_checks(rt: Runtime) -> dict[str, str]:
@@ -90,6 +132,12 @@ async def health_checks(rt: Runtime) -> dict[str, str]:
         checks["index"] = "writable"
     except Exception as exc:
         checks["index"] = f"not writable: {exc}"
+    if isinstance(rt.store, PostgresLogStore):
+        try:
+            await rt.store.run(lambda c: c.execute(sa.text("SELECT 1")))
+            checks["database"] = "writable"
+        except Exception as exc:
+            checks["database"] = f"unreachable: {exc.__class__.__name__}"
     checks["dispatcher"] = "alive" if rt.dispatcher.alive else "stopped"
     return checks
 

@@ -25,11 +25,11 @@ from adapters.slack.hooks import SlackHooks
 from adapters.slack.intake import SlackIntake
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import ChannelPacer, SlackSender
+from bot.backends import open_inbox
 from bot.parts import Job, Provides, Route, Stopper
 from bot.runtime import Runtime
 from bot.settings import Settings, SlackMode
 from core.inbox import Inbox
-from core.store import SqliteInbox
 
 log = logging.getLogger("decklog")
 
@@ -100,7 +100,7 @@ async def build_slack_in(
     deps = SlackDeps(rt.service, rt.store, rt.index, hooks, runner, counters, client=out.client)
     # Bolt only routes requests the intake stored and acknowledged (it verified them): no verification here.
     bolt = build_slack_app(client=out.client, signing_secret=None, deps=deps)
-    inbox = await SqliteInbox.open(rt.settings.data_dir)
+    inbox = await open_inbox(rt.settings, rt.store)
     intake = SlackIntake(
         inbox=inbox, bolt=bolt, deps=deps, signing_secret=None if mode == "socket" else endpoint.signing_secret
     )

@@ -39,7 +39,7 @@ from bot.agents import Agents, build_agents
 from bot.api import build_api
 from bot.config import DecklogConfig, load_config
 from bot.metrics import ServerMetrics
-from bot.ops import Ops, build_ops
+from bot.ops import Ops, build_ops, leased_jobs
 from bot.parts import Address, Provides, Route, Stopper
 from bot.receivers import ReceiversPart, build_receivers
 from bot.reports import SlackExport
@@ -150,6 +150,7 @@ async def _build(
     page = _page(world, rt, address, provided) if world is not None else None
     ops = build_ops(rt, out, slack, metrics, mode)
     provided.append(ops.provides)
+    leased_jobs(rt, provided)  # on PostgreSQL: one replica runs each periodic job
     _plug(rt, out, provided)
     return Parts(
         settings=settings,

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
+import socket
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -34,6 +37,10 @@ log = logging.getLogger(__name__)
 CLEAN_TTL_S = 10.0
 #: Entries queued in memory for one pair beyond which it reads from the store instead.
 FRESH_MAX = 4096
+#: Replicas on one database (a store with ``claim_cursor``): how long a drainer's (scope, topic) cursor stays its
+#: own without renewal (renewed before every batch), and how soon a drain that found the cursor taken looks again.
+CURSOR_LEASE_S = 10.0
+CLAIM_RETRY_S = 0.25
 
 
 class Sender(Protocol):
@@ -111,6 +118,11 @@ class Dispatcher:
         self._started = False
         self._stopped = False
         self.last_activity = time.monotonic()
+        # Several replicas on one database: each drain holds the (scope, topic) cursor, and the commit-feed fast
+        # path is off (another replica's cursor may hold older entries than those this one committed).
+        self.shared = callable(getattr(store, "claim_cursor", None))
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.claims_lost = 0  # drains that found another replica holding the cursor
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -232,11 +244,47 @@ class Dispatcher:
                 pass
 
     async def _drain(self, scope: str, topic: str) -> None:
+        if not self.shared:
+            await self._drain_local(scope, topic)
+            return
+        claimed = False
+        try:
+            claimed = await self._claim(scope, topic)
+            if claimed:
+                await self._drain_local(scope, topic)
+        finally:
+            if claimed:
+                await self._release(scope, topic)
+
+    async def _claim(self, scope: str, topic: str) -> bool:
+        try:
+            ok = bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))  # type: ignore[attr-defined]
+        except Exception:
+            log.exception("dispatcher: claiming %s/%s failed", scope, topic)
+            ok = False
+        if not ok:  # another replica drains it now; look again soon in case it finished before our rows landed
+            self.claims_lost += 1
+            self._arm(scope, topic, CLAIM_RETRY_S)
+        return ok
+
+    async def _release(self, scope: str, topic: str) -> None:
+        """Our done marks go first, so the next holder does not read what we delivered as pending."""
+        try:
+            await asyncio.shield(self.marks.flush(scope))
+            await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))  # type: ignore[attr-defined]
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the lease runs out on its own
+            log.exception("dispatcher: releasing %s/%s failed", scope, topic)
+
+    async def _drain_local(self, scope: str, topic: str) -> None:
         sender = self.senders[topic]
         key = (scope, topic)
         try:
             while True:
                 self._again.discard(key)
+                if self.shared and not await self._claim_more(scope, topic):
+                    return
                 if key in self._clean:
                     upto = self._upto.get(key, 0)
                     fresh = [e for e in self._fresh.pop(key, ()) if e.seq > upto]
@@ -247,7 +295,7 @@ class Dispatcher:
                     await self.marks.flush(scope)  # what this process delivered is not read back as pending
                     items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
                     if not items:
-                        if key not in self._again:  # no commit landed while reading: the feed is enough now
+                        if key not in self._again and not self.shared:  # no commit while reading: the feed will do
                             self._clean[key] = time.monotonic() + CLEAN_TTL_S
                         return
                 if not await self._deliver_items(scope, sender, items):
@@ -263,6 +311,13 @@ class Dispatcher:
             self._dirty(key)
             log.exception("dispatcher: draining %s to %s failed; the sweep will retry", scope, topic)
             self._arm(scope, topic, 5.0)
+
+    async def _claim_more(self, scope: str, topic: str) -> bool:
+        """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""
+        if await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S):  # type: ignore[attr-defined]
+            return True
+        self.claims_lost += 1
+        return False
 
     async def _deliver_items(self, scope: str, sender: Sender, items: list[OutboxItem]) -> bool:
         """Deliver ready items in order. False when the drain must stop (waiting for a retry)."""

@@ -167,7 +167,7 @@ def pg_session_url() -> Iterator[str]:
 
 def empty_database(url: str) -> None:
     """Remove every row of decklog's tables (the schema and its recorded version stay)."""
-    tables = ", ".join(f'"{t.name}"' for t in (*pg.LOG_TABLES, *pg.INDEX_TABLES))
+    tables = ", ".join(f'"{t.name}"' for t in (*pg.LOG_TABLES, *pg.INDEX_TABLES, *pg.REPLICA_TABLES))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {tables}")
 

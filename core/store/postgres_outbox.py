@@ -219,6 +219,17 @@ class PostgresOutbox:
 
         return await self.run(w)
 
+    async def outbox_pending_scopes(self) -> list[str]:
+        """Scopes with rows waiting for delivery (any topic), from the partial pending index: the replicas' sweep
+        (a dead replica's deliveries are found here, whoever committed them)."""
+        stmt = (
+            sa.select(OB.c.scope_id)
+            .where(OB.c.published_at.is_(None), OB.c.parked_at.is_(None))
+            .group_by(OB.c.scope_id)
+            .order_by(OB.c.scope_id)
+        )
+        return await self.run(lambda conn: [str(r[0]) for r in conn.execute(stmt)])
+
     async def release_cursor(self, scope: ScopeRef, topic: str, owner: str) -> None:
         key = _key(scope)
         stmt = (
@@ -227,6 +238,20 @@ class PostgresOutbox:
             .values(owner=None, lease_until=None)
         )
         await self.run(lambda conn: conn.execute(stmt))
+
+    # -- named leases (periodic jobs, pacers: one replica at a time) ------------------------------------------------
+
+    async def try_lease(self, name: str, owner: str, *, lease_s: float) -> bool:
+        """Hold lease ``name`` for ``owner`` until the database clock passes ``lease_s`` from now: True when it was
+        free, expired or already ``owner``'s (renewed), False while another owner's lease runs."""
+        L = pg.leases
+        ins = pg_insert(L).values(name=name, owner=owner, lease_until=DB_NOW + lease_s)
+        stmt = ins.on_conflict_do_update(
+            index_elements=[L.c.name],
+            set_={"owner": ins.excluded.owner, "lease_until": ins.excluded.lease_until},
+            where=sa.or_(L.c.owner == owner, L.c.lease_until < DB_NOW),
+        ).returning(L.c.owner)
+        return await self.run(lambda conn: conn.execute(stmt).first() is not None)
 
     # -- sender memos -----------------------------------------------------------------------------------------
 

@@ -168,7 +168,37 @@ entries_fts = sa.Table(
 )
 sa.Index("entries_fts_tsv", entries_fts.c.tsv, postgresql_using="gin")
 
+# The Slack inbox of every replica (core/store/inbox_postgres.py): a key is refused once, whichever replica got it
+# first; a pending row belongs to the replica that stored it until its lease (database clock) runs out.
+inbox = sa.Table(
+    "inbox",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    key("key"),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("meta", sa.Text, nullable=False),
+    sa.Column("received_at", sa.Float(precision=53), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("done_at", sa.Float(precision=53), nullable=True),
+    key("owner", nullable=True),
+    sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+    sa.UniqueConstraint("key", name="inbox_key"),
+)
+sa.Index("inbox_pending", inbox.c.id, postgresql_where=inbox.c.done_at.is_(None))
+sa.Index("inbox_done", inbox.c.done_at, postgresql_where=inbox.c.done_at.is_not(None))
+
+# Named leases on the database clock: one replica at a time runs a periodic job or paces a Slack channel.
+leases = sa.Table(
+    "leases",
+    metadata,
+    key("name", primary_key=True),
+    key("owner"),
+    sa.Column("lease_until", sa.Float(precision=53), nullable=False),
+)
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
+REPLICA_TABLES = (inbox, leases)
 INDEX_TABLES = (index_scopes, routes, fingerprints, subscriptions, inbound, entries_fts)
 
 
