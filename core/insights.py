@@ -22,9 +22,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -89,38 +88,49 @@ def apply_milestones(conn: Connection, state: ScopeState) -> None:
     conn.execute(milestones.insert().values(scope=state.scope, **values))
 
 
-@dataclass(frozen=True)
-class Milestones:
+class Milestones(NamedTuple):
+    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached)."""
+
     scope: str
-    declared: float
-    acknowledged: float | None
-    mitigated: float | None
-    resolved: float | None
     status: str
     severity: int | None
     services: tuple[str, ...]
     source: str
+    tta: float | None
+    ttm: float | None
+    ttr: float | None
+
+
+def _after(at: float | None, declared: float) -> float | None:
+    return None if at is None else max(0.0, at - declared)
 
 
 def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
     m = milestones
-    stmt = sa.select(m)
+    stmt = sa.select(
+        m.c.scope, m.c.declared, m.c.acknowledged, m.c.mitigated, m.c.resolved, m.c.status, m.c.severity,
+        m.c.services, m.c.source,
+    )  # fmt: skip
     if since is not None:
         stmt = stmt.where(m.c.declared >= since)
-    return [
-        Milestones(
-            r.scope,
-            r.declared,
-            r.acknowledged,
-            r.mitigated,
-            r.resolved,
-            r.status,
-            r.severity,
-            tuple(json.loads(r.services or "[]")),
-            r.source,
+    out = []
+    for scope, declared, ack, mit, res, status, severity, services, source in conn.execute(
+        stmt.order_by(m.c.declared, m.c.scope)
+    ).tuples():
+        names = tuple(json.loads(services)) if services and services != "[]" else ()
+        out.append(
+            Milestones(
+                scope,
+                status,
+                severity,
+                names,
+                source,
+                _after(ack, declared),
+                _after(mit, declared),
+                _after(res, declared),
+            )
         )
-        for r in conn.execute(stmt.order_by(m.c.declared, m.c.scope))
-    ]
+    return out
 
 
 # -- the numbers --------------------------------------------------------------------------------------------------
@@ -144,24 +154,15 @@ def summary(values: Iterable[float]) -> dict[str, float] | None:
     }
 
 
-def _since(rows: Sequence[Milestones], attr: str) -> list[float]:
-    out = []
-    for r in rows:
-        at = getattr(r, attr)
-        if at is not None:
-            out.append(max(0.0, at - r.declared))
-    return out
-
-
 def aggregate(rows: Sequence[Milestones]) -> dict[str, Any]:
     resolved = sum(1 for r in rows if r.status == "resolved")
     return {
         "incidents": len(rows),
         "open": len(rows) - resolved,
         "resolved": resolved,
-        "mtta_seconds": summary(_since(rows, "acknowledged")),
-        "mttm_seconds": summary(_since(rows, "mitigated")),
-        "mttr_seconds": summary(_since(rows, "resolved")),
+        "mtta_seconds": summary([r.tta for r in rows if r.tta is not None]),
+        "mttm_seconds": summary([r.ttm for r in rows if r.ttm is not None]),
+        "mttr_seconds": summary([r.ttr for r in rows if r.ttr is not None]),
     }
 
 
