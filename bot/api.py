@@ -4,6 +4,8 @@
     GET /api/scopes/{kind}/{name}
     GET /api/scopes/{kind}/{name}/timeline?after=SEQ&limit=N[&kind=K,K]
     GET /api/scopes/{kind}/{name}/report.{md,json,html}
+    GET /api/insights?since=DAYS                  (core/insights.py)
+    GET /api/search?q=TEXT&limit=N                (core/search.py)
 
 Every error is ``{"error": "..."}`` with its status: 400 (a bad parameter, named), 401 (a bearer token is
 required when ``DECKLOG_API_TOKEN`` is set), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
@@ -22,12 +24,16 @@ from pydantic import SecretStr
 from bot.parts import Handler, Provides, Route
 from bot.reports import render_report
 from bot.runtime import Runtime
+from core.clock import Clock
 from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
 from core.errors import InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId
 from core.index import Index, ScopeRow
+from core.insights import DEFAULT_DAYS, parse_days
+from core.insights import compute as compute_insights
 from core.reports import FORMATS, MEDIA_TYPES, filename
 from core.reports.templating import ReportTemplates
+from core.search import SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN, search_incidents
 from core.service import parse_severity
 from core.state import ScopeState
 from core.store import LogStore
@@ -288,11 +294,41 @@ class ScopesApi:
         return error(404, f"no such API route: {request.path}")
 
 
+# -- insights and search (issue 18) -------------------------------------------------------------------------------
+
+
+class InsightsApi:
+    """``GET /api/insights?since=DAYS`` and ``GET /api/search?q=TEXT&limit=N`` (behind ``ScopesApi.guard``)."""
+
+    def __init__(self, index: Index, clock: Clock) -> None:
+        self.index = index
+        self.clock = clock
+
+    async def insights(self, request: web.Request) -> web.StreamResponse:
+        q = Query(request, ("since",))
+        raw = q.text("since", max_len=10)
+        days = parse_days(raw) if raw is not None else DEFAULT_DAYS
+        body = await compute_insights(self.index, since_days=days, now=self.clock.now().timestamp())
+        return web.json_response(body)
+
+    async def search(self, request: web.Request) -> web.StreamResponse:
+        q = Query(request, ("q", "limit"))
+        text = q.text("q", max_len=SEARCH_MAX_LEN)
+        if text is None:
+            raise InvalidInput("is required: the words to search for", field="q")
+        limit = q.integer("limit", default=SEARCH_LIMIT, low=1, high=SEARCH_MAX)
+        results = await search_incidents(self.index, text, limit=limit)
+        return web.json_response({"results": results})
+
+
 def build_api(rt: Runtime) -> Provides:
-    """The REST API routes (all under ``/api/scopes``)."""
+    """The REST API routes (under ``/api/scopes``, plus ``/api/insights`` and ``/api/search``)."""
     api = ScopesApi(rt.store, rt.index, rt.settings.api_token, templates=rt.reports)
+    extra = InsightsApi(rt.index, rt.clock)
     return Provides(
         routes=[
+            Route("*", "/api/insights", api.guard(extra.insights)),
+            Route("*", "/api/search", api.guard(extra.search)),
             Route("*", PREFIX, api.guard(api.list_scopes)),
             Route("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope)),
             Route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline)),

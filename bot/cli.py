@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -101,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retry", action="store_true", help="put parked rows back in the queue")
 
     sub.add_parser("reindex", help="rebuild index.db from the scope files alone")
+
+    s = sub.add_parser("insights", help="counts, MTTA, MTTM and MTTR over the incidents declared lately")
+    s.add_argument("--since", metavar="DAYS", default="30", help="the window in days (default 30)")
+    s.add_argument("--json", action="store_true", help="print JSON")
 
     s = sub.add_parser("migrate", help="copy the SQLite data directory into an empty PostgreSQL database")
     s.add_argument("--to", required=True, metavar="URL", help="postgresql://… (the data directory is only read)")
@@ -373,6 +378,24 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
+    from core.insights import compute, parse_days, render_text
+
+    days = parse_days(args.since, field="--since")
+    now = datetime.now(UTC).timestamp()
+    if not _data_exists(settings):
+        from core.insights import insights
+
+        body = insights([], since_days=days, now=now)
+    else:
+        async with _runtime(settings) as rt:
+            if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
+                await _reindex(rt)
+            body = await compute(rt.index, since_days=days, now=now)
+    print(json.dumps(body, indent=2) if args.json else render_text(body))
+    return EXIT_OK
+
+
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from bot.migrate import describe, migrate
     from core.store.postgres_schema import is_postgres_url
@@ -462,6 +485,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "restore": cmd_restore,
     "doctor": cmd_doctor,
     "reindex": cmd_reindex,
+    "insights": cmd_insights,
     "migrate": cmd_migrate,
 }
 

@@ -26,6 +26,7 @@ class SlackConfig(_Section):
     dedicated_channel_prefix: str = "inc-"
     pace_per_channel_s: float = Field(1.0, ge=0)
     header_update_interval_s: float = Field(2.0, ge=0)
+    declarer_role: str = Field("commander", max_length=30)  # issue 18: the Slack declarer's role ("" = none)
 
 
 class AlertsConfig(_Section):

@@ -81,7 +81,7 @@ class Runtime:
         alarm = alarm or AsyncioAlarm()
         dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
         dispatcher.register(IndexSender(index, store))
-        service = ScopeService(store, index)
+        service = ScopeService(store, index, declarer_role=config.slack.declarer_role)
         return cls(settings, config, clock, store, index, service, dispatcher, alarm, reports)
 
     async def close(self) -> None:

@@ -24,6 +24,7 @@ from core.clock import parse_iso
 from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
 from core.errors import Conflict
 from core.ids import ScopeId
+from core.insights import apply_milestones, milestones, milestones_md
 from core.state import ScopeState
 from core.store.sqlite_file import SqliteFile
 
@@ -207,6 +208,7 @@ class Index:
     @staticmethod
     def _init_schema(conn: Connection) -> None:
         md.create_all(conn)
+        milestones_md.create_all(conn)  # added with insights (issue 18): created on an older index.db too
         conn.exec_driver_sql(FTS_DDL)
 
     async def open(self) -> None:
@@ -411,7 +413,17 @@ class Index:
                     found[row.id] = (row, at)
         return sorted(found.values(), key=lambda pair: (pair[1], pair[0].id), reverse=True)
 
-    async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[SearchHit]:
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        exclude_scope: str | None = None,
+        scope_kind: str | None = None,
+        kinds: Sequence[str] = (),
+    ) -> list[SearchHit]:
+        """Entries matching any word of ``text``, best first; optionally only scopes of ``scope_kind`` and
+        entries of ``kinds``."""
         query = fts_query(text)
         if not query:
             return []
@@ -425,8 +437,27 @@ class Index:
             if exclude_scope:
                 sql += " AND scope != :ex"
                 params["ex"] = exclude_scope
+            if scope_kind:
+                sql += " AND scope LIKE :sk"
+                params["sk"] = f"{scope_kind}/%"
+            if kinds:
+                names = [f":k{i}" for i in range(len(kinds))]
+                sql += f" AND kind IN ({', '.join(names)})"
+                params.update({f"k{i}": k for i, k in enumerate(kinds)})
             sql += " ORDER BY bm25(entries_fts) LIMIT :limit"
             return [SearchHit(r[0], int(r[1]), r[2], r[3], float(r[4])) for r in conn.execute(sa.text(sql), params)]
+
+        return await self.file.read(q)
+
+    async def titles(self, ids: Sequence[str]) -> dict[str, str]:
+        """Scope id → title, for the given ids the index knows."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+
+        def q(conn: Connection) -> dict[str, str]:
+            rows = conn.execute(sa.select(scopes.c.id, scopes.c.title).where(scopes.c.id.in_(wanted)))
+            return {str(r[0]): str(r[1]) for r in rows}
 
         return await self.file.read(q)
 
@@ -470,7 +501,7 @@ class Index:
         """Replace the index with what the given scopes' logs say (``decklog reindex``)."""
 
         def w(conn: Connection, _: None) -> None:
-            for table in (scopes, routes, fingerprints, subscriptions, inbound):
+            for table in (scopes, routes, fingerprints, subscriptions, inbound, milestones):
                 conn.execute(table.delete())
             conn.exec_driver_sql("DELETE FROM entries_fts")
             for state, entries in items:
@@ -568,3 +599,6 @@ def _apply(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> Non
         conn.execute(scopes.insert().values(id=scope, **values))
     elif existing[0] <= state.version:
         conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
+    else:
+        return  # an older state than the one applied already
+    apply_milestones(conn, state)

@@ -13,7 +13,7 @@ import asyncio
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -82,7 +82,15 @@ class PostgresIndex(Index):
     async def open(self) -> None:
         await self.file.open()
 
-    async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[SearchHit]:
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        exclude_scope: str | None = None,
+        scope_kind: str | None = None,
+        kinds: Sequence[str] = (),
+    ) -> list[SearchHit]:
         query = ts_query(text)
         if not query:
             return []
@@ -95,6 +103,10 @@ class PostgresIndex(Index):
         stmt = sa.select(f.c.scope, f.c.seq, f.c.kind, headline, rank).where(f.c.tsv.op("@@")(q))
         if exclude_scope:
             stmt = stmt.where(f.c.scope != exclude_scope)
+        if scope_kind:
+            stmt = stmt.where(f.c.scope.startswith(f"{scope_kind}/", autoescape=True))
+        if kinds:
+            stmt = stmt.where(f.c.kind.in_(list(kinds)))
         stmt = stmt.order_by(rank.desc(), f.c.scope, f.c.seq).limit(limit)
 
         def run(conn: Connection) -> list[SearchHit]:

@@ -37,9 +37,13 @@ def parse_severity(value: Any, *, field: str = "severity") -> int:
 
 
 class ScopeService:
-    def __init__(self, store: LogStore, index: Index) -> None:
+    """``declarer_role``: the role a person who declares an incident in Slack takes at once (``[slack]
+    declarer_role`` in decklog.toml, default ``commander``; empty: none)."""
+
+    def __init__(self, store: LogStore, index: Index, *, declarer_role: str = "commander") -> None:
         self.store = store
         self.index = index
+        self.declarer_role = declarer_role.strip().lower()
 
     # -- declaring --------------------------------------------------------------------------------------------
 
@@ -77,7 +81,7 @@ class ScopeService:
             if title
             else {"title": title},
         )
-        entries = [declared, *then]
+        entries = [declared, *self._declarer_roles(actor, kind, via, then), *then]
         if idempotency_key:
             known = await self.index.inbound_scope(idempotency_key)
             if known is not None:
@@ -93,6 +97,16 @@ class ScopeService:
             kind, base, exact=bool(scope), on_disk=self.store.holds, inbound_key=idempotency_key
         )  # one transaction: the id, and the inbound event that asked for it
         return await self.store.append(str(sid), entries, idempotency_key=idempotency_key, create=True)
+
+    def _declarer_roles(self, actor: Actor, kind: str, via: str, then: Sequence[NewEntry]) -> list[NewEntry]:
+        """The declarer's role entry (issue 18): a person declaring an incident in Slack becomes its commander,
+        unless configured otherwise or the declaration assigns that role itself."""
+        role = self.declarer_role
+        if not role or actor.type != "human" or kind != "incident" or via != "slack":
+            return []
+        if any(isinstance(e.payload, RoleAssigned) and e.payload.role == role for e in then):
+            return []
+        return [NewEntry.make("role_assigned", actor, RoleAssigned(role=role, user_id=actor.id, user_name=actor.name))]
 
     # -- recording --------------------------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from core.entries import Actor
 HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcommand>` in an incident thread
 • `declare <title> [sev1-4] [--channel]` — open an incident (no title: a form)
 • `status [investigating|identified|mitigated|monitoring]` — show or set the status
-• `sev <1-4>` — set the severity   • `role <role> @user` — assign a role (commander, comms, ops, scribe)
-• `resolve [summary]` — resolve   • `timeline` — the last entries   • `list` — open incidents
+• `sev <1-4>` — set the severity   • `role <role> @user` — assign a role (commander, comms, ops, scribe)   • `handover <role> @user` — hand a role over (they get the catch-up)
+• `resolve [summary]` — resolve   • `timeline` — the last entries   • `list` — open incidents   • `search <words>` — search past incidents (only you see it)
 • `link <scope>` — link another scope   • `ask <question>` — ask the agent
 • `goal <text>` / `constraint <text>` / `decision <text>` / `hypothesis <text>` — record the goal, a constraint, a decision or a hypothesis
 • `follow-up <text> [@owner] [due YYYY-MM-DD]` — a follow-up, filed in the team's tracker

@@ -225,3 +225,24 @@ def follow_up_args(rest: list[str]) -> dict[str, str]:
     except InvalidInput as exc:
         raise UsageError(str(exc)) from None
     return {"text": p.text, "owner": p.owner, "due": p.due}
+
+
+# -- issue 18: search and handover --------------------------------------------------------------------------------
+
+
+def search_args(rest: list[str]) -> dict[str, str]:
+    words = " ".join(rest).strip()
+    if not words:
+        raise UsageError("`search` needs words to look for, e.g. `search payments 5xx`")
+    if len(words) > 200:
+        raise UsageError("`search` takes at most 200 characters")
+    return {"words": words}
+
+
+def handover_args(rest: list[str]) -> dict[str, str]:
+    if len(rest) != 2:
+        raise UsageError("`handover` takes a role and a person, e.g. `handover commander @bob`")
+    user = USER_TOKEN.match(rest[1])
+    if not user:
+        raise UsageError(f"`{rest[1]}` is not a Slack mention; use `@name`")
+    return {"role": rest[0].lower(), "user_id": user.group(1), "user_name": user.group(2) or ""}

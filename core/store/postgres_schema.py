@@ -199,7 +199,24 @@ leases = sa.Table(
 
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
 REPLICA_TABLES = (inbox, leases)
-INDEX_TABLES = (index_scopes, routes, fingerprints, subscriptions, inbound, entries_fts)
+
+# issue 18 (insights): one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
+milestones = sa.Table(
+    "milestones",
+    metadata,
+    key("scope", primary_key=True),
+    sa.Column("declared", sa.Float(precision=53), nullable=False),
+    sa.Column("acknowledged", sa.Float(precision=53), nullable=True),
+    sa.Column("mitigated", sa.Float(precision=53), nullable=True),
+    sa.Column("resolved", sa.Float(precision=53), nullable=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("severity", sa.Integer, nullable=True),
+    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("source", sa.Text, nullable=False, server_default="manual"),
+)
+sa.Index("milestones_declared", milestones.c.declared)
+
+INDEX_TABLES = (index_scopes, routes, fingerprints, subscriptions, inbound, entries_fts, milestones)
 
 
 def ddl() -> list[str]:

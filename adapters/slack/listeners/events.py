@@ -51,6 +51,8 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         else:
             reply = await deps.runner.run(cmd, req.actor, where, req.key)
             reply_text, blocks = reply.text, reply.blocks or None
+            if reply.notify:  # issue 18: handover shows the new holder the catch-up
+                await subcommands.handlers.send_notify(req.client, where, reply.notify)
         if reply_text:
             await req.client.chat_postEphemeral(
                 channel=where.channel,
@@ -109,7 +111,12 @@ async def home_view(deps: SlackDeps) -> dict[str, Any]:
             waiting = [(p.id, p.action, p.risk) for p in state.proposals.values() if p.status == "waiting_for_approval"]
             if waiting:
                 pending.append((row, waiting))
-    return render.home_view(rows, pending)
+    from datetime import UTC, datetime
+
+    from core.insights import compute
+
+    numbers = await compute(deps.index, since_days=30, now=datetime.now(UTC).timestamp())
+    return render.home_view(rows, pending, numbers)
 
 
 async def _edited(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None:

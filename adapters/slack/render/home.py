@@ -1,4 +1,5 @@
-"""App Home: open incidents (severity, status, age, link to the thread) and pending approvals."""
+"""App Home: open incidents (severity, status, age, link to the thread), pending approvals, and the last 30
+days' numbers (core/insights.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import Any
 from adapters.slack.ids import Action
 from adapters.slack.render.blocks import Block, button, context, date, esc, section, severity_label
 from core.index import ScopeRow
+from core.insights import times_line
 
 Pending = list[tuple[ScopeRow, list[tuple[str, str, str]]]]  # (row, [(proposal id, action, risk)])
 
 
-def home_view(rows: list[ScopeRow], pending: Pending) -> dict[str, Any]:
+def home_view(rows: list[ScopeRow], pending: Pending, insights: dict[str, Any] | None = None) -> dict[str, Any]:
     blocks: list[Block] = [{"type": "header", "text": {"type": "plain_text", "text": "Open incidents"}}]
     if not rows:
         blocks.append(section("_No open incidents._ :sunny:"))
@@ -34,5 +36,25 @@ def home_view(rows: list[ScopeRow], pending: Pending) -> dict[str, Any]:
                     "accessory": button("Approve", Action.PROPOSAL_APPROVE, f"{row.id}|{pid}", style="primary"),
                 }
             )
+    if insights is not None:
+        blocks.extend(insights_blocks(insights))
     blocks.append(context("decklog — every entry is in the scope's log; `/incident help` for commands."))
     return {"type": "home", "blocks": blocks[:100]}
+
+
+def insights_blocks(body: dict[str, Any]) -> list[Block]:
+    """The window's counts and times, and the worst severities' times (``decklog insights`` in short)."""
+    days = body.get("since_days") or 30
+    blocks: list[Block] = [
+        {"type": "divider"},
+        {"type": "header", "text": {"type": "plain_text", "text": f"Last {days} days"}},
+        section(
+            f"*{body['incidents']}* incidents · {body['open']} open · {body['resolved']} resolved\n{times_line(body)}"
+        ),
+    ]
+    lines = [
+        f"• {esc(name)} ({group['incidents']}): {times_line(group)}" for name, group in body["by_severity"].items()
+    ]
+    if lines:
+        blocks.append(context("\n".join(lines[:6])))
+    return blocks

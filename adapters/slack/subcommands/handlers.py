@@ -26,6 +26,7 @@ class Reply:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     open_modal: bool = False
     title: str = ""
+    notify: tuple[str, str] | None = None  # (user id, text): also shown to that person, only them (handover)
 
 
 @dataclass(frozen=True)
@@ -206,15 +207,19 @@ async def list_actions(call: Call) -> Reply:
 
 async def catchup(call: Call) -> Reply:
     """``catch me up`` / ``catchup``: with a model wired, its bounded summary; otherwise the deterministic one."""
+    return Reply(await _catch_up(call, call.actor, call.key))
+
+
+async def _catch_up(call: Call, actor: Actor, key: str) -> str:
     if call.ports.catchup is not None:
-        return Reply(await call.ports.catchup(scope=call.scope, actor=call.actor, key=call.key))
+        return await call.ports.catchup(scope=call.scope, actor=actor, key=key)
     from datetime import UTC, datetime
 
     from core.views import build_view
     from core.views.catchup import catch_up
 
     view = await build_view(call.store, call.scope, "joiner")
-    return Reply(catch_up(view, datetime.now(UTC)))
+    return catch_up(view, datetime.now(UTC))
 
 
 async def follow_up(call: Call) -> Reply:
@@ -226,3 +231,54 @@ async def follow_up(call: Call) -> Reply:
     return Reply(
         f":memo: Follow-up #{result.entries[0].seq} recorded in `{call.scope}`; it will be filed in the tracker."
     )
+
+
+# -- issue 18: search, handover ---------------------------------------------------------------------------------
+
+
+async def search(call: Call) -> Reply:
+    """``search <words>``: the best matches over all incidents (title, messages, evidence, hypotheses, decisions)."""
+    from core.search import search_incidents
+
+    results = await search_incidents(call.index, call.args["words"], limit=8)
+    if not results:
+        return Reply(f"No incident mentions “{render.esc(call.args['words'])}”.")
+    lines = [
+        f"• `{r['scope']}` *{render.esc(r['title'])}* — {r['kind']} #{r['seq']}: {render.esc(r['snippet'])[:200]}"
+        for r in results
+    ]
+    return Reply(f"Matches for “{render.esc(call.args['words'])}”:\n" + "\n".join(lines))
+
+
+async def handover(call: Call) -> Reply:
+    """``handover <role> @user``: the role moves to the person, who is shown the catch-up (only they see it)."""
+    args = call.args
+    before = (await call.service.state(call.scope)).roles.get(args["role"])
+    result = await call.service.assign_role(
+        call.scope,
+        args["role"],
+        args["user_id"],
+        call.actor,
+        user_name=args.get("user_name", ""),
+        idempotency_key=call.key,
+    )
+    role, user = args["role"], args["user_id"]
+    if not result.entries and not result.duplicate:
+        return Reply(f"<@{user}> already holds {role} of `{call.scope}`.")
+    holder = Actor.human(user, args.get("user_name", ""))
+    summary = await _catch_up(call, holder, f"{call.key}:handover")
+    was = f" (from <@{before.user_id}>)" if before is not None and before.user_id != user else ""
+    intro = f":handshake: You are now {role} of `{call.scope}`{was}, handed over by {call.actor.label()}."
+    return Reply(f"<@{user}> is now {role} of `{call.scope}`{was}.", notify=(user, f"{intro}\n{summary}"))
+
+
+async def send_notify(client: Any, where: Where, notify: tuple[str, str]) -> None:
+    """Show a reply's ``notify`` text to its person only: ephemerally where the request came from, else (they
+    are not in that channel) in a DM from the bot."""
+    from slack_sdk.errors import SlackApiError
+
+    user, text = notify
+    try:
+        await client.chat_postEphemeral(channel=where.channel, user=user, thread_ts=where.thread_ts or None, text=text)
+    except SlackApiError:
+        await client.chat_postMessage(channel=user, text=text)

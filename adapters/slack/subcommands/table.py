@@ -71,6 +71,15 @@ TABLE: tuple[Subcommand, ...] = (
         same_line=True,
     ),
     Subcommand(
+        "handover",
+        "handover <role> @user",
+        "hand a role over (they get the catch-up)",
+        grammar.handover_args,
+        handlers.handover,
+        True,
+        same_line=True,
+    ),
+    Subcommand(
         "resolve", "resolve [summary]", "resolve", grammar.resolve_args, handlers.resolve, True, aliases=("close",)
     ),
     Subcommand(
@@ -83,6 +92,15 @@ TABLE: tuple[Subcommand, ...] = (
         grammar.no_args("list"),
         handlers.open_incidents,
         aliases=("ls",),
+        same_line=True,
+    ),
+    Subcommand(
+        "search",
+        "search <words>",
+        "search past incidents (only you see it)",
+        grammar.search_args,
+        handlers.search,
+        aliases=("find",),
         same_line=True,
     ),
     Subcommand(

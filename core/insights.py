@@ -1,0 +1,241 @@
+"""Cross-incident numbers (``decklog insights``, ``GET /api/insights``): counts, MTTA, MTTM and MTTR.
+
+Computed from one row per incident in the index's ``milestones`` table, which ``Index.apply`` keeps in step with
+the scope's folded state (core/state.py) — never by replaying logs. The milestones, all measured from the
+``declared`` entry's time:
+
+- acknowledged (MTTA): the state's ``acknowledged_at`` — the first entry a person makes in response (a
+  declaration by a person counts, so a person's declaration is acknowledged at once; exports, thread links and
+  agent turns do not count), or an ``acknowledged`` notification from the alert source, whichever comes first;
+- mitigated (MTTM): the first ``status_changed`` to ``mitigated``, or to ``resolved`` when the incident was never
+  marked mitigated;
+- resolved (MTTR): the latest ``status_changed`` to ``resolved``; a reopened incident has none until it resolves
+  again.
+
+Each of ``mtta_seconds``, ``mttm_seconds`` and ``mttr_seconds`` is ``{"p50", "p90", "mean"}`` over the incidents
+that reached that milestone (percentiles linearly interpolated between the closest ranks), or ``None``. An
+incident's source is the alert source of its earliest alert, ``manual`` when it holds no alert.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from core.clock import iso, parse_iso
+from core.errors import InvalidInput
+from core.state import ScopeState
+
+if TYPE_CHECKING:
+    from core.index import Index
+
+MAX_DAYS = 3650
+DEFAULT_DAYS = 30
+NO_SEVERITY, NO_SERVICE, MANUAL = "none", "none", "manual"
+
+milestones_md = sa.MetaData()
+
+#: One row per declared incident (derived, rebuilt by ``decklog reindex``). Times are epoch seconds.
+milestones = sa.Table(
+    "milestones",
+    milestones_md,
+    sa.Column("scope", sa.String, primary_key=True),
+    sa.Column("declared", sa.Float, nullable=False),
+    sa.Column("acknowledged", sa.Float, nullable=True),
+    sa.Column("mitigated", sa.Float, nullable=True),
+    sa.Column("resolved", sa.Float, nullable=True),
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("severity", sa.Integer, nullable=True),
+    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("source", sa.String, nullable=False, server_default=MANUAL),
+)
+sa.Index("milestones_declared", milestones.c.declared)
+
+
+def _epoch(text: str) -> float | None:
+    return parse_iso(text).timestamp() if text else None
+
+
+def milestone_values(state: ScopeState) -> dict[str, Any] | None:
+    """The ``milestones`` row of an incident's state, or ``None`` (not an incident, or not declared yet)."""
+    declared = _epoch(state.created_at) if state.kind == "incident" else None
+    if declared is None:
+        return None
+    first_alert = min(state.alerts.values(), key=lambda a: (a.first_seq, a.fingerprint), default=None)
+    return {
+        "declared": declared,
+        "acknowledged": _epoch(state.acknowledged_at),
+        "mitigated": _epoch(state.mitigated_at),
+        "resolved": _epoch(state.resolved_at) if state.status == "resolved" else None,
+        "status": state.status,
+        "severity": state.severity,
+        "services": json.dumps(list(state.services)),
+        "source": (first_alert.source or "alert") if first_alert is not None else MANUAL,
+    }
+
+
+def apply_milestones(conn: Connection, state: ScopeState) -> None:
+    values = milestone_values(state)
+    if values is None:
+        return
+    conn.execute(milestones.delete().where(milestones.c.scope == state.scope))
+    conn.execute(milestones.insert().values(scope=state.scope, **values))
+
+
+class Milestones(NamedTuple):
+    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached)."""
+
+    scope: str
+    status: str
+    severity: int | None
+    services: tuple[str, ...]
+    source: str
+    tta: float | None
+    ttm: float | None
+    ttr: float | None
+
+
+def _after(at: float | None, declared: float) -> float | None:
+    return None if at is None else max(0.0, at - declared)
+
+
+def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
+    m = milestones
+    stmt = sa.select(
+        m.c.scope, m.c.declared, m.c.acknowledged, m.c.mitigated, m.c.resolved, m.c.status, m.c.severity,
+        m.c.services, m.c.source,
+    )  # fmt: skip
+    if since is not None:
+        stmt = stmt.where(m.c.declared >= since)
+    out = []
+    for scope, declared, ack, mit, res, status, severity, services, source in conn.execute(
+        stmt.order_by(m.c.declared, m.c.scope)
+    ).tuples():
+        names = tuple(json.loads(services)) if services and services != "[]" else ()
+        out.append(
+            Milestones(
+                scope,
+                status,
+                severity,
+                names,
+                source,
+                _after(ack, declared),
+                _after(mit, declared),
+                _after(res, declared),
+            )
+        )
+    return out
+
+
+# -- the numbers --------------------------------------------------------------------------------------------------
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of sorted values, linearly interpolated between the closest ranks."""
+    rank = q * (len(ordered) - 1)
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: Iterable[float]) -> dict[str, float] | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return {
+        "p50": round(percentile(ordered, 0.5), 3),
+        "p90": round(percentile(ordered, 0.9), 3),
+        "mean": round(math.fsum(ordered) / len(ordered), 3),
+    }
+
+
+def aggregate(rows: Sequence[Milestones]) -> dict[str, Any]:
+    resolved = sum(1 for r in rows if r.status == "resolved")
+    return {
+        "incidents": len(rows),
+        "open": len(rows) - resolved,
+        "resolved": resolved,
+        "mtta_seconds": summary([r.tta for r in rows if r.tta is not None]),
+        "mttm_seconds": summary([r.ttm for r in rows if r.ttm is not None]),
+        "mttr_seconds": summary([r.ttr for r in rows if r.ttr is not None]),
+    }
+
+
+def _grouped(rows: Sequence[Milestones], keys: Any) -> dict[str, Any]:
+    groups: dict[str, list[Milestones]] = {}
+    for r in rows:
+        for key in keys(r):
+            groups.setdefault(key, []).append(r)
+    return {key: aggregate(groups[key]) for key in sorted(groups)}
+
+
+def insights(rows: Sequence[Milestones], *, since_days: int | None, now: float) -> dict[str, Any]:
+    body = aggregate(rows)
+    body["by_severity"] = _grouped(rows, lambda r: [f"SEV{r.severity}" if r.severity else NO_SEVERITY])
+    body["by_service"] = _grouped(rows, lambda r: list(r.services) or [NO_SERVICE])
+    body["by_source"] = _grouped(rows, lambda r: [r.source])
+    body["since_days"] = since_days
+    start = now - since_days * 86400 if since_days is not None else None
+    body["window_start"] = iso(datetime.fromtimestamp(start, UTC)) if start is not None else None
+    return body
+
+
+def parse_days(value: Any, *, field: str = "since") -> int:
+    text = str(value).strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 5:
+        raise InvalidInput(f"must be a whole number of days from 1 to {MAX_DAYS}, not {value!r}", field=field)
+    days = int(text)
+    if not 1 <= days <= MAX_DAYS:
+        raise InvalidInput(f"must be from 1 to {MAX_DAYS} days, not {days}", field=field)
+    return days
+
+
+async def compute(index: Index, *, since_days: int | None, now: float) -> dict[str, Any]:
+    """Insights over the incidents declared in the last ``since_days`` days (all of them with ``None``)."""
+    since = now - since_days * 86400 if since_days is not None else None
+    rows = await index.file.read(lambda conn: read_milestones(conn, since))
+    return insights(rows, since_days=since_days, now=now)
+
+
+# -- text -------------------------------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``7m 30s``, ``3h 05m``, ``2d 04h``: short and exact enough for a glance."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def times_line(body: dict[str, Any]) -> str:
+    parts = []
+    for label, key in (("MTTA", "mtta_seconds"), ("MTTM", "mttm_seconds"), ("MTTR", "mttr_seconds")):
+        s = body.get(key)
+        parts.append(f"{label} {duration(s['p50'])} (p90 {duration(s['p90'])})" if s else f"{label} –")
+    return " · ".join(parts)
+
+
+def render_text(body: dict[str, Any]) -> str:
+    window = f"the last {body['since_days']} days" if body.get("since_days") else "all time"
+    lines = [
+        f"{body['incidents']} incidents declared in {window}: {body['open']} open, {body['resolved']} resolved",
+        times_line(body),
+    ]
+    for title, key in (("by severity", "by_severity"), ("by service", "by_service"), ("by source", "by_source")):
+        groups = body.get(key) or {}
+        if groups:
+            lines.append(f"{title}:")
+            width = max(len(k) for k in groups)
+            for name, group in groups.items():
+                lines.append(f"  {name:<{width}}  {group['incidents']:>5}  {times_line(group)}")
+    return "\n".join(lines)
