@@ -51,8 +51,10 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if suspects and not v.get("HYPOTHESIS"):
         entity = suspects.most_common(1)[0][0]
         out["hypothesis"] = {"entity": entity, "evidence": [int(e["seq"]) for e in evidence if e["suspect"] == entity]}
-    if v.get("UNCERTAIN"):
-        out["reconcile"] = [u["key"] for u in v["UNCERTAIN"]]
+    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", [])}
+    uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if u["key"] not in settled]
+    if uncertain:
+        out["reconcile"] = uncertain
         return out
     firing = [a for a in v.get("ALERT", []) if a.get("status") == "firing"]
     holds = any(e.get("hold") == "1" for e in evidence)

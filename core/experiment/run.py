@@ -245,6 +245,7 @@ class Run:
                 conditions=o["conditions"],
                 action=o["action"],
                 params=o["params"],
+                obligation_id=f"ob-{self.rng.getrandbits(24):06x}",
             )
         await self.store.append(scope, [*new, turn])
         await self.maybe("kill_after_append", scope)
@@ -356,7 +357,7 @@ class Run:
             {"run_id": run_id, "action": action, "obligation_id": oid, "fence": fence, "params": params},
         )
         now = self.clock.now()
-        if self.spec.fences:
+        if self.spec.fences and self.spec.mutation != "no_claim":  # the mutant executes without a claim
             try:
                 await self.store.append(scope, lambda st: self._fenced(st, oid, fence, now, started))
             except StaleFence as stale:

@@ -34,6 +34,8 @@ def entry_lines(e: Entry) -> list[str]:
         key = p["response"].get("key", "")
         if p["outcome"] == "applied":
             return [f"APPLIED\tkey={key}"]
+        if p["outcome"] == "abandon_uncertain":
+            return [f"ABANDONED\tkey={key}"]
         if p["outcome"] == "uncertain":
             return [f"UNCERTAIN\tkey={key}\trun={p['run_id']}"]
     if k == "status_changed" and p["status"] == "resolved":
