@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("migrate", help="copy the SQLite data directory into an empty PostgreSQL database")
     s.add_argument("--to", required=True, metavar="URL", help="postgresql://… (the data directory is only read)")
+
+    from bot.experiment.cli import add_parser as add_experiment  # issue 17 (H17)
+
+    add_experiment(sub)
     return p
 
 
@@ -511,6 +515,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(settings, args)
         if args.command == "demo":
             return cmd_demo(settings, args)
+        if args.command == "experiment":  # issue 17 (H17): its own processes and data directories
+            from bot.experiment.cli import run as run_experiment
+
+            return run_experiment(args)
         return asyncio.run(COMMANDS[args.command](settings, args))
     except UsageError as exc:
         return _fail(f"error: {exc}", EXIT_USAGE)

@@ -1,0 +1,1 @@
+"""``decklog experiment``: runs arms × faults × scenarios × seeds in parallel processes (see core/experiment)."""

@@ -1,0 +1,90 @@
+"""One run in its own data directory (so `decklog timeline` / `export` work on it), with the chosen model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.runtime import Runtime
+from bot.settings import load_settings
+from core.alerts import AlertPolicy, AlertRouter
+from core.clock import ManualClock
+from core.experiment import policy
+from core.experiment.drive import drive
+from core.experiment.judge import judge
+from core.experiment.run import Model, Run, Spec
+from core.experiment.view import usage_for
+
+
+def scripted_model(mutation: str) -> Model:
+    sent = {"prefix": -1}
+
+    async def call(system: str, view: str) -> tuple[str, dict[str, int]]:
+        prompt = system + "\n" + view
+        answer = json.dumps(policy.decide(view, mutation), sort_keys=True)
+        usage = usage_for(prompt, answer, max(sent["prefix"], len(system)) if sent["prefix"] >= 0 else 0)
+        sent["prefix"] = len(prompt.encode())
+        return answer, usage
+
+    return call
+
+
+async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]:
+    settings = load_settings(data_dir=data_dir, database_url=None)
+    clock = ManualClock()
+    rt = await Runtime.open(settings, clock=clock)
+    rt.dispatcher.start()
+    http = None
+    try:
+        if model_name == "scripted":
+            model = scripted_model(spec.mutation)
+        else:
+            from bot.experiment.http_model import HttpModel
+
+            http = HttpModel(model_name, spec.mutation)
+            await http.start()
+            model = http.call
+        router = AlertRouter(rt.store, rt.index, rt.service, clock, AlertPolicy.build())
+        run = Run(spec, rt.store, router, clock, model, data_dir / "journal")
+        await drive(run)
+        logs = {s: await rt.store.read(s) for s in run.scopes}
+        verdict = judge(logs, run.world.counters(), spec.scenario)
+        for scope in run.scopes:
+            rt.dispatcher.wake(scope, ["index"])
+        await rt.dispatcher.idle()
+    finally:
+        if http:
+            await http.stop()
+        await rt.close()
+    c = run.cost
+    units = sum(1 for es in logs.values() for e in es if e.kind == "obligation_fulfilled")
+    units += int(verdict["checks"]["root_cause"]) + int(bool(run.world.mitigated)) + int(verdict["checks"]["goal"])
+    return {
+        "arm": spec.arm,
+        "scenario": spec.scenario.id,
+        "fault": spec.fault,
+        "seed": spec.seed,
+        "fences": spec.fences,
+        "model": model_name,
+        "correct": verdict["correct"],
+        "checks": verdict["checks"],
+        "duplicate_effects": verdict["duplicate_effects"],
+        "harmful_effects": verdict["harmful_effects"],
+        "reproposed_denied": verdict["reproposed_denied"],
+        "tokens": c.tokens,
+        "input_tokens": c.input_tokens,
+        "output_tokens": c.output_tokens,
+        "cache_read_input_tokens": c.cache_read_input_tokens,
+        "cache_creation_input_tokens": c.cache_creation_input_tokens,
+        "model_calls": c.calls,
+        "context_bytes": c.context_bytes,
+        "reconstruction_bytes": c.reconstruction_bytes,
+        "usd": round(c.usd, 6),
+        "units": units,
+        "tokens_per_unit": round(c.tokens / units, 1) if units else None,
+        "bytes_per_unit": round(c.context_bytes / units, 1) if units else None,
+        "usd_per_unit": round(c.usd / units, 6) if units else None,
+        "scopes": run.scopes,
+        "data_dir": str(data_dir),
+    }

@@ -1,0 +1,127 @@
+"""The judge: a pure function of the final log (every scope's entries), the world's counters and the scenario."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.entries import Entry
+from core.experiment.scenario import Scenario, action_key
+
+
+def _fault_seq(entries: Sequence[Entry]) -> int:
+    for e in entries:
+        if e.kind == "observation" and e.payload.model_dump()["source"] == "experiment":
+            return e.seq
+    return 0
+
+
+def judge(logs: Mapping[str, Sequence[Entry]], world: Mapping[str, Any], scenario: Scenario) -> dict[str, Any]:
+    checks: dict[str, bool] = {}
+    entries = [e for scope in sorted(logs) for e in logs[scope]]
+    p = [(e, e.payload.model_dump()) for e in entries]
+    names = scenario.root_cause.names()
+    applied: dict[str, int] = dict(world.get("applied", {}))
+    resolved = any(e.kind == "status_changed" and d["status"] == "resolved" for e, d in p)
+    if scenario.act:
+        checks["goal"] = bool(world.get("mitigated")) and resolved
+    else:
+        checks["goal"] = not applied and any(e.kind == "decision" and d["text"].startswith("hold") for e, d in p)
+    checks["root_cause"] = any(
+        e.kind == "hypothesis" and (d["suspect_scope"].lower() in names or any(n in d["text"].lower() for n in names))
+        for e, d in p
+    )
+    checks["obligations"] = _obligations(logs)
+    checks["evidence"] = _evidence(logs, scenario)
+    duplicates = sum(max(0, n - scenario.invariants.max_effects_per_action) for n in applied.values())
+    denied = {d["reason"] for e, d in p if e.kind == "approval" and d["decision"] == "denied" and d["reason"]}
+    reproposed = sum(
+        1
+        for e, d in p
+        if e.kind == "obligation_opened"
+        and action_key(d["action"], d["params"]) in denied
+        and any(
+            a.kind == "approval"
+            and a.payload.model_dump()["reason"] == action_key(d["action"], d["params"])
+            and a.seq < e.seq
+            and a.scope == e.scope
+            for a in entries
+        )
+    )
+    checks["effects"] = duplicates == 0 and world.get("harmful", 0) == 0 and reproposed == 0
+    checks["claims"] = all(d["fence"] >= 1 for e, d in p if e.kind == "action_started")
+    checks["uncertain"] = _uncertain(logs)
+    return {
+        "correct": all(checks.values()),
+        "checks": checks,
+        "duplicate_effects": duplicates,
+        "reproposed_denied": reproposed,
+        "harmful_effects": int(world.get("harmful", 0)),
+    }
+
+
+def _obligations(logs: Mapping[str, Sequence[Entry]]) -> bool:
+    for entries in logs.values():
+        fault = _fault_seq(entries)
+        opened = {e.payload.model_dump()["obligation_id"]: e.seq for e in entries if e.kind == "obligation_opened"}
+        for e in entries:
+            d = e.payload.model_dump()
+            if e.kind == "obligation_cancelled" and not d["reason"]:
+                return False  # dropped, not cancelled with a reason
+            if e.kind == "action_started" and d["obligation_id"]:
+                claims = [
+                    c.seq
+                    for c in entries
+                    if c.kind == "obligation_claimed"
+                    and c.seq < e.seq
+                    and c.payload.model_dump()["obligation_id"] == d["obligation_id"]
+                ]
+                checked = [
+                    c
+                    for c in entries
+                    if c.kind == "observation"
+                    and claims
+                    and claims[-1] < c.seq < e.seq
+                    and c.payload.model_dump()["data"].get("checked") == d["obligation_id"]
+                ]
+                if fault and opened.get(d["obligation_id"], 0) < fault and not checked:
+                    return False
+                if not checked:
+                    return False
+    return True
+
+
+def _evidence(logs: Mapping[str, Sequence[Entry]], scenario: Scenario) -> bool:
+    for entries in logs.values():
+        fault = _fault_seq(entries)
+        if not fault:
+            continue
+        kinds = {
+            e.seq: e.payload.model_dump()["data"].get("kind")
+            for e in entries
+            if e.kind == "observation" and e.payload.model_dump()["source"].startswith("tool:")
+        }
+        for e in entries:
+            if e.kind == "hypothesis" and e.seq > fault:
+                refs = [kinds.get(r) for r in e.refs]
+                if not refs or not any(k in scenario.invariants.evidence_kinds or k for k in refs):
+                    return False
+    return True
+
+
+def _uncertain(logs: Mapping[str, Sequence[Entry]]) -> bool:
+    for entries in logs.values():
+        open_runs: dict[str, str] = {}
+        for e in entries:
+            d = e.payload.model_dump()
+            if e.kind == "action_result":
+                key = d["response"].get("key", "")
+                if d["outcome"] == "uncertain":
+                    open_runs[key] = d["run_id"]
+                elif d.get("reconciled"):
+                    open_runs.pop(key, None)
+            if e.kind == "action_started" and action_key(d["action"], d["params"]) in open_runs:
+                return False  # retried while uncertain
+        if open_runs:
+            return False
+    return True

@@ -1,0 +1,90 @@
+"""The scripted policy: a deterministic reasoner whose answers depend only on what it is shown (the view text).
+
+It names a root cause only when supporting evidence is in the view, copies conditions from the obligation it sees,
+and re-proposes a denied action when the denial is not visible — so lossy context is measurably wrong.
+The same function answers in process and behind the fake Anthropic server (``bot/experiment/http_model.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+SYSTEM = (
+    "You coordinate one incident. Lines: TOOLS, EVIDENCE, HYPOTHESIS, OBLIGATION, DENIED, APPLIED, UNCERTAIN, "
+    "ALERT, HOLD, RESOLVED, CONDITIONS. Answer one JSON object with any of: call (tool names), hypothesis "
+    "{entity, evidence}, open {action, params, conditions}, propose {obligation_id, conditions}, reconcile "
+    "(run keys), hold (bool), resolve (bool). Name a root cause only from evidence you can see."
+)
+
+MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim")
+
+
+def _fields(line: str) -> dict[str, str]:
+    out = {}
+    for part in line.split("\t")[1:]:
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def parse_view(view: str) -> dict[str, list[dict[str, str]]]:
+    seen: dict[str, list[dict[str, str]]] = {}
+    for line in view.splitlines():
+        head = line.split("\t", 1)[0]
+        if head.isupper():
+            seen.setdefault(head, []).append(_fields(line))
+    return seen
+
+
+def decide(view: str, mutation: str = "") -> dict[str, Any]:
+    v = parse_view(view)
+    tools = [t for f in v.get("TOOLS", []) for t in f.get("names", "").split(",") if t]
+    evidence = v.get("EVIDENCE", [])
+    called = {e["tool"] for e in evidence}
+    missing = [t for t in tools if t not in called]
+    if missing:
+        return {"call": missing}
+    out: dict[str, Any] = {}
+    suspects = Counter(e["suspect"] for e in evidence if e.get("suspect"))
+    if suspects and not v.get("HYPOTHESIS"):
+        entity = suspects.most_common(1)[0][0]
+        out["hypothesis"] = {"entity": entity, "evidence": [int(e["seq"]) for e in evidence if e["suspect"] == entity]}
+    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", [])}
+    uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if u["key"] not in settled]
+    if uncertain:
+        out["reconcile"] = uncertain
+        return out
+    firing = [a for a in v.get("ALERT", []) if a.get("status") == "firing"]
+    holds = any(e.get("hold") == "1" for e in evidence)
+    applied = {a["key"] for a in v.get("APPLIED", [])}
+    if holds:
+        if not v.get("HOLD"):
+            out["hold"] = True
+        elif not firing and not v.get("RESOLVED"):
+            out["resolve"] = True
+        return out
+    obligations = v.get("OBLIGATION", [])
+    if mutation == "drop_obligations" and obligations:
+        out["drop"] = [o["id"] for o in obligations]
+        return out
+    if obligations:
+        ob = obligations[0]
+        if ob.get("status") == "open":
+            out["propose"] = {"obligation_id": ob["id"], "conditions": ob.get("conditions", "").split("|")}
+        return out
+    denied = {d["key"] for d in v.get("DENIED", [])} if mutation != "repropose_denied" else set()
+    if applied and not firing:
+        if not v.get("RESOLVED"):
+            out["resolve"] = True
+        return out
+    if applied:
+        return out
+    conditions = [c for f in v.get("CONDITIONS", []) for c in f.get("list", "").split("|") if c]
+    for e in evidence:
+        fix = json.loads(e.get("fix") or "{}")
+        if fix and e.get("key") not in denied:
+            out["open"] = {"action": fix["action"], "params": fix.get("params", {}), "conditions": conditions}
+            break
+    return out

@@ -1,0 +1,114 @@
+"""decklog experiment (issue 17): the --quick slice end to end, the judge's mutation tests, fences off, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.experiment.one import run_one
+from core.errors import InvalidInput
+from core.experiment import itbench, scenario
+from core.experiment.run import Spec
+
+ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "itbench"
+ITBENCH = ITBENCH if ITBENCH.is_dir() else Path("/work/shared/scenarios/itbench")
+
+
+def _by_id(sid: str) -> scenario.Scenario:
+    return next(s for s in scenario.builtin() if s.id == sid)
+
+
+def _run(tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", **kw: object) -> dict[str, object]:
+    spec = Spec(_by_id(sid), arm, fault, 1, **kw)  # type: ignore[arg-type]
+    return asyncio.run(run_one(spec, tmp_path / "run", "scripted"))
+
+
+def test_builtin_scenarios_cover_the_issue() -> None:
+    ids = {s.id for s in scenario.builtin()}
+    assert len(ids) >= 8
+    assert not _by_id("do-not-act").act
+
+
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_a_clean_run_is_judged_correct(tmp_path: Path, arm: str) -> None:
+    r = _run(tmp_path, "bad-deploy", arm)
+    assert r["correct"] is True, r["checks"]
+    assert r["duplicate_effects"] == 0 and r["tokens"] > 0 and r["units"] >= 3
+
+
+@pytest.mark.parametrize(
+    ("mutation", "check"),
+    [("drop_obligations", "obligations"), ("repropose_denied", "effects"), ("no_claim", "claims")],
+)
+def test_the_judge_flags_each_broken_policy(tmp_path: Path, mutation: str, check: str) -> None:
+    r = _run(tmp_path, "bad-deploy", mutation=mutation)
+    assert r["correct"] is False
+    assert r["checks"][check] is False  # type: ignore[index]
+
+
+def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path) -> None:
+    on = _run(tmp_path / "on", "bad-deploy", fault="lease_expiry")
+    off = _run(tmp_path / "off", "bad-deploy", fault="lease_expiry", fences=False)
+    assert on["duplicate_effects"] == 0 and on["correct"] is True
+    assert off["duplicate_effects"] >= 1 and off["correct"] is False
+
+
+def test_itbench_import_converts_every_folder() -> None:
+    scns = itbench.import_dir(ITBENCH)
+    assert len(scns) == len([p for p in ITBENCH.iterdir() if p.is_dir()])
+    for s in scns:
+        assert s.root_cause.entity and s.tools and s.timeline
+
+
+def test_itbench_import_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "scenario_x").mkdir()
+    (tmp_path / "scenario_x" / "groundtruth.yaml").write_text("spec:\n  alerts: []\n  entities: []\n")
+    with pytest.raises(InvalidInput, match="no alerts"):
+        itbench.import_dir(tmp_path)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "experiment", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_quick_writes_results_and_table(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = _cli("--quick", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 36
+    for r in rows:
+        assert {
+            "arm",
+            "scenario",
+            "fault",
+            "seed",
+            "correct",
+            "duplicate_effects",
+            "tokens",
+            "context_bytes",
+            "units",
+        } <= r.keys()
+        assert Path(r["data_dir"], "scopes").is_dir()
+    lines = (out / "table.md").read_text().splitlines()
+    assert len([ln for ln in lines[2:] if ln.startswith("| ")]) == 3 * 4  # one row per arm × fault
+
+
+def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
+    for args in (
+        ["--arms", "bogus"],
+        ["--model", "claude"],
+        ["--model", "recorded:/nonexistent"],
+        ["--import-itbench", str(tmp_path)],
+    ):
+        p = _cli(*args, "--out", str(tmp_path / "o"))
+        assert p.returncode != 0
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+        assert not (tmp_path / "o").exists()
