@@ -46,7 +46,7 @@ from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, me
 from bot.config import load_config
 from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from bot.server import DecklogServer
-from bot.settings import Settings, project_root
+from bot.settings import Settings, example_config_path
 from core.alerts import SUMMARY_SOURCE
 from core.entries import Actor, NewEntry
 from core.store import SqliteLogStore
@@ -207,7 +207,7 @@ class StormResult:
 async def decklog_storm(
     storm: Storm, concurrency: int, data_dir: Path, *, settle_timeout: float, pace: float | None
 ) -> StormResult:
-    config = load_config(project_root() / "decklog.example.toml")  # shipped: pacing 1 msg/s/channel, header 2 s
+    config = load_config(example_config_path())  # shipped: pacing 1 msg/s/channel, header 2 s
     if pace is not None:
         config = config.model_copy(update={"slack": config.slack.model_copy(update={"pace_per_channel_s": pace})})
     settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
@@ -346,7 +346,7 @@ async def big_notifications(
     request does not share the loop with the delivery of the one before). Also: seconds from each 2xx until
     that notification's outbox rows are all delivered (``quiet`` only; else [])."""
     settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
-    server = DecklogServer(settings, config=load_config(project_root() / "decklog.example.toml"))
+    server = DecklogServer(settings, config=load_config(example_config_path()))
     await server.start()
     out: list[float] = []
     drains: list[float] = []

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -70,6 +71,34 @@ def build_egress(settings: Settings, config: DecklogConfig, catalog: Catalog) ->
     urls = [settings.deploy_api_url or "", settings.statuspage_api_url or ""]
     urls += [u for spec in catalog if spec.available for u in (spec.executor.url, spec.executor.reconcile_url)]
     return EgressPolicy.configured(config.security.egress_allow, urls)
+
+
+def real_executor_hosts(settings: Settings, config: DecklogConfig, local: Collection[str]) -> list[str]:
+    """The ``host:port`` of every executor URL (url, reconcile_url of each available action) that is not in
+    ``local``: the loopback fakes the sandbox started in this process. A loopback service the operator runs is real.
+    The sandbox people never approve while this is not empty."""
+    hosts: list[str] = []
+    for spec in build_catalog(settings, config):
+        if not spec.available:
+            continue
+        for url in (spec.executor.url, spec.executor.reconcile_url):
+            where = origin_of(url) if url else None
+            if where is not None and where not in local and where not in hosts:
+                hosts.append(where)
+    return hosts
+
+
+def origin_of(url: str) -> str | None:
+    """``host:port`` of an http(s) URL (the default port filled in, no user part), or None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host.lower()}:{port}"
 
 
 def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: EgressPolicy | None = None) -> Executor:

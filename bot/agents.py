@@ -24,7 +24,7 @@ from adapters.slack.ask import SlackAsk
 from adapters.slack.progress import SlackProgress
 from bot.parts import Provides
 from bot.runtime import Runtime
-from bot.settings import Settings, project_root
+from bot.settings import Settings
 from bot.slack import SlackOut
 from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
 from core.agents.catchup import ModelCatchUp
@@ -67,7 +67,7 @@ def build_reasoner(settings: Settings, config: AgentsConfig, *, max_retries: int
     )
     return ClaudeReasoner(
         client,
-        prompts=PromptLibrary(project_root() / "prompts"),
+        prompts=PromptLibrary.shipped(),
         model=config.model,
         max_steps=config.max_steps,
         max_tokens=config.max_tokens,
@@ -157,7 +157,7 @@ def build_catchup(rt: Runtime, client: Any) -> ModelCatchUp:
     cfg = rt.config.agents
     summariser = ClaudeSummariser(
         client,
-        prompts=PromptLibrary(project_root() / "prompts"),
+        prompts=PromptLibrary.shipped(),
         model=cfg.model,
         max_tokens=min(600, cfg.max_tokens),
         request_timeout=cfg.turn_timeout_s,

@@ -8,13 +8,15 @@
     GET /api/search?q=TEXT&limit=N                (core/search.py)
 
 Every error is ``{"error": "..."}`` with its status: 400 (a bad parameter, named), 401 (a bearer token is
-required when ``DECKLOG_API_TOKEN`` is set), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
+required when ``DECKLOG_API_TOKEN`` is set; unset, only loopback clients are answered, and a request that carries
+``Forwarded`` / ``X-Forwarded-For`` — a proxy in front, whose clients all look loopback — is not one), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
 report appends nothing: a GET is safe, so only explicit exports (CLI, Slack) are recorded in the log.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import re
 from typing import Any
 
@@ -200,6 +202,14 @@ class ScopesApi:
 
     def _authorize(self, request: web.Request) -> None:
         if self.token is None:
+            reason = _not_loopback(request)
+            if reason is not None:
+                raise ApiError(
+                    401,
+                    f"{reason}: without DECKLOG_API_TOKEN the API answers loopback clients only "
+                    "(set DECKLOG_API_TOKEN and send Authorization: Bearer <token>)",
+                    {"WWW-Authenticate": 'Bearer realm="decklog"'},
+                )
             return
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
@@ -291,6 +301,10 @@ class ScopesApi:
         return web.Response(body=body, headers=headers)
 
     async def no_route(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._authorize(request)  # every /api request is authorized, even one for no route
+        except ApiError as exc:
+            return error(exc.status, exc.message, exc.headers)
         return error(404, f"no such API route: {request.path}")
 
 
@@ -321,6 +335,23 @@ class InsightsApi:
         return web.json_response({"results": results})
 
 
+FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+
+
+def _not_loopback(request: web.Request) -> str | None:
+    """Why ``request`` is not from a loopback client (None: it is)."""
+    forwarded = [h for h in FORWARDING_HEADERS if h in request.headers]
+    if forwarded:
+        return f"the request came through a proxy ({forwarded[0]})"
+    remote = request.remote or ""
+    try:
+        if ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return f"the client {remote or 'unknown'} is not on loopback"
+
+
 def build_api(rt: Runtime) -> Provides:
     """The REST API routes (under ``/api/scopes``, plus ``/api/insights`` and ``/api/search``)."""
     api = ScopesApi(rt.store, rt.index, rt.settings.api_token, templates=rt.reports)
@@ -334,5 +365,7 @@ def build_api(rt: Runtime) -> Provides:
             Route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline)),
             Route("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report)),
             Route("*", PREFIX + "/{tail:.*}", api.no_route),
+            Route("*", "/api", api.no_route),
+            Route("*", "/api/{tail:.*}", api.no_route),
         ]
     )

@@ -6,7 +6,9 @@ per request.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -29,8 +31,27 @@ def default_data_dir() -> Path:
 
 
 def project_root() -> Path:
-    """Where the shipped files live (decklog.example.toml, prompts/): next to the installed packages."""
+    """The directory that holds the packages (a checkout's top level, or site-packages in a wheel install). Shipped
+    files are found through ``importlib.resources`` (``example_config_path``, ``PromptLibrary.shipped``)."""
     return Path(__file__).resolve().parent.parent
+
+
+def example_config_path() -> Path:
+    """The shipped ``decklog.example.toml`` (package data of ``bot``, found in a wheel install as in a checkout):
+    the configuration used when ``DECKLOG_CONFIG`` is unset."""
+    return Path(str(resources.files("bot") / "decklog.example.toml"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` (and ``*.localhost``) or a loopback IP literal; names are not resolved, and a wildcard address
+    (``0.0.0.0``, ``::``) is not loopback."""
+    name = host.strip().strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseSettings):
@@ -38,6 +59,8 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=default_data_dir, validation_alias="DECKLOG_DATA_DIR")
     host: str = Field("127.0.0.1", validation_alias="DECKLOG_HOST", min_length=1)
+    # The sandbox (no Slack credentials) serves on a non-loopback DECKLOG_HOST only with this explicit opt-in.
+    sandbox_public: bool = Field(False, validation_alias="DECKLOG_SANDBOX_PUBLIC")
     port: int = Field(8080, ge=0, le=65535, validation_alias="DECKLOG_PORT")
     config_path: Path | None = Field(None, validation_alias="DECKLOG_CONFIG")
     slack_bot_token: SecretStr | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
@@ -168,7 +191,7 @@ class Settings(BaseSettings):
 
     @property
     def resolved_config_path(self) -> Path:
-        return self.config_path or project_root() / "decklog.example.toml"
+        return self.config_path or example_config_path()
 
 
 def load_settings(**overrides: object) -> Settings:

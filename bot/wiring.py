@@ -34,7 +34,7 @@ from adapters.local.sandbox import (
 from adapters.slack.app import build_http_session
 from adapters.slack.hooks import SlackHooks
 from adapters.trackers.build import build_tracker
-from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor
+from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
 from bot.agents import Agents, build_agents
 from bot.api import build_api
 from bot.config import DecklogConfig, load_config
@@ -45,7 +45,7 @@ from bot.receivers import ReceiversPart, build_receivers
 from bot.reports import SlackExport
 from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
-from bot.settings import Settings, SlackMode
+from bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
 from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
 from core.clock import Clock
 from core.follow_ups import FollowUpsSender
@@ -126,12 +126,13 @@ async def _build(
     provided: list[Provides] = []
     local_slack, world = None, None
     if mode == "sandbox":
+        check_sandbox_exposure(settings)
         local_slack = await open_local_slack()
         closers.append(local_slack.slack.stop)
         if "sandbox" in parts:
             world = await open_world(local_slack.slack, _wants(settings, config), settings.data_dir)
             provided.append(Provides(drains=list(world.drains)))
-            settings = settings.model_copy(update=world.overrides.update())
+            settings = _sandbox_settings(settings, config, world)
     http = build_http_session()
     closers.append(http.close)
     rt = await Runtime.open(settings, config=config, clock=clock, alarm=alarm)
@@ -173,6 +174,44 @@ async def _build(
     )
 
 
+def check_sandbox_exposure(settings: Settings) -> None:
+    """The sandbox page lets any visitor act as any person: it serves on a loopback ``DECKLOG_HOST`` only, unless
+    the operator opts in with ``DECKLOG_SANDBOX_PUBLIC=1`` (then a loud warning)."""
+    if is_loopback_host(settings.host):
+        return
+    if not settings.sandbox_public:
+        raise SettingsError(
+            f"DECKLOG_HOST={settings.host} is not a loopback address, and without Slack credentials decklog serves the "
+            "sandbox, whose page lets anyone who reaches it act as any person. Set SLACK_BOT_TOKEN and "
+            "SLACK_SIGNING_SECRET (or SLACK_APP_TOKEN with --socket-mode), use DECKLOG_HOST=127.0.0.1, or opt in "
+            "with DECKLOG_SANDBOX_PUBLIC=1"
+        )
+    log.warning(
+        "!!! DECKLOG_SANDBOX_PUBLIC=1: the sandbox page is served on %s (not loopback) WITHOUT authentication; anyone "
+        "who can reach port %s can act as any sandbox person. Never expose it to a network you do not trust. !!!",
+        settings.host,
+        settings.port,
+    )
+
+
+def _sandbox_settings(settings: Settings, config: DecklogConfig, world: LocalWorld) -> Settings:
+    """The operator's settings with the local world's overrides; the sandbox people are approvers only while every
+    executor URL points at a fake the sandbox started itself (bot.actions.real_executor_hosts)."""
+    settings = settings.model_copy(update=world.overrides.update())
+    if not world.env.approvers_filled:
+        return settings
+    real = real_executor_hosts(settings, config, world.env.local_origins)
+    if not real:
+        return settings
+    world.env.withdraw_approvers()
+    log.warning(
+        "sandbox: the sandbox people are NOT approvers, because executors call %s, which the sandbox did not start; "
+        "set DECKLOG_APPROVERS (or [approvals] approvers) to approve actions",
+        ", ".join(real),
+    )
+    return settings.model_copy(update={"approvers": ""})
+
+
 def _page(world: LocalWorld, rt: Runtime, address: Address, provided: list[Provides]) -> LocalPage:
     """The sandbox page; its sample buttons go through the receivers when they are among ``provided``."""
     page = build_page(
@@ -180,6 +219,7 @@ def _page(world: LocalWorld, rt: Runtime, address: Address, provided: list[Provi
         service=rt.service,
         base_url=lambda: address.url,
         routes=lambda: {route.path for p in provided for route in p.routes},
+        public=not is_loopback_host(rt.settings.host),  # only with DECKLOG_SANDBOX_PUBLIC=1 (check_sandbox_exposure)
     )
     provided.append(Provides(routes=[Route(m, p, h) for m, p, h in page.routes], drains=page.drains))
     return page

@@ -16,7 +16,7 @@ import pytest
 
 from bot.config import DecklogConfig, load_config
 from bot.server import DecklogServer
-from bot.settings import Settings, project_root
+from bot.settings import Settings, example_config_path
 from bot.wiring import ALL_PARTS, PartName, Parts
 
 T = TypeVar("T")
@@ -58,7 +58,7 @@ async def eventually(check: Callable[[], Any], *, timeout: float = 5.0, interval
 
 def test_config(**sections: dict[str, Any]) -> DecklogConfig:
     """The shipped example config with test-speed overrides (no Slack pacing; agents fast)."""
-    base = load_config(project_root() / "decklog.example.toml")
+    base = load_config(example_config_path())
     data = base.model_dump()
     data["slack"]["pace_per_channel_s"] = 0.0
     data["slack"]["header_update_interval_s"] = 0.0

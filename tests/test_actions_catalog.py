@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bot.config import load_config
-from bot.settings import SettingsError, project_root
+from bot.settings import SettingsError, example_config_path
 from core.actions import Catalog, ChangeFact, Evidence
 from core.actions.catalog import substitute
 from core.actions.conditions import describe_drift, evaluate, inputs_digest
@@ -20,7 +20,7 @@ from tests.conftest import test_config
 
 
 def test_the_shipped_example_declares_the_rollback_and_the_status_page_update() -> None:
-    config = load_config(project_root() / "decklog.example.toml")
+    config = load_config(example_config_path())
     unset = Catalog.from_config(config.actions, env={})
     assert {a.name: a.available for a in unset} == {
         "rollback_deploy": False,

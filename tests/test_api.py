@@ -3,14 +3,20 @@ error as JSON with its status (400 naming the parameter, 401 with a Bearer chall
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+from pydantic import SecretStr
 
+from bot.api import ScopesApi
 from bot.server import DecklogServer
 from bot.settings import Settings
 from core.entries import Actor, NewEntry
@@ -287,3 +293,53 @@ async def test_api_token_requires_a_bearer(make_server: ServerFactory, http: aio
 async def test_api_is_open_without_a_token(server: DecklogServer, http: aiohttp.ClientSession) -> None:
     status, body, _ = await get(http, server, "/api/scopes")
     assert (status, body) == (200, {"scopes": [], "count": 0})
+
+
+async def test_api_token_guards_every_api_path_even_unknown_ones(
+    make_server: ServerFactory, http: aiohttp.ClientSession
+) -> None:
+    server = await make_server(api_token="s3cret-token")
+    for path in ("/api", "/api/nothing", "/api/scopes/", f"/api/scopes/{PAYMENTS}/entries"):
+        status, body, got = await get(http, server, path)
+        assert status == 401 and got["WWW-Authenticate"].startswith("Bearer") and body["error"], path
+        status, body, _ = await get(http, server, path, headers={"Authorization": "Bearer s3cret-token"})
+        assert status == 404 and "no such API route" in body["error"], path
+
+
+@pytest.mark.parametrize("headers", [{"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"}])
+async def test_without_a_token_a_proxied_request_is_401_with_the_reason(
+    server: DecklogServer, http: aiohttp.ClientSession, headers: dict[str, str]
+) -> None:
+    """A proxy on the same host makes every client look loopback: forwarded requests are not answered."""
+    for path in ("/api/scopes", "/api/nothing"):
+        status, body, got = await get(http, server, path, headers=headers)
+        assert status == 401 and got["WWW-Authenticate"].startswith("Bearer"), path
+        assert "proxy" in body["error"] and "DECKLOG_API_TOKEN" in body["error"], body
+
+
+def _from(peer: str, api: ScopesApi, *, token: str | None = None) -> Any:
+    transport = mock.Mock()
+    transport.get_extra_info.side_effect = lambda name, default=None: (peer, 40000) if name == "peername" else default
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return make_mocked_request("GET", "/api/scopes", headers=headers, transport=transport)
+
+
+@pytest.mark.parametrize(("peer", "answered"), [("127.0.0.1", True), ("::1", True), ("10.0.0.5", False)])
+async def test_without_a_token_only_loopback_clients_are_answered(peer: str, answered: bool) -> None:
+    api = ScopesApi(mock.Mock(), mock.Mock(), None)
+
+    async def ok(_request: web.Request) -> web.StreamResponse:
+        return web.json_response({"ok": True})
+
+    response = await api.guard(ok)(_from(peer, api))
+    assert isinstance(response, web.Response)
+    if answered:
+        assert response.status == 200
+    else:
+        body = json.loads(response.text or "{}")
+        assert response.status == 401 and "10.0.0.5 is not on loopback" in body["error"]
+        assert "DECKLOG_API_TOKEN" in body["error"]
+    with_token = ScopesApi(mock.Mock(), mock.Mock(), SecretStr("t0ken"))
+    assert (
+        await with_token.guard(ok)(_from(peer, with_token, token="t0ken"))
+    ).status == 200  # any client, with the bearer

@@ -14,7 +14,7 @@ from adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
 from bot.actions import build_catalog, build_egress, build_executor
 from bot.config import load_config
 from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from bot.settings import Settings, project_root
+from bot.settings import Settings, example_config_path
 from core.actions.executor import ExecutionRequest
 from core.egress import EgressPolicy
 from core.entries import Actor, NewEntry
@@ -42,7 +42,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def test_page_oncall_ships_in_the_example_and_needs_the_routing_key() -> None:
-    config = load_config(project_root() / "decklog.example.toml")
+    config = load_config(example_config_path())
     off = build_catalog(settings(), config).get("page_oncall")
     assert not off.available and "DECKLOG_PAGERDUTY_ROUTING_KEY" in off.unavailable_reason
     on = build_catalog(settings(DECKLOG_PAGERDUTY_ROUTING_KEY=KEY), config).get("page_oncall")
@@ -88,7 +88,7 @@ async def test_the_incident_resolving_resolves_the_page(tmp_path: Path, http: An
         await store.append(SCOPE, [NewEntry.make("declared", ALICE, {"title": "DB down", "severity": 1})], create=True)
         async with FakePagerDuty(routing_key=KEY) as pd:
             s = settings(DECKLOG_PAGERDUTY_ROUTING_KEY=KEY, DECKLOG_PAGERDUTY_EVENTS_URL=f"{pd.base_url}/v2/enqueue")
-            config = load_config(project_root() / "decklog.example.toml")
+            config = load_config(example_config_path())
             catalog = build_catalog(s, config)
             executor = build_executor(catalog.get("page_oncall").executor, http, build_egress(s, config, catalog))
             assert isinstance(executor, PagerDutyExecutor)

@@ -34,8 +34,19 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
+def as_the_page(server: DecklogServer) -> dict[str, str]:
+    """What the page's own fetch sends: its origin and this run's token (tests/test_sandbox_exposure.py checks
+    that a POST without them is refused)."""
+    assert server.parts.page is not None
+    return {
+        "Origin": server.url,
+        "Sec-Fetch-Site": "same-origin",
+        "X-Decklog-Sandbox-Token": server.parts.page.page.token,
+    }
+
+
 async def call(http: aiohttp.ClientSession, server: DecklogServer, path: str, body: Any) -> tuple[int, Any]:
-    async with http.post(server.url + path, json=body) as response:
+    async with http.post(server.url + path, json=body, headers=as_the_page(server)) as response:
         return response.status, await response.json()
 
 
@@ -68,6 +79,8 @@ async def test_the_page_and_its_assets_are_served_from_the_package(server: Deckl
         assert "script-src 'self'" in response.headers["Content-Security-Policy"]
         html = await response.text()
     assert '<script type="module" src="/sandbox/assets/sandbox.js">' in html
+    assert f'<meta name="decklog-sandbox-token" content="{page_of(server).token}">' in html
+    assert "{{TOKEN}}" not in html
     here = Path(__file__).resolve().parent.parent / "adapters" / "local" / "sandbox"
     for name, kind in (
         ("sandbox.js", "text/javascript"),
@@ -210,7 +223,9 @@ async def test_requests_the_page_should_not_send_are_refused_with_a_reason(serve
         assert status == 400, body
         assert reason in answer["error"], (body, answer)
     async with http.post(
-        server.url + "/sandbox/message", data=b"{nope", headers={"Content-Type": "application/json"}
+        server.url + "/sandbox/message",
+        data=b"{nope",
+        headers={"Content-Type": "application/json", **as_the_page(server)},
     ) as r:
         assert r.status == 400
     status, answer = await call(

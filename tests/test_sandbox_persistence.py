@@ -21,6 +21,7 @@ from bot.server import DecklogServer
 from core.actions.executor import ExecutionRequest
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually
+from tests.test_sandbox import as_the_page
 
 ALERTS = "C0ALERTS"
 
@@ -32,7 +33,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 async def say(http: aiohttp.ClientSession, server: DecklogServer, path: str, body: Any) -> Any:
-    async with http.post(server.url + path, json=body) as response:
+    async with http.post(server.url + path, json=body, headers=as_the_page(server)) as response:
         answer = await response.json()
         assert response.status == 200, answer
         return answer

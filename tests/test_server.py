@@ -149,6 +149,32 @@ def test_the_dockerfile_runs_serve_as_a_non_root_user_with_a_data_volume_and_a_h
     assert 'ENTRYPOINT ["decklog", "serve"]' in text
 
 
+def test_the_dockerfile_is_multi_stage_and_installs_decklog_from_a_wheel() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert len(froms) == 2 and froms[0].endswith(" AS build") and " AS " not in froms[1]
+    final = lines[lines.index(froms[1]) :]
+    run = "\n".join(final)
+    assert "COPY --from=build /wheels /wheels" in final
+    assert "pip install --no-index --find-links /wheels decklog" in run
+    assert not [line for line in lines if "pip install" in line and (" -e " in line or "--editable" in line)]
+    # the final stage has no source tree: only the installed package (package data found by importlib.resources)
+    assert not [line for line in final if line.startswith("COPY ") and "--from=build" not in line]
+    user = final.index("USER decklog")
+    assert user < final.index('ENTRYPOINT ["decklog", "serve"]')
+    assert "DECKLOG_HOST=0.0.0.0" in run
+    assert not [line for line in lines if "DECKLOG_SANDBOX_PUBLIC" in line and not line.startswith("#")]  # no opt-in
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".venv", "data", ".git", "tests"} <= set(ignored)
+
+
+def test_the_image_has_every_file_it_copies() -> None:
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            for name in line.split()[1:-1]:
+                assert (ROOT / name).exists(), name
+
+
 async def test_stopping_finishes_acknowledged_slack_work_first(make_server: ServerFactory, tmp_path: Path) -> None:
     """Slack does not resend what was acked: a stopping server lets queued work finish before closing the log."""
     data_dir = tmp_path / "kept"

@@ -31,7 +31,7 @@ def test_config_file(directory: Path) -> Path:
     """The shipped example config with no Slack pacing (written once per directory)."""
     path = directory / "decklog.crash.toml"
     if not path.exists():
-        text = (ROOT / "decklog.example.toml").read_text()
+        text = (ROOT / "bot" / "decklog.example.toml").read_text()
         text = re.sub(r"(?m)^pace_per_channel_s = .*$", "pace_per_channel_s = 0.0", text)
         text = re.sub(r"(?m)^header_update_interval_s = .*$", "header_update_interval_s = 0.0", text)
         path.write_text(text)

@@ -99,12 +99,17 @@ class LocalPage:
 
 
 def build_page(
-    world: LocalWorld, *, service: ScopeService, base_url: Callable[[], str], routes: Callable[[], set[str]]
+    world: LocalWorld,
+    *,
+    service: ScopeService,
+    base_url: Callable[[], str],
+    routes: Callable[[], set[str]],
+    public: bool = False,
 ) -> LocalPage:
     """The page, its sample buttons (through the bot's receivers at ``base_url()``) and its live feed."""
     samples = SampleSender(
         base_url=base_url, token=world.env.alert_token, routes=routes, deploy=world.env.deploy, service=service
     )
     live = LiveFeed(world.slack.workspace)
-    page = SandboxPage(world.slack, world.env, samples, live, routes=routes)
+    page = SandboxPage(world.slack, world.env, samples, live, routes=routes, public=public)
     return LocalPage(page, page.routes(), drains=[samples.close, live.close])

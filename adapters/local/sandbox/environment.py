@@ -20,7 +20,9 @@ In sandbox mode (no ``SLACK_*`` credentials) there is nothing to point decklog a
 - when ``DECKLOG_ALERT_TOKEN`` is unset, a random token for this process only (``alert_token``), which
   the page's sample buttons send as ``Authorization: Bearer`` to ``/alerts/…`` and ``/changes/…``;
 - when no approver is configured (``DECKLOG_APPROVERS`` and ``[approvals] approvers`` both empty), the sandbox's
-  people (alice, bob, carol) as approvers, so a parked action can be approved from the page.
+  people (alice, bob, carol) as approvers, so a parked action can be approved from the page — but only while every
+  executor URL points at a fake started here (``local_origins``): the composition root calls
+  ``withdraw_approvers`` when one is real (an operator's ``DECKLOG_DEPLOY_API_URL``, even on loopback).
 
 Values the operator set are never replaced. Everything here only ever points at loopback fakes.
 """
@@ -30,9 +32,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pydantic import SecretStr
 
@@ -98,10 +100,27 @@ class SandboxEnvironment:
             return None
         return f"{self.statuspage.base_url}/v1/pages/{self.statuspage.page_id}"
 
+    @property
+    def local_origins(self) -> frozenset[str]:
+        """``host:port`` of the fakes this sandbox started (what an executor URL may point at for the sandbox
+        people to be approvers)."""
+        urls = [self.deploy.base_url] + ([self.statuspage.base_url] if self.statuspage is not None else [])
+        return frozenset(_origin(u) for u in urls)
+
+    def withdraw_approvers(self) -> None:
+        """An executor URL is real (not one of this sandbox's fakes): the sandbox people are not approvers."""
+        self.approvers_filled = ()
+        self.overrides = replace(self.overrides, approvers=None)
+
     async def stop(self) -> None:
         await self.deploy.stop()
         if self.statuspage is not None:
             await self.statuspage.stop()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{(parts.hostname or '').lower()}:{parts.port}"
 
 
 def baseline_version(now: datetime) -> str:

@@ -20,13 +20,23 @@ sample buttons go to the bot's public receivers (:mod:`adapters.local.sandbox.sa
     POST /sandbox/sample/deploy           {user}
 
 Errors are JSON ``{"error": "..."}`` with status 400 (what Slack's client would not let a person do).
+
+Every POST (each one changes the workspace or acts as a person) must come from the page itself: 403 unless it
+carries the per-run token the server writes into the page (``<meta name="decklog-sandbox-token">``, sent back as
+``X-Decklog-Sandbox-Token``), its ``Origin`` (when sent) is this server's own, and its ``Sec-Fetch-Site`` (when
+sent) is ``same-origin``. Served on loopback (the default), a request whose ``Host`` is not a loopback name is
+refused too (421), so a DNS-rebinding page cannot read the token. Static files come through
+``importlib.resources`` (package data: a wheel install finds them too).
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import re
+import secrets
 from collections.abc import Awaitable, Callable
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +50,8 @@ from adapters.slack.ids import COMMAND
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-HERE = Path(__file__).resolve().parent
+TOKEN_HEADER = "X-Decklog-Sandbox-Token"
+TOKEN_PLACEHOLDER = "{{TOKEN}}"
 ASSETS = {
     "sandbox.css": "text/css",
     "sandbox.js": "text/javascript",
@@ -63,8 +74,40 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _guarded(handler: Handler) -> Handler:
+def _static(name: str) -> bytes:
+    return (resources.files("adapters.local.sandbox") / name).read_bytes()
+
+
+def _host_is_loopback(request: web.Request) -> bool:
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _refusal(request: web.Request, token: str) -> str | None:
+    """Why a POST did not come from this run's page (None: it did)."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"refused a {site} request (Sec-Fetch-Site: {site}): only the sandbox page may act"
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        return f"refused a request from origin {origin!r}: only the sandbox page may act"
+    sent = request.headers.get(TOKEN_HEADER, "")
+    if not sent or not hmac.compare_digest(sent.encode("utf-8"), token.encode("utf-8")):
+        return f"the page token is missing or wrong ({TOKEN_HEADER}); reload the sandbox page"
+    return None
+
+
+def _guarded(handler: Handler, token: str) -> Handler:
     async def run(request: web.Request) -> web.StreamResponse:
+        refusal = _refusal(request, token)
+        if refusal is not None:
+            return _error(403, refusal)
         try:
             return await handler(request)
         except (Invalid, SlackError) as exc:  # a SlackError reads "code" or "code: detail"
@@ -124,12 +167,17 @@ class SandboxPage:
         live: LiveFeed,
         *,
         routes: Callable[[], set[str]],
+        public: bool = False,
     ) -> None:
         self.slack = slack
         self.env = env
         self.samples = samples
         self.live = live
         self._routes = routes
+        self.public = public
+        """Served on a non-loopback address (DECKLOG_SANDBOX_PUBLIC=1): any Host is accepted."""
+        self.token = secrets.token_urlsafe(32)
+        """Made per run and written into the page; every POST must send it back."""
 
     @property
     def workspace(self) -> FakeSlackWorkspace:
@@ -155,17 +203,29 @@ class SandboxPage:
             "/sandbox/sample/alert": self.sample_alert,
             "/sandbox/sample/deploy": self.sample_deploy,
         }
-        return gets + [("POST", path, _guarded(handler)) for path, handler in posts.items()]
+        routes = gets + [("POST", path, _guarded(handler, self.token)) for path, handler in posts.items()]
+        return [(method, path, self._host_checked(handler)) for method, path, handler in routes]
+
+    def _host_checked(self, handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.StreamResponse:
+            if not self.public and not _host_is_loopback(request):
+                return _error(421, f"the sandbox answers loopback names only, not Host {request.host!r}")
+            return await handler(request)
+
+        return run
 
     # -- the page -------------------------------------------------------------------------------------------
 
     async def index(self, _request: web.Request) -> web.StreamResponse:
-        return web.FileResponse(
-            HERE / "index.html",
+        html = _static("index.html").decode("utf-8").replace(TOKEN_PLACEHOLDER, self.token)
+        return web.Response(
+            text=html,
+            content_type="text/html",
+            charset="utf-8",
             headers={
-                "Content-Type": "text/html; charset=utf-8",
-                "Cache-Control": "no-cache",
+                "Cache-Control": "no-store",
                 "Content-Security-Policy": PAGE_CSP,
+                "Referrer-Policy": "no-referrer",
             },
         )
 
@@ -173,8 +233,9 @@ class SandboxPage:
         name = request.match_info["name"]
         if name not in ASSETS:
             return _error(404, f"no asset named {name!r}")
-        return web.FileResponse(
-            HERE / name, headers={"Content-Type": f"{ASSETS[name]}; charset=utf-8", "Cache-Control": "no-cache"}
+        return web.Response(
+            body=_static(name),
+            headers={"Content-Type": f"{ASSETS[name]}; charset=utf-8", "Cache-Control": "no-cache"},
         )
 
     async def state(self, _request: web.Request) -> web.Response:

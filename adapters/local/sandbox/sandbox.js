@@ -38,12 +38,15 @@ const $ = (id) => document.getElementById(id);
 
 // -- talking to the server ----------------------------------------------------------------------------------
 
+// The per-run token the server embeds in the page; every POST carries it (a cross-site page cannot read it).
+const TOKEN = document.querySelector('meta[name="decklog-sandbox-token"]')?.content || "";
+
 async function post(path, body, node) {
   node?.classList.add("busy");
   try {
     const response = await fetch(path, {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json", "X-Decklog-Sandbox-Token": TOKEN },
       body: JSON.stringify(body),
     });
     const data = await response.json().catch(() => ({}));
