@@ -44,7 +44,7 @@ from core.store.scope_files import ScopeFile, ScopeFiles
 from core.store.spares import SpareFiles
 from core.store.sqlite_outbox import SqliteOutbox
 from core.store.staging import Batch, Lookups, new_entry_id, stage
-from core.store.statements import raw_cursor, row_to_entry
+from core.store.statements import raw_cursor, row_to_entry, trusted_row_to_entry
 from core.store.verify import verify_rows
 
 __all__ = [
@@ -286,7 +286,10 @@ class SqliteLogStore(SqliteOutbox):
         request_key: str | None,
     ) -> AppendResult:
         """Runs on the writer thread inside the batch transaction (core/store/staging.py)."""
-        return stage(b, entries, expected_version, request_key, now=self.clock.now(), look=self._lookups(conn, b))
+        look = b.lookups
+        if look is None:  # once per batch: the closures read through the batch's own connection
+            look = b.lookups = self._lookups(conn, b)
+        return stage(b, entries, expected_version, request_key, now=self.clock.now(), look=look)
 
     def _lookups(self, conn: Connection, b: Batch) -> Lookups:
         e, key_col = t.entries, t.entries.c.idempotency_key
@@ -294,11 +297,11 @@ class SqliteLogStore(SqliteOutbox):
         def by_request_key(key: str) -> list[Entry]:
             where = sa.or_(key_col == key, sa.and_(key_col > key + "#", key_col < key + "$"))
             rows = conn.execute(sa.select(e).where(where).order_by(e.c.seq)).all()
-            return [row_to_entry(b.scope, r) for r in rows]
+            return [trusted_row_to_entry(b.scope, r) for r in rows]
 
         def by_entry_keys(keys: list[str]) -> list[Entry]:
             rows = conn.execute(sa.select(e).where(key_col.in_(keys)).order_by(e.c.seq)).all()
-            return [row_to_entry(b.scope, r) for r in rows]
+            return [trusted_row_to_entry(b.scope, r) for r in rows]
 
         return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id, chain_key=self.chain_key)
 
@@ -315,7 +318,7 @@ class SqliteLogStore(SqliteOutbox):
                     stmt = stmt.where(t.entries.c.kind.in_(list(kinds)))
                 if limit is not None:
                     stmt = stmt.limit(limit)
-                return [row_to_entry(sf.key, r) for r in conn.execute(stmt)]
+                return [trusted_row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
             return await sf.file.read(q, small=True)
 
@@ -327,7 +330,7 @@ class SqliteLogStore(SqliteOutbox):
                 stmt = sa.select(t.entries).order_by(t.entries.c.seq.desc()).limit(limit)
                 if kinds:
                     stmt = stmt.where(t.entries.c.kind.in_(list(kinds)))
-                return [row_to_entry(sf.key, r) for r in reversed(conn.execute(stmt).all())]
+                return [trusted_row_to_entry(sf.key, r) for r in reversed(conn.execute(stmt).all())]
 
             return await sf.file.read(q, small=True)
 
@@ -338,7 +341,7 @@ class SqliteLogStore(SqliteOutbox):
 
             def q(conn: Connection) -> list[Entry]:
                 stmt = sa.select(t.entries).where(t.entries.c.seq.in_(list(seqs))).order_by(t.entries.c.seq)
-                return [row_to_entry(sf.key, r) for r in conn.execute(stmt)]
+                return [trusted_row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
             return await sf.file.read(q, small=True)
 

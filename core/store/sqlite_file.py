@@ -52,7 +52,11 @@ def make_engine(path: Path) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+        # On the DBAPI connection itself: ``exec_driver_sql`` builds an execution context and a result for a
+        # statement that returns nothing (~40-60 µs of CPU per transaction, measured; see bench/append.py).
+        conn.connection.driver_connection.execute(  # type: ignore[union-attr]
+            "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"
+        )
 
     return engine
 

@@ -22,7 +22,7 @@ from core.store import schema as t
 from core.store.ports import AppendResult, Decide, OutboxItem, OutboxSummary, ParkedItem, ScopeRef
 from core.store.scope_files import SQL, ScopeFile
 from core.store.staging import Batch
-from core.store.statements import raw_cursor, row_to_entry
+from core.store.statements import raw_cursor, trusted_row_to_entry
 
 
 @functools.cache
@@ -63,7 +63,7 @@ class SqliteOutbox:
 
             def q(conn: Connection) -> list[OutboxItem]:
                 rows = raw_rows(conn, SQL.select_pending, {"topic": topic, "limit": limit})
-                return [OutboxItem(topic, row_to_entry(sf.key, r), r.attempts, r.next_attempt_at) for r in rows]
+                return [OutboxItem(topic, trusted_row_to_entry(sf.key, r), r.attempts, r.next_attempt_at) for r in rows]
 
             return await sf.file.read(q, small=True)
 

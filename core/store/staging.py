@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from core.clock import iso, parse_iso
-from core.entries import Entry, NewEntry, canonical_json, payload_json
+from core.entries import Entry, NewEntry, actor_json, canonical_json, payload_json, trusted_entry
 from core.errors import Conflict, InvalidInput, NotFound
 from core.state import ScopeState, fold
 from core.store.chain import ChainKey, key_for_append, link_hash
@@ -44,6 +44,7 @@ class Batch:
     entry_rows: list[dict[str, Any]] = field(default_factory=list)
     outbox_rows: list[dict[str, Any]] = field(default_factory=list)
     staged_keys: dict[str, Entry] = field(default_factory=dict)
+    lookups: Lookups | None = None  # built by the backend for the first request of the batch, reused after
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
         for ref in ne.refs:
             if not 0 < ref < seq:
                 raise InvalidInput(f"ref {ref} does not point to an earlier entry of {b.scope}", field="refs")
-        entry_id, actor_json = look.new_id(), canonical_json(ne.actor.model_dump())
+        entry_id, actor_text = look.new_id(), actor_json(ne.actor)
         payload_text, refs_json = payload_json(ne.payload), canonical_json(list(ne.refs))
         digest = link_hash(
             key,
@@ -139,7 +140,7 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
             entry_id=entry_id,
             kind=ne.kind,
             at=at_text,
-            actor_json=actor_json,
+            actor_json=actor_text,
             payload=payload_text,
             refs_json=refs_json,
             idempotency_key=ne.idempotency_key,
@@ -149,14 +150,14 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
             "id": entry_id,
             "kind": ne.kind,
             "at": at_text,
-            "actor": actor_json,
+            "actor": actor_text,
             "payload": payload_text,
             "refs": refs_json,
             "idempotency_key": ne.idempotency_key,
             "prev_hash": head_hash,
             "hash": digest,
         }
-        entry = Entry.model_construct(  # every field comes from a validated NewEntry or was just made here
+        entry = trusted_entry(  # every field comes from a validated NewEntry or was just made here
             scope=b.scope,
             seq=seq,
             id=entry_id,

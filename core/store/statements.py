@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
 from core.clock import parse_iso
-from core.entries import Actor, Entry, parse_payload
+from core.entries import Actor, Entry, parse_payload, trusted_entry, trusted_payload
 from core.store import schema as t
 
 # -- the constructs (backend-neutral) ---------------------------------------------------------------------------------
@@ -108,7 +108,8 @@ def raw_cursor(conn: Connection) -> Any:
 
 
 def row_to_entry(scope: str, row: Any) -> Entry:
-    """An ``Entry`` from a stored row (anything with the ``entries`` columns as attributes)."""
+    """An ``Entry`` from a stored row (anything with the ``entries`` columns as attributes), validated as if it
+    came from outside: what ``verify`` and the audit read, where the row may have been edited behind the store."""
     kind = row.kind
     return Entry.model_construct(  # every field is parsed here, from columns this store wrote
         scope=scope,
@@ -118,6 +119,26 @@ def row_to_entry(scope: str, row: Any) -> Entry:
         at=parse_iso(row.at),
         actor=Actor.model_validate_json(row.actor),
         payload=parse_payload(kind, json.loads(row.payload)),
+        refs=tuple(json.loads(row.refs)),
+        idempotency_key=row.idempotency_key,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+def trusted_row_to_entry(scope: str, row: Any) -> Entry:
+    """An ``Entry`` from a row this store wrote (the read and delivery paths): the payload was validated and
+    checked for NaN/Infinity before it was stored, so it is only parsed into its type (``trusted_payload``), and
+    the entry is assembled without a second validation. Same value as ``row_to_entry`` for any such row."""
+    kind = row.kind
+    return trusted_entry(
+        scope=scope,
+        seq=row.seq,
+        id=row.id,
+        kind=kind,
+        at=parse_iso(row.at),
+        actor=Actor.model_validate_json(row.actor),
+        payload=trusted_payload(kind, row.payload),
         refs=tuple(json.loads(row.refs)),
         idempotency_key=row.idempotency_key,
         prev_hash=row.prev_hash,
