@@ -419,6 +419,14 @@ class ReportExported(Payload):
     destination: str = ""
 
 
+class Forked(Payload):
+    """The last entry a fork copies in (``decklog fork``): entries 1..``seq`` of ``source`` precede it. A scope
+    holding one is a fork: the outbox delivers it to the index only (core/outbox.py), never to Slack or executors."""
+
+    source: str = Field(min_length=1)
+    seq: int = Field(ge=1)
+
+
 class DeliveryFailed(Payload):
     sender: str
     seq: int
@@ -465,6 +473,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "report_exported": ReportExported,
     "delivery_failed": DeliveryFailed,
     "finding_answer": FindingAnswer,  # issue 15
+    "forked": Forked,  # issue 17: decklog fork / replay
 }
 
 
@@ -500,6 +509,9 @@ class NewEntry(BaseModel):
     payload: Payload
     refs: tuple[int, ...] = ()
     idempotency_key: str | None = None
+    #: Only a fork's copies set it (core/fork.py): the original entry's time. The store never lets a scope's
+    #: times go backwards (an earlier ``at`` is raised to the head's); unset = the store's clock.
+    at: datetime | None = None
 
     @classmethod
     def make(
@@ -670,6 +682,8 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
         case FindingAnswer():
             what = f" ({p.suspect_scope or p.obligation_id})" if p.suspect_scope or p.obligation_id else ""
             return f"{who} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}{what}"
+        case Forked():
+            return f"forked from {p.source} at seq {p.seq}"
         case DeliveryFailed():
             return f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
     return kind
