@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bot.agents import build_reasoner, turn_delays
 from bot.settings import Settings
@@ -19,10 +20,31 @@ from core.agents.reasoner import Reasoner
 from core.agents.rules import RuleBasedReasoner
 from core.agents.runtime import TurnRuntime
 from core.agents.scheduler import TurnScheduler
-from core.errors import InvalidInput
+from core.errors import InvalidInput, NotFound
 from core.replay import ReplayResult, VirtualAlarm, VirtualClock, replay_scope
 
 EXIT_OK, EXIT_DIFF = 0, 1
+
+
+class PastIndex:
+    """The index as the source incident saw it: search hides the source itself and every fork, which did not
+    exist when the original agents looked for similar incidents (everything else is the real index)."""
+
+    def __init__(self, index: Any, store: Any, source: str) -> None:
+        self._index, self._store, self._source = index, store, source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[Any]:
+        hits = await self._index.search(text, limit=limit, exclude_scope=exclude_scope)
+        return [h for h in hits if h.scope != self._source and not await self._is_fork(h.scope)]
+
+    async def _is_fork(self, scope: str) -> bool:
+        try:
+            return bool((await self._store.get_state(scope)).forked_from)
+        except NotFound:
+            return False
 
 
 def pick_reasoner(settings: Settings, name: str) -> Reasoner:
@@ -58,10 +80,13 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
     rt.dispatcher.start()
     try:
         cfg = rt.config.agents
+        past: Any = PastIndex(rt.index, rt.store, scope)
         desk = ActionDesk(
             rt.store,
             rt.index,
-            build_catalog(rt.settings, rt.config),
+            # Nothing runs in a replay, so an action counts as configured even where its executor URL is not
+            # set in this environment (the original server had it): the reasoner may propose it again.
+            build_catalog(_every_action(rt.settings), rt.config),
             {},  # no executors: a replay never acts on the world
             build_policy(rt.settings, rt.config),
             clock=clock,
@@ -71,7 +96,7 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
             rt.store,
             reasoner=chosen,
             clock=clock,
-            index=rt.index,
+            index=past,
             budget=cfg.view_budget_bytes,
             timeout_s=cfg.turn_timeout_s,
             proposer=desk,
@@ -99,6 +124,16 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
         await rt.close()
     _print(result, reasoner)
     return EXIT_DIFF if fail_on_diff and not result.diff.same else EXIT_OK
+
+
+def _every_action(settings: Settings) -> Settings:
+    placeholder = "http://replay.invalid"  # never called: the replay's desk has no executors
+    return settings.model_copy(
+        update={
+            "deploy_api_url": settings.deploy_api_url or placeholder,
+            "statuspage_api_url": settings.statuspage_api_url or placeholder,
+        }
+    )
 
 
 def _print(result: ReplayResult, reasoner: str) -> None:

@@ -208,7 +208,9 @@ async def replay_scope(
         appended = await store.append(forked.scope, [replay_input(entry)])
         await scheduler.on_entries(forked.scope, appended.entries)
         await settle()
-    horizon = entries[-1].at
+    # Past the last recorded entry by the scheduler's longest wait, so a turn a late input armed still runs;
+    # later wakes (idle nudges) are not replayed: nothing recorded happened then.
+    horizon = entries[-1].at + timedelta(seconds=max(scheduler.first_delay, scheduler.debounce, scheduler.max_wait))
     await alarm.run_until(max(horizon, clock.now()), settle)
     replayed = await store.read(forked.scope, after=seq + 1)
     diff = diff_decisions(decisions(later), decisions(replayed))
