@@ -101,9 +101,7 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
             timeout_s=cfg.turn_timeout_s,
             proposer=desk,
             catalog=AgentCatalog(desk),
-            context=ContextAgents(
-                rt.store, rt.index, clock=clock, link_window_hours=rt.config.changes.link_window_hours
-            ),
+            context=ContextAgents(rt.store, past, clock=clock, link_window_hours=rt.config.changes.link_window_hours),
             lease_seconds=rt.config.obligations.lease_seconds,
             change_window_hours=rt.config.changes.link_window_hours,
         )
