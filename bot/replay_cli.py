@@ -27,8 +27,8 @@ EXIT_OK, EXIT_DIFF = 0, 1
 
 
 class PastIndex:
-    """The index as the source incident saw it: search hides the source itself and every fork, which did not
-    exist when the original agents looked for similar incidents (everything else is the real index)."""
+    """The index as the source incident saw it: search hides the source itself, the scope it was forked from
+    and every fork, none of which the original agents saw as a past incident (everything else is the real index)."""
 
     def __init__(self, index: Any, store: Any, source: str) -> None:
         self._index, self._store, self._source = index, store, source
@@ -38,13 +38,15 @@ class PastIndex:
 
     async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[Any]:
         hits = await self._index.search(text, limit=limit, exclude_scope=exclude_scope)
-        return [h for h in hits if h.scope != self._source and not await self._is_fork(h.scope)]
+        hidden = {self._source, await self._origin(self._source)}
+        return [h for h in hits if h.scope not in hidden and not await self._origin(h.scope)]
 
-    async def _is_fork(self, scope: str) -> bool:
+    async def _origin(self, scope: str) -> str:
+        """The scope ``scope`` was forked from ('' when it is no fork)."""
         try:
-            return bool((await self._store.get_state(scope)).forked_from)
+            return str((await self._store.get_state(scope)).forked_from)
         except NotFound:
-            return False
+            return ""
 
 
 def pick_reasoner(settings: Settings, name: str) -> Reasoner:
