@@ -113,7 +113,72 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.experiment.cli import add_parser as add_experiment  # issue 17 (H17)
 
     add_experiment(sub)
+    _add_fork_parsers(sub)
     return p
+
+
+# -- state, fork, replay (issue 17: bot/replay_cli.py does the work) ------------------------------------------
+
+
+def _seq_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a seq: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a seq is at least 1, not {value}")
+    return value
+
+
+def _add_fork_parsers(sub: Any) -> None:
+    s = sub.add_parser("state", help="print a scope's folded state as of any seq")
+    s.add_argument("scope")
+    s.add_argument("--at", type=_seq_arg, metavar="SEQ", help="fold entries 1..SEQ (default: all)")
+    s.add_argument("--json", action="store_true", help="print JSON (the only format)")
+
+    s = sub.add_parser("fork", help="copy entries 1..SEQ into a new scope; prints its id first (never delivered)")
+    s.add_argument("scope")
+    s.add_argument("--at", type=_seq_arg, metavar="SEQ", required=True)
+    s.add_argument("--scope", dest="new_scope", metavar="NEW", help="the new scope id (default: <scope>-fork-N)")
+
+    s = sub.add_parser("replay", help="fork, re-deliver the recorded inputs, regenerate the agents' entries, diff")
+    s.add_argument("scope")
+    s.add_argument("--at", type=_seq_arg, metavar="SEQ", help="fork here (default: before the first agent entry)")
+    s.add_argument("--reasoner", default="rules", metavar="rules|claude|recorded:DIR")
+    s.add_argument("--fail-on-diff", action="store_true", help="exit 1 when the agents decided differently")
+
+
+async def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
+    from core.fork import state_at
+
+    scope = str(ScopeId.parse(args.scope))
+    _require_data(settings, scope)
+    async with _runtime(settings) as rt:
+        state = await state_at(rt.store, scope, args.at)
+    print(json.dumps(state.to_json(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+async def cmd_fork(settings: Settings, args: argparse.Namespace) -> int:
+    from core.fork import fork_scope
+
+    scope = str(ScopeId.parse(args.scope))
+    new = str(ScopeId.parse(args.new_scope)) if args.new_scope else None
+    _require_data(settings, scope)
+    async with _runtime(settings) as rt:
+        result = await fork_scope(rt.store, rt.index, scope, at=args.at, new=new)
+        await _drain_index(rt, result.scope)
+    print(result.scope)
+    print(f"forked {scope} at seq {result.seq} ({len(result.entries)} entries); never delivered to Slack or executors")
+    return EXIT_OK
+
+
+async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.replay_cli import run_replay
+
+    scope = str(ScopeId.parse(args.scope))
+    _require_data(settings, scope)
+    return await run_replay(settings, scope, at=args.at, reasoner=args.reasoner, fail_on_diff=args.fail_on_diff)
 
 
 # -- commands -------------------------------------------------------------------------------------------------
@@ -491,6 +556,9 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "reindex": cmd_reindex,
     "insights": cmd_insights,
     "migrate": cmd_migrate,
+    "state": cmd_state,
+    "fork": cmd_fork,
+    "replay": cmd_replay,
 }
 
 

@@ -465,6 +465,14 @@ class ReportExported(Payload):
     destination: str = ""
 
 
+class Forked(Payload):
+    """The last entry a fork copies in (``decklog fork``): entries 1..``seq`` of ``source`` precede it. A scope
+    holding one is a fork: the outbox delivers it to the index only (core/outbox.py), never to Slack or executors."""
+
+    source: str = Field(min_length=1)
+    seq: int = Field(ge=1)
+
+
 class DeliveryFailed(Payload):
     sender: str
     seq: int
@@ -514,6 +522,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "follow_up": FollowUp,  # issue 18
     "follow_up_synced": FollowUpSynced,
     "follow_up_closed": FollowUpClosed,
+    "forked": Forked,  # issue 17: decklog fork / replay
 }
 
 
@@ -566,6 +575,9 @@ class NewEntry(BaseModel):
     payload: Payload
     refs: tuple[int, ...] = ()
     idempotency_key: str | None = None
+    #: Only a fork's copies set it (core/fork.py): the original entry's time. The store never lets a scope's
+    #: times go backwards (an earlier ``at`` is raised to the head's); unset = the store's clock.
+    at: datetime | None = None
 
     @classmethod
     def make(
@@ -803,6 +815,8 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
             return p.text
         case FollowUpClosed():
             return f"Follow-up #{p.follow_up} closed in the tracker{': ' + p.url if p.url else ''}"
+        case Forked():
+            return f"forked from {p.source} at seq {p.seq}"
         case DeliveryFailed():
             return f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
     return kind

@@ -41,6 +41,9 @@ FRESH_MAX = 4096
 #: own without renewal (renewed before every batch), and how soon a drain that found the cursor taken looks again.
 CURSOR_LEASE_S = 10.0
 CLAIM_RETRY_S = 0.25
+#: The only topics a fork (a scope with a ``forked`` entry, core/fork.py) is delivered to: its other rows are
+#: marked done without calling their senders, so a fork never reaches Slack, executors, agents or change links.
+FORK_TOPICS = frozenset({"index"})
 
 
 class Sender(Protocol):
@@ -115,6 +118,7 @@ class Dispatcher:
         self._clean: dict[tuple[str, str], float] = {}
         self._fresh: dict[tuple[str, str], list[Entry]] = {}
         self._upto: dict[tuple[str, str], int] = {}  # highest seq delivered per pair (a late feed item is skipped)
+        self._forks: dict[str, bool] = {}  # scope → is a fork (a fork's rows and its ``forked`` entry commit at once)
         self._started = False
         self._stopped = False
         self.last_activity = time.monotonic()
@@ -338,7 +342,8 @@ class Dispatcher:
             ):
                 chunk.append(items[i + len(chunk)])
             try:
-                await sender.deliver(scope, [it.entry for it in chunk])
+                if sender.name in FORK_TOPICS or not await self._is_fork(scope):
+                    await sender.deliver(scope, [it.entry for it in chunk])
             except RetryAfter as exc:
                 self.stats.rate_limited += 1
                 await self.store.outbox_failed(
@@ -375,6 +380,13 @@ class Dispatcher:
             self.last_activity = time.monotonic()
             i += len(chunk)
         return True
+
+    async def _is_fork(self, scope: str) -> bool:
+        """Whether ``scope`` is a fork (remembered: a fork is one from its first commit, core/fork.py)."""
+        known = self._forks.get(scope)
+        if known is None:
+            known = self._forks[scope] = bool((await self.store.get_state(scope)).forked_from)
+        return known
 
     async def _failed(self, scope: str, topic: str, item: OutboxItem, exc: Exception) -> bool:
         """Record a failure; True when the row was parked (the drain may continue past it)."""

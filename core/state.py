@@ -20,6 +20,7 @@ from core.entries import (
     Declared,
     Entry,
     Evidence,
+    Forked,
     Hypothesis,
     Message,
     ObligationCancelled,
@@ -41,7 +42,15 @@ from core.entries import (
 )
 
 #: ``ScopeState`` fields added after logs existed: absent from the stored JSON while empty (old logs verify).
-OMITTED_WHEN_EMPTY = ("source_severity_changes", "alert_keys", "alert_groups", "alerts_left_out", "alert_notes")
+OMITTED_WHEN_EMPTY = (
+    "source_severity_changes",
+    "alert_keys",
+    "alert_groups",
+    "alerts_left_out",
+    "alert_notes",
+    "forked_from",
+    "forked_at",
+)
 
 # Entries a person records that are not a response to the incident (an export, a bookkeeping note).
 NOT_A_RESPONSE = frozenset({"declared", "report_exported", "delivery_failed", "thread_linked", "agent_turn"})
@@ -160,6 +169,10 @@ class ScopeState(_Frozen):
     alert_groups: tuple[str, ...] = ()  # the sources' groups (``AlertSignal.group``) this incident holds
     alerts_left_out: dict[str, int] = Field(default_factory=dict)  # source → alerts its last notification left out
     alert_notes: tuple[str, ...] = ()  # one-time thread notes already given (``Observation.data["note"]``)
+    # -- a fork (core/fork.py): the source scope and seq its ``forked`` entry names; the outbox then delivers the
+    # scope to the index only (core/outbox.py FORK_TOPICS) --
+    forked_from: str = ""
+    forked_at: int = 0
 
     @model_serializer(mode="wrap")
     def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -232,6 +245,8 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
             changes["severity"] = p.severity
             if entry.actor.type == "system":
                 changes["source_severity_changes"] = state.source_severity_changes + 1
+        case Forked():
+            changes.update(forked_from=p.source, forked_at=p.seq)
         case RoleAssigned():
             changes["roles"] = _with(state.roles, p.role, RoleHolder(user_id=p.user_id, user_name=p.user_name))
         case ThreadLinked():

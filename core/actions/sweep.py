@@ -40,6 +40,8 @@ class Sweeper:
                 state = await self.ctx.store.get_state(scope)
             except NotFound:
                 continue
+            if state.forked_from:
+                continue  # a fork never acts on the world (core/fork.py)
             report.scopes += 1
             jobs += await self._scope(scope, state, report, receipt)
         for outcome in await asyncio.gather(*jobs, return_exceptions=True):

@@ -126,7 +126,13 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
     made: list[Entry] = []
     rows: list[dict[str, Any]] = []
     outbox_rows: list[dict[str, Any]] = []
+    floor, request_now = (parse_iso(b.head_at) if b.head_at else None), now
     for ne in new:
+        if ne.at is not None:  # a fork's copy keeps its original time, never earlier than the entry before it
+            now = ne.at if floor is None else max(ne.at, floor)
+        else:
+            now = request_now if floor is None else max(request_now, floor)
+        floor, at_text = now, iso(now)
         seq = state.version + 1
         for ref in ne.refs:
             if not 0 < ref < seq:
