@@ -135,9 +135,13 @@ class ContextAgents:
                 term = term.lower()
                 if term not in item["matched"] and len(item["matched"]) < 8:
                     item["matched"].append(term)
-        ranked = sorted(grouped.values(), key=lambda i: (-len(i["matched"]), i["rank"], i["scope"]))[: self.top_k]
-        out = []
+        ranked = sorted(grouped.values(), key=lambda i: (-len(i["matched"]), i["rank"], i["scope"]))
+        out: list[dict[str, Any]] = []
         for item in ranked:
+            if len(out) >= self.top_k:
+                break
+            if (await self.store.get_state(item["scope"])).forked_from:
+                continue  # a fork (decklog fork / replay) is a copy of an incident, not a past incident
             row = await self.index.get(item["scope"])
             out.append(
                 {
