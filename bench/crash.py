@@ -1,5 +1,5 @@
 """N SIGKILL/restart cycles of ``decklog serve`` under a mixed Slack + alert load (the load and the verdict are
-tests/helpers/mixed_load.py and log_view.py, shared with tests/test_crash_mixed.py).
+tests/helpers/mixed_load.py and log_view.py, shared with tests/reliability/test_crash_mixed.py).
 
 Prints the acked requests by kind, lost effects (target 0), duplicate Slack effects (target 0), and the time from
 each restart (process spawn) until every effect acked before it was delivered (p50/p99).

@@ -1,5 +1,5 @@
 """Power-loss simulation of the log store (tests/helpers/power_loss.py; the suite runs a short version in
-tests/test_power_loss.py): the store's own SQL, recorded from a real SqliteLogStore run, replayed on an APSW VFS
+tests/reliability/test_power_loss.py): the store's own SQL, recorded from a real SqliteLogStore run, replayed on an APSW VFS
 that drops un-fsynced writes at a random I/O operation, many times, under ``synchronous=FULL`` (what the store runs)
 and, as the baseline measured in the same run, ``synchronous=NORMAL``.
 

@@ -1,6 +1,6 @@
 """Every Slack identifier decklog registers: the command, action ids, view callback ids, event types.
 
-``tests/test_manifest.py`` checks that ``manifest.yml`` and the registered listeners agree with this module.
+``tests/unit/test_manifest.py`` checks that ``manifest.yml`` and the registered listeners agree with this module.
 """
 
 from __future__ import annotations

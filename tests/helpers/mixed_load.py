@@ -1,5 +1,5 @@
 """A mixed Slack + alert load against ``decklog serve``, SIGKILLed at random moments: shared by
-tests/test_crash_mixed.py and bench/crash.py.
+tests/reliability/test_crash_mixed.py and bench/crash.py.
 
 Each cycle starts the server (HTTP, or Socket Mode on odd cycles when ``socket_every`` says so), runs ``workers``
 concurrent clients that send signed slash commands (declare), thread messages into incidents the server has

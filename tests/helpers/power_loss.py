@@ -1,4 +1,4 @@
-"""Power-loss simulation for the log store, shared by tests/test_power_loss.py and bench/power_loss.py.
+"""Power-loss simulation for the log store, shared by tests/reliability/test_power_loss.py and bench/power_loss.py.
 
 1. ``record_store_sql`` runs a real :class:`~core.store.SqliteLogStore` (stdlib sqlite3 under SQLAlchemy, WAL,
    ``synchronous=FULL``, group commit) through a workload of concurrent appends and outbox bookkeeping, and
