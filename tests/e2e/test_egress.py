@@ -94,6 +94,8 @@ def test_the_default_is_exactly_the_configured_executor_hosts() -> None:
         deploy_api_url="http://deploy.internal:8080/",
         statuspage_api_url="https://api.statuspage.io",
         executor_timeout=None,
+        pagerduty_events_url="https://events.pagerduty.com/v2/enqueue",
+        pagerduty_routing_key=None,  # page_oncall unavailable: its host is not allowed by default
     )
     policy = build_egress(settings, config, build_catalog(settings, config))  # type: ignore[arg-type]
     assert config.security.egress_allow is None
