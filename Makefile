@@ -59,6 +59,8 @@ bench: $(VENV)/.dev
 	$(PY) bench/dispatch.py
 	$(PY) bench/slack_ack.py
 	$(PY) bench/claims.py
+	$(PY) bench/statements.py
+	$(PY) bench/power_loss.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
