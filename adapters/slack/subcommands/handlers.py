@@ -6,6 +6,7 @@ ports (``adapters.slack.ports``); a port that is not wired answers "… is not a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from core.index import Index
 from core.service import ScopeService
 from core.state import ScopeState
 from core.store import LogStore
+
+log = logging.getLogger("decklog.slack")
 
 
 @dataclass(frozen=True)
@@ -273,12 +276,14 @@ async def handover(call: Call) -> Reply:
 
 
 async def send_notify(client: Any, where: Where, notify: tuple[str, str]) -> None:
-    """Show a reply's ``notify`` text to its person only: ephemerally where the request came from, else (they
-    are not in that channel) in a DM from the bot."""
+    """Show a reply's ``notify`` text to its person only, ephemerally where the request came from. Ephemeral
+    replies are the one Slack effect a handler may make itself; anything posted for good goes through the outbox,
+    so there is no DM fallback here. If Slack refuses (the person is not in that channel), it is logged; the
+    asker's own reply already says who holds the role, and ``catch me up`` gives them the summary."""
     from slack_sdk.errors import SlackApiError
 
     user, text = notify
     try:
         await client.chat_postEphemeral(channel=where.channel, user=user, thread_ts=where.thread_ts or None, text=text)
-    except SlackApiError:
-        await client.chat_postMessage(channel=user, text=text)
+    except SlackApiError as exc:
+        log.warning("could not show %s their handover note in %s: %s", user, where.channel, exc)
