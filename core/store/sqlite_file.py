@@ -1,10 +1,12 @@
 """One SQLite file with one connection, a group-committing writer, and reads — driven from asyncio.
 
 Why not ``create_async_engine("sqlite+aiosqlite://")``: aiosqlite hops to its thread for every statement
-(5+ hops per commit, measured at 500–930 commits/s), while a group-commit batch here is one hop: the writer
-task collects every write request that is waiting, runs them in ONE ``BEGIN IMMEDIATE`` transaction on a worker
-thread (SQLAlchemy Core, sync connection), commits once (one fsync under ``synchronous=FULL``) and resolves all
-their futures. Each request runs inside a SAVEPOINT, so one failing request does not fail its neighbours.
+(5+ hops per commit, measured at 500–930 commits/s), while a group-commit batch here is one hop: every write
+request that waits while a batch is committing joins the next batch, which runs in ONE ``BEGIN IMMEDIATE``
+transaction on a worker thread (SQLAlchemy Core, sync connection), commits once (one fsync under
+``synchronous=FULL``) and resolves all their futures from one callback on the event loop, which also submits the
+batch that formed meanwhile (no writer task, no queue: two fewer loop wake-ups per batch). Each request may run
+inside a SAVEPOINT, so one failing request does not fail its neighbours.
 See docs/decisions.md.
 """
 
@@ -102,8 +104,8 @@ class SqliteFile(Generic[C]):
         self._read_conn: Connection | None = None
         self._read_lock = threading.Lock()
         self._synchronous = "FULL"
-        self._queue: asyncio.Queue[_Request[C]] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
+        self._pending: list[_Request[C]] = []
+        self._in_flight = False
         self._busy = 0
         self.batches = 0
         self.requests = 0
@@ -116,7 +118,6 @@ class SqliteFile(Generic[C]):
         dispatcher's, right after the first commit, with a person waiting for what it delivers."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._open_sync, prepare)
-        self._writer = asyncio.create_task(self._write_loop(), name=f"writer:{self.path.name}")
 
     def _open_sync(self, prepare: Callable[[], object] | None = None) -> None:
         try:
@@ -134,18 +135,11 @@ class SqliteFile(Generic[C]):
 
     @property
     def idle(self) -> bool:
-        return self._busy == 0 and self._queue.empty()
+        return self._busy == 0 and not self._in_flight and not self._pending
 
     async def close(self) -> None:
-        if self._writer is not None:
-            while not self._queue.empty() or self._busy:
-                await asyncio.sleep(0.001)
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-            self._writer = None
+        while not self.idle:  # let queued and running batches finish (each settles its callers)
+            await asyncio.sleep(0.001)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._close_sync)
 
@@ -220,38 +214,62 @@ class SqliteFile(Generic[C]):
         batch commits with ``synchronous=NORMAL`` — no fsync — unless another request in it needs one; the next
         durable commit's fsync of the WAL covers it too.
         """
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Request(fn, future, savepoint, durable))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._pending.append(_Request(fn, future, savepoint, durable))
+        if not self._in_flight:
+            self._submit(loop)
         return await future
 
-    async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            first = await self._queue.get()
-            batch = [first]
-            while not self._queue.empty() and len(batch) < MAX_BATCH:
-                batch.append(self._queue.get_nowait())
-            self._busy += 1
-            try:
-                await loop.run_in_executor(self._executor, self._run_batch, batch)
-            except BaseException as exc:  # the whole transaction failed: every request hears about it
-                for req in batch:
-                    if not req.future.done():
-                        req.future.set_exception(exc if isinstance(exc, Exception) else StorageError(str(exc)))
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+    # Group commit without a writer task: at most one batch per file is in flight on a worker thread; requests that
+    # arrive meanwhile wait in ``_pending`` and form the next batch, which the finished batch's callback submits
+    # (one hop to the worker and one back per batch; measured in bench/append.py, docs/decisions.md).
+
+    def _submit(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        self._in_flight = True
+        try:
+            self._executor.submit(self._run_and_report, batch, loop)
+        except RuntimeError as exc:  # the executor is shut down: nobody will ever run them
+            self._in_flight = False
+            self._settle(batch, StorageError(f"{self.path.name}: {exc}"))
+            if self._pending:
+                self._submit(loop)
+
+    def _run_and_report(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> None:
+        """On the worker thread: run the batch, then hand the outcome back to the event loop."""
+        error: BaseException | None = None
+        try:
+            self._run_batch(batch)
+        except BaseException as exc:  # the whole transaction failed: every request hears about it
+            error = exc
+        try:
+            loop.call_soon_threadsafe(self._batch_done, batch, error, loop)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def _batch_done(
+        self, batch: list[_Request[C]], error: BaseException | None, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._in_flight = False
+        self._settle(batch, error)
+        if self._pending:
+            self._submit(loop)
+
+    @staticmethod
+    def _settle(batch: list[_Request[C]], error: BaseException | None) -> None:
+        for req in batch:
+            if req.future.done():  # its caller was cancelled meanwhile
+                continue
+            if error is not None:
+                req.future.set_exception(error if isinstance(error, Exception) else StorageError(str(error)))
+            elif req.error is not None:
+                req.future.set_exception(req.error)
             else:
-                for req in batch:
-                    if req.future.done():
-                        continue
-                    if req.error is not None:
-                        req.future.set_exception(req.error)
-                    else:
-                        req.future.set_result(req.result)
-            finally:
-                self._busy -= 1
+                req.future.set_result(req.result)
 
     def _run_batch(self, batch: list[_Request[C]]) -> None:
+        """On the worker thread: one transaction for the whole batch; the file's lock keeps closes out."""
         with self._lock:
             conn = self._require_conn()
             mode = "FULL" if any(r.durable for r in batch) else "NORMAL"
@@ -262,23 +280,7 @@ class SqliteFile(Generic[C]):
                 with conn.begin():
                     ctx = self._begin_batch(conn)
                     for req in batch:
-                        savepoint = conn.begin_nested() if req.savepoint else None
-                        try:
-                            req.result = req.fn(conn, ctx)
-                        except sa.exc.IntegrityError as exc:
-                            if savepoint is None:
-                                raise
-                            savepoint.rollback()
-                            req.error = StorageError(f"integrity: {exc.orig}")
-                        except sa.exc.SQLAlchemyError:
-                            raise  # the connection or the file is in trouble: the whole batch fails
-                        except Exception as exc:  # the request's own error (bad input, a bug in its decide)
-                            if savepoint is not None:
-                                savepoint.rollback()
-                            req.error = exc
-                        else:
-                            if savepoint is not None:
-                                savepoint.commit()
+                        self._run_one(conn, ctx, req)
                     self._end_batch(conn, ctx)
             except sa.exc.OperationalError as exc:
                 self._on_abort()
@@ -288,6 +290,26 @@ class SqliteFile(Generic[C]):
                 raise
             self.batches += 1
             self.requests += len(batch)
+
+    @staticmethod
+    def _run_one(conn: Connection, ctx: C, req: _Request[C]) -> None:
+        savepoint = conn.begin_nested() if req.savepoint else None
+        try:
+            req.result = req.fn(conn, ctx)
+        except sa.exc.IntegrityError as exc:
+            if savepoint is None:
+                raise
+            savepoint.rollback()
+            req.error = StorageError(f"integrity: {exc.orig}")
+        except sa.exc.SQLAlchemyError:
+            raise  # the connection or the file is in trouble: the whole batch fails
+        except Exception as exc:  # the request's own error (bad input, a bug in its decide)
+            if savepoint is not None:
+                savepoint.rollback()
+            req.error = exc
+        else:
+            if savepoint is not None:
+                savepoint.commit()
 
     def _require_conn(self) -> Connection:
         if self._conn is None:
