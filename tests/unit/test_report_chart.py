@@ -18,7 +18,7 @@ import pytest
 
 from core.clock import iso
 from core.entries import Actor
-from core.reports import render
+from core.reports import ReportTemplateError, ReportTemplates, render
 from core.reports.chart import Chart, timeline_chart
 from core.reports.chart_canvas import MAX_TICKS, WIDTH, Scale, seconds, tick_step, ticks
 from core.reports.chart_lanes import ALERT_BINS, MAX_ACTION_LANES, MAX_ALERT_LANES
@@ -313,8 +313,7 @@ async def test_the_svg_parses_as_xml_and_is_inert(store: SqliteLogStore) -> None
     assert len(raw) < 20_000
 
 
-async def test_recorded_text_in_the_chart_is_escaped(store: SqliteLogStore) -> None:
-    await write_story(store)
+def test_recorded_text_in_the_chart_is_escaped() -> None:
     report = golden_report()
     alert = report.impact.alerts[0].model_copy(update={"title": '<script>alert("x")</script> & <b onload=1>'})
     evil = report.model_copy(update={"impact": report.impact.model_copy(update={"alerts": (alert,)})})
@@ -322,6 +321,16 @@ async def test_recorded_text_in_the_chart_is_escaped(store: SqliteLogStore) -> N
     svg = svg_of(html)  # still well-formed XML
     assert all(not a.startswith("on") for el in svg.iter() for a in el.attrib)
     assert "&lt;script&gt;" in html[html.index("<svg") :] and "<script" not in html
+
+
+def test_the_chart_partial_is_checked_like_every_template(tmp_path: Path) -> None:
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "chart.j2").write_text("{{ timeline_chart(report).nope }}{{ chart_helper }}", encoding="utf-8")
+    with pytest.raises(ReportTemplateError, match=r"html/chart.j2.*chart_helper"):
+        render(golden_report(), "html", ReportTemplates(tmp_path))
+    (tmp_path / "html" / "chart.j2").write_text("{{ timeline_chart(report).nope }}", encoding="utf-8")
+    with pytest.raises(ReportTemplateError, match="nope"):
+        render(golden_report(), "html", ReportTemplates(tmp_path))
 
 
 async def test_re_export_gives_identical_bytes(tmp_path: Path, scope: str) -> None:
