@@ -156,9 +156,10 @@ def _actions_in_words(report: Report, s: Scale) -> str:
     each = []
     for line in lines[:MAX_ACTION_LANES]:
         bits = [f"proposed {s.stamp(line.proposal.at)} ({t.words(line.proposal.status)})"] if line.proposal else []
-        for run in line.runs:
+        for run in line.runs[:3]:
             verified = f", {run.verification}" if run.verification else ""
             bits.append(f"ran {s.stamp(run.at)}: {t.words(run.outcome)}{verified}")
+        bits += [f"and {len(line.runs) - 3} more runs"] if len(line.runs) > 3 else []
         each.append(f"{clip(line.action, 60)} " + ", ".join(bits))
     more = f"; and {len(lines) - MAX_ACTION_LANES} more" if len(lines) > MAX_ACTION_LANES else ""
     return f"{len(lines)} action(s): " + "; ".join(each) + more + "."

@@ -242,6 +242,9 @@ def test_many_actions_share_a_lane_and_merge_markers() -> None:
     labels = texts(chart)
     assert f"{300 - MAX_ACTION_LANES + 1} more actions" in labels
     merged = [m for m in chart.items if isinstance(m, Mark) and re.match(r"\d+ here: ", m.title)]
+    assert len(chart.desc) < 2000
+    retries = ActionLine(action="retry", runs=tuple(run(f"r{i}", i, ["failed"]) for i in range(200)))
+    assert "and 197 more runs" in chart_of(bare().model_copy(update={"actions": (retries,)})).desc
     assert merged and len(chart.items) < 1500
     inside(chart)
 
