@@ -7,10 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.experiment.one import run_one
+from bot.runtime import Runtime
+from bot.settings import load_settings
 from core.errors import InvalidInput
 from core.experiment import itbench, scenario
 from core.experiment.run import Spec
@@ -23,9 +26,22 @@ def _by_id(sid: str) -> scenario.Scenario:
     return next(s for s in scenario.builtin() if s.id == sid)
 
 
-def _run(tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", **kw: object) -> dict[str, object]:
-    spec = Spec(_by_id(sid), arm, fault, 1, **kw)  # type: ignore[arg-type]
+def _run(
+    tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", seed: int = 1, **kw: object
+) -> dict[str, Any]:
+    spec = Spec(_by_id(sid), arm, fault, seed, **kw)  # type: ignore[arg-type]
     return asyncio.run(run_one(spec, tmp_path / "run", "scripted"))
+
+
+def _entries(r: dict[str, Any]) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        rt = await Runtime.open(load_settings(data_dir=Path(r["data_dir"]), database_url=None))
+        try:
+            return [{"kind": e.kind, **e.payload.model_dump()} for s in r["scopes"] for e in await rt.store.read(s)]
+        finally:
+            await rt.close()
+
+    return asyncio.run(read())
 
 
 def test_builtin_scenarios_cover_the_issue() -> None:
@@ -48,7 +64,7 @@ def test_a_clean_run_is_judged_correct(tmp_path: Path, arm: str) -> None:
 def test_the_judge_flags_each_broken_policy(tmp_path: Path, mutation: str, check: str) -> None:
     r = _run(tmp_path, "bad-deploy", mutation=mutation)
     assert r["correct"] is False
-    assert r["checks"][check] is False  # type: ignore[index]
+    assert r["checks"][check] is False
 
 
 def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path) -> None:
@@ -56,6 +72,38 @@ def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path
     off = _run(tmp_path / "off", "bad-deploy", fault="lease_expiry", fences=False)
     assert on["duplicate_effects"] == 0 and on["correct"] is True
     assert off["duplicate_effects"] >= 1 and off["correct"] is False
+
+
+def test_lossy_context_is_measurably_wrong_and_the_judge_flags_it(tmp_path: Path) -> None:
+    """The storm: humans keep talking while the DNS caches expire. A fresh turn's view (the last 24 entries) loses
+    the APPLIED line and runs the mitigation again; the warm transcript, or a view wide enough, does not."""
+    rules = _run(tmp_path / "rules", "storm", "rules")
+    assert rules["correct"] is False and rules["checks"]["effects"] is False
+    assert rules["duplicate_effects"] >= 1
+    assert _run(tmp_path / "central", "storm", "central")["correct"] is True
+    assert _run(tmp_path / "wide", "storm", "rules", budget=200)["correct"] is True
+
+
+def test_a_view_that_lost_the_denial_re_proposes_the_denied_action(tmp_path: Path) -> None:
+    narrow = _run(tmp_path / "narrow", "bad-deploy", "rules", "executor_timeout", seed=2, budget=6)
+    assert narrow["reproposed_denied"] >= 1 and narrow["checks"]["effects"] is False
+    assert _run(tmp_path / "central", "bad-deploy", "central", "executor_timeout", seed=2, budget=6)["correct"]
+
+
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_a_5xx_before_applying_is_reconciled_then_run_once(tmp_path: Path, arm: str) -> None:
+    r = _run(tmp_path, "bad-deploy", arm, "executor_timeout", seed=1)  # seed 1: the 5xx variant
+    assert r["correct"] is True, r["checks"]
+    results = [e for e in _entries(r) if e["kind"] == "action_result"]
+    assert [e["outcome"] for e in results] == ["uncertain", "not_applied", "applied"]
+    assert results[1]["reconciled"] is True
+
+
+def test_a_lost_response_is_reconciled_not_retried(tmp_path: Path) -> None:
+    r = _run(tmp_path, "bad-deploy", "rules", "executor_timeout", seed=2)  # seed 2: applied, the response lost
+    assert r["correct"] is True and r["duplicate_effects"] == 0
+    outcomes = [e["outcome"] for e in _entries(r) if e["kind"] == "action_result"]
+    assert outcomes == ["uncertain", "applied"]
 
 
 def test_itbench_import_converts_every_folder() -> None:
