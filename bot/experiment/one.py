@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,12 @@ from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.alerts import AlertPolicy, AlertRouter
 from core.clock import ManualClock
+from core.entries import Entry
 from core.experiment import policy
 from core.experiment.drive import drive
 from core.experiment.judge import judge
 from core.experiment.run import Model, Run, Spec
+from core.experiment.scenario import action_key
 from core.experiment.view import usage_for
 
 
@@ -28,6 +31,19 @@ def scripted_model(mutation: str) -> Model:
         return answer, usage
 
     return call
+
+
+def _distinct_fulfilled(logs: Mapping[str, Sequence[Entry]]) -> int:
+    actions: dict[str, str] = {}
+    done: set[str] = set()
+    for es in logs.values():
+        for e in es:
+            p = e.payload.model_dump()
+            if e.kind == "obligation_opened":
+                actions[p["obligation_id"]] = action_key(p["action"] or "", p["params"] or {})
+            elif e.kind == "obligation_fulfilled":
+                done.add(actions.get(p["obligation_id"], p["obligation_id"]))
+    return len(done)
 
 
 async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]:
@@ -58,7 +74,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.stop()
         await rt.close()
     c = run.cost
-    units = sum(1 for es in logs.values() for e in es if e.kind == "obligation_fulfilled")
+    units = _distinct_fulfilled(logs)  # a duplicate effect is not a unit of work
     units += int(verdict["checks"]["root_cause"]) + int(bool(run.world.mitigated)) + int(verdict["checks"]["goal"])
     return {
         "arm": spec.arm,
@@ -85,6 +101,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         "tokens_per_unit": round(c.tokens / units, 1) if units else None,
         "bytes_per_unit": round(c.context_bytes / units, 1) if units else None,
         "usd_per_unit": round(c.usd / units, 6) if units else None,
+        "entries": sum(len(es) for es in logs.values()),
         "scopes": run.scopes,
         "data_dir": str(data_dir),
     }

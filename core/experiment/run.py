@@ -104,19 +104,15 @@ class Run:
                         self.scopes.append(out.scope)
             return
         for scope in self.scopes[:1] or []:
-            kind_text = f"change: {step.title}" if step.type == "change" else step.text
-            actor = SYS if step.type == "change" else Actor.human(step.user)
             if step.type == "change":
-                await self.store.append(
-                    scope,
-                    [
-                        NewEntry.make(
-                            "observation", actor, {"text": kind_text, "source": "change", "service": step.service}
-                        )
-                    ],
-                )
-            else:
-                await self.store.append(scope, [NewEntry.make("message", actor, {"text": kind_text})])
+                payload = {"text": f"change: {step.title}", "source": "change", "service": step.service}
+                await self.store.append(scope, [NewEntry.make("observation", SYS, payload)])
+                continue
+            # a Slack event, keyed by its event_id; under dup_delivery Slack retries it (X-Slack-Retry-Num: 1)
+            event_id = f"Ev{self.rng.getrandbits(40):010X}"
+            for _ in range(2 if self.spec.fault == "dup_delivery" else 1):
+                entry = NewEntry.make("message", Actor.human(step.user), {"text": step.text})
+                await self.store.append(scope, [entry], idempotency_key=f"slack:{event_id}")
 
     # -- faults -----------------------------------------------------------------------------------------------
 

@@ -106,6 +106,47 @@ def test_a_lost_response_is_reconciled_not_retried(tmp_path: Path) -> None:
     assert outcomes == ["uncertain", "applied"]
 
 
+@pytest.mark.parametrize("arm", ["rules", "nm"])
+def test_dup_delivery_records_each_input_and_approval_once(tmp_path: Path, arm: str) -> None:
+    """A webhook twice, a Slack retry of the same event, a double-clicked Approve (and, for nm, one item to two
+    workers): one entry each, one effect."""
+    r = _run(tmp_path, "bad-deploy", arm, "dup_delivery")
+    assert r["correct"] is True and r["duplicate_effects"] == 0
+    entries = _entries(r)
+    assert len([e for e in entries if e["kind"] == "message"]) == 1
+    approvals = [e["proposal_id"] for e in entries if e["kind"] == "approval"]
+    assert approvals and len(approvals) == len(set(approvals))
+
+
+def test_table_reports_the_break_even_with_and_without_faults() -> None:
+    from bot.experiment.table import table
+
+    rows = [
+        {
+            "arm": a,
+            "scenario": "s",
+            "fault": f,
+            "seed": 1,
+            "correct": True,
+            "duplicate_effects": 0,
+            "tokens": 10,
+            "context_bytes": 1,
+            "reconstruction_bytes": 1,
+            "units": 2,
+            "usd": usd,
+            "entries": n,
+        }
+        for a, f, n, usd in [
+            ("central", "none", 10, 0.2),
+            ("rules", "none", 10, 0.1),
+            ("central", "lease_expiry", 40, 0.1),
+            ("rules", "lease_expiry", 40, 0.3),
+        ]
+    ]
+    text = table(rows)
+    assert "| rules | none | 1 | 0/1 |" in text and "| rules | with faults | 1 | 1/1 |" in text
+
+
 def test_itbench_import_converts_every_folder() -> None:
     scns = itbench.import_dir(ITBENCH)
     assert len(scns) == len([p for p in ITBENCH.iterdir() if p.is_dir()])
@@ -145,8 +186,9 @@ def test_quick_writes_results_and_table(tmp_path: Path) -> None:
             "units",
         } <= r.keys()
         assert Path(r["data_dir"], "scopes").is_dir()
-    lines = (out / "table.md").read_text().splitlines()
-    assert len([ln for ln in lines[2:] if ln.startswith("| ")]) == 3 * 4  # one row per arm × fault
+    main, _, rest = (out / "table.md").read_text().partition("\n\n")
+    assert len([ln for ln in main.splitlines()[2:] if ln.startswith("| ")]) == 3 * 4  # one row per arm × fault
+    assert "Break-even" in rest
 
 
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
