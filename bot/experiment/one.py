@@ -23,7 +23,7 @@ from core.experiment.view import usage_for
 def scripted_model(mutation: str) -> Model:
     sent = {"prefix": -1}
 
-    async def call(system: str, view: str) -> tuple[str, dict[str, int]]:
+    async def call(system: str, view: str, scope: str) -> tuple[str, dict[str, int]]:
         prompt = system + "\n" + view
         answer = json.dumps(policy.decide(view, mutation), sort_keys=True)
         usage = usage_for(prompt, answer, max(sent["prefix"], len(system)) if sent["prefix"] >= 0 else 0)
@@ -58,7 +58,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         else:
             from bot.experiment.http_model import HttpModel
 
-            http = HttpModel(model_name, spec.mutation)
+            http = HttpModel(model_name, spec.mutation, rt.store, clock)
             await http.start()
             model = http.call
         router = AlertRouter(rt.store, rt.index, rt.service, clock, AlertPolicy.build())

@@ -41,7 +41,8 @@ FAULTS = (
 )
 SYS = Actor.system("experiment")
 
-Model = Callable[[str, str], Awaitable[tuple[str, dict[str, int]]]]  # (system, view) → (answer, usage)
+#: (system, view, scope) → (answer, usage); usage may carry ``context_bytes`` (what was actually sent)
+Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
 
 
 class Killed(Exception):
@@ -213,10 +214,10 @@ class Run:
     async def step(self, scope: str) -> bool:
         self.steps += 1
         text = await self.view(scope)
-        answer, usage = await self.model(
-            policy.SYSTEM, text + ("\nMUTATION\t" + self.spec.mutation if self.spec.mutation else "")
-        )
-        self.cost.add(usage, len((policy.SYSTEM + text).encode()))
+        prompt = text + ("\nMUTATION\t" + self.spec.mutation if self.spec.mutation else "")
+        answer, usage = await self.model(policy.SYSTEM, prompt, scope)
+        sent = usage.pop("context_bytes", len((policy.SYSTEM + prompt).encode()))
+        self.cost.add(usage, sent)
         await self.maybe("kill_after_model", scope)
         decision = json.loads(answer or "{}")
         if self.spec.arm == "central":

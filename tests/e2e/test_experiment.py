@@ -147,6 +147,25 @@ def test_table_reports_the_break_even_with_and_without_faults() -> None:
     assert "| rules | none | 1 | 0/1 |" in text and "| rules | with faults | 1 | 1/1 |" in text
 
 
+def test_scripted_http_runs_the_real_claude_reasoner_loop_and_replays_from_a_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each decision is a ClaudeReasoner turn over the SDK to the loopback fake: tool_use (get_state + suggest),
+    then end_turn. Same decisions as in process; a recording replays to the same log."""
+    spec = Spec(_by_id("bad-deploy"), "rules", "kill_after_claim", 1)
+    inproc = asyncio.run(run_one(spec, tmp_path / "a", "scripted"))
+    monkeypatch.setenv("DECKLOG_EXPERIMENT_RECORD", str(tmp_path / "rec"))
+    http = asyncio.run(run_one(spec, tmp_path / "b", "scripted-http"))
+    monkeypatch.delenv("DECKLOG_EXPERIMENT_RECORD")
+    rows = [json.loads(line) for line in (tmp_path / "rec" / "exchanges.jsonl").read_text().splitlines()]
+    stops = [r["reply"]["stop_reason"] for r in rows]
+    assert stops == ["tool_use", "end_turn"] * http["model_calls"]
+    assert http["correct"] is True and http["entries"] == inproc["entries"]
+    assert http["model_calls"] == inproc["model_calls"] and http["cache_read_input_tokens"] > 0
+    replayed = asyncio.run(run_one(spec, tmp_path / "c", f"recorded:{tmp_path / 'rec'}"))
+    assert replayed["entries"] == http["entries"] and replayed["tokens"] == http["tokens"]
+
+
 def test_itbench_import_converts_every_folder() -> None:
     scns = itbench.import_dir(ITBENCH)
     assert len(scns) == len([p for p in ITBENCH.iterdir() if p.is_dir()])
