@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.experiment.inputs import TOKEN, HttpInputs
 from bot.runtime import Runtime
 from bot.settings import load_settings
-from core.alerts import AlertPolicy, AlertRouter
 from core.clock import ManualClock
 from core.entries import Entry
 from core.experiment import policy
@@ -47,12 +47,14 @@ def _distinct_fulfilled(logs: Mapping[str, Sequence[Entry]]) -> int:
 
 
 async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]:
-    settings = load_settings(data_dir=data_dir, database_url=None)
+    settings = load_settings(data_dir=data_dir, database_url=None, DECKLOG_ALERT_TOKEN=TOKEN)
     clock = ManualClock()
     rt = await Runtime.open(settings, clock=clock)
+    inputs = HttpInputs(rt)
     rt.dispatcher.start()
     http = None
     try:
+        await inputs.start()
         if model_name == "scripted":
             model = scripted_model(spec.mutation)
         else:
@@ -61,8 +63,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             http = HttpModel(model_name, spec.mutation, rt.store, clock)
             await http.start()
             model = http.call
-        router = AlertRouter(rt.store, rt.index, rt.service, clock, AlertPolicy.build())
-        run = Run(spec, rt.store, router, clock, model, data_dir / "journal")
+        run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)
@@ -72,6 +73,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
     finally:
         if http:
             await http.stop()
+        await inputs.stop()
         await rt.close()
     c = run.cost
     units = _distinct_fulfilled(logs)  # a duplicate effect is not a unit of work

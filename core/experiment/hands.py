@@ -14,7 +14,6 @@ from core.entries import Actor, NewEntry
 from core.errors import Conflict, NotFound, StaleFence
 from core.experiment.scenario import action_key
 from core.obligations import claim, fulfil, open_obligation, reject_stale, release
-from core.signals import AlertSignal
 
 if TYPE_CHECKING:
     from core.experiment.run import Run
@@ -212,5 +211,5 @@ async def execute(run: Run, scope: str, oid: str, fence: int, action: str, param
 async def deliver_resolutions(run: Run) -> None:
     """The world resolves its alerts once a mitigation has had ``resolve_after`` seconds to work."""
     for fp in run.world.due_resolutions(run.clock.now()):
-        sig = AlertSignal(source="generic", fingerprint=fp, status="resolved", title=fp)
-        await run.router.receive("generic", [sig], raw={})
+        body = {"title": fp, "fingerprint": fp, "status": "resolved", "event_id": f"{fp}:resolved:world"}
+        await run.inputs.alert(body)

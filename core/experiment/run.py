@@ -13,9 +13,8 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from core.alerts import AlertRouter
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
 from core.experiment import policy
@@ -24,7 +23,6 @@ from core.experiment.scenario import Scenario
 from core.experiment.view import Cost, Folded, cold_view, entry_lines, header, state_lines
 from core.experiment.world import WorldSim
 from core.obligations import lease_live
-from core.signals import AlertSignal
 from core.store import LogStore
 
 ARMS = ("central", "rules", "nm")
@@ -43,6 +41,15 @@ SYS = Actor.system("experiment")
 
 #: (system, view, scope) → (answer, usage); usage may carry ``context_bytes`` (what was actually sent)
 Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
+
+
+class Inputs(Protocol):
+    """The receivers' door for world inputs (bot/experiment/inputs.py: HTTP on loopback). ``alert`` returns the
+    scopes the notification went to."""
+
+    async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]: ...
+
+    async def change(self, body: dict[str, Any]) -> None: ...
 
 
 class Killed(Exception):
@@ -65,7 +72,7 @@ class Spec:
 class Run:
     spec: Spec
     store: LogStore
-    router: AlertRouter
+    inputs: Inputs
     clock: ManualClock
     model: Model
     journal_dir: Path
@@ -90,25 +97,25 @@ class Run:
     # -- inputs, through the receivers' core door -------------------------------------------------------------
 
     async def deliver(self, step: Any) -> None:
+        """A timeline input, through the receivers (``Inputs``): an alert notification (sent twice under
+        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message."""
         if step.type == "alert":
-            sig = AlertSignal(
-                source="generic",
-                fingerprint=step.fingerprint,
-                status=step.status,
-                title=step.title or step.fingerprint,
-                service=step.service,
-            )
-            times = 2 if self.spec.fault == "dup_delivery" else 1
-            for _ in range(times):
-                for out in await self.router.receive("generic", [sig], raw={"fingerprint": step.fingerprint}):
-                    if out.scope and out.scope not in self.scopes:
-                        self.scopes.append(out.scope)
+            body = {
+                "title": step.title or step.fingerprint,
+                "fingerprint": step.fingerprint,
+                "status": step.status,
+                "service": step.service,
+                "event_id": f"{step.fingerprint}:{step.status}:{step.at:g}",
+            }
+            for scope in await self.inputs.alert(body, times=2 if self.spec.fault == "dup_delivery" else 1):
+                if scope not in self.scopes:
+                    self.scopes.append(scope)
+            return
+        if step.type == "change":
+            change = {"id": f"chg-{step.at:g}", "service": step.service, "description": step.title}
+            await self.inputs.change({**change, "status": "succeeded", "at": self.clock.now().isoformat()})
             return
         for scope in self.scopes[:1] or []:
-            if step.type == "change":
-                payload = {"text": f"change: {step.title}", "source": "change", "service": step.service}
-                await self.store.append(scope, [NewEntry.make("observation", SYS, payload)])
-                continue
             # a Slack event, keyed by its event_id; under dup_delivery Slack retries it (X-Slack-Retry-Num: 1)
             event_id = f"Ev{self.rng.getrandbits(40):010X}"
             for _ in range(2 if self.spec.fault == "dup_delivery" else 1):

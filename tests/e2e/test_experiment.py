@@ -114,6 +114,8 @@ def test_dup_delivery_records_each_input_and_approval_once(tmp_path: Path, arm: 
     assert r["correct"] is True and r["duplicate_effects"] == 0
     entries = _entries(r)
     assert len([e for e in entries if e["kind"] == "message"]) == 1
+    fired = [e for e in entries if e["kind"] == "observation" and e.get("alert_status") == "firing"]
+    assert len(fired) == 1  # POSTed twice to /alerts/generic with one event_id
     approvals = [e["proposal_id"] for e in entries if e["kind"] == "approval"]
     assert approvals and len(approvals) == len(set(approvals))
 
