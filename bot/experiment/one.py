@@ -75,6 +75,18 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.stop()
         await inputs.stop()
         await rt.close()
+    return row(spec, model_name, run, logs, verdict, data_dir)
+
+
+def row(
+    spec: Spec,
+    model_name: str,
+    run: Run,
+    logs: Mapping[str, Sequence[Entry]],
+    verdict: dict[str, Any],
+    data_dir: Path,
+) -> dict[str, Any]:
+    """One results.jsonl line: the verdict, the cost (tokens, bytes, $) and the units of work."""
     c = run.cost
     units = _distinct_fulfilled(logs)  # a duplicate effect is not a unit of work
     units += int(verdict["checks"]["root_cause"]) + int(bool(run.world.mitigated)) + int(verdict["checks"]["goal"])

@@ -215,6 +215,7 @@ def test_quick_writes_results_and_table(tmp_path: Path) -> None:
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     for args in (
         ["--arms", "bogus"],
+        ["--budget", "0"],
         ["--model", "claude"],
         ["--model", "recorded:/nonexistent"],
         ["--import-itbench", str(tmp_path)],
