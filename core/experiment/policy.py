@@ -18,7 +18,7 @@ SYSTEM = (
     "(run keys), hold (bool), resolve (bool). Name a root cause only from evidence you can see."
 )
 
-MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim")
+MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim", "skip_conditions")
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -72,7 +72,10 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if obligations:
         ob = obligations[0]
         if ob.get("status") == "open":
-            out["propose"] = {"obligation_id": ob["id"], "conditions": ob.get("conditions", "").split("|")}
+            conditions = ob.get("conditions", "").split("|")
+            if mutation == "skip_conditions":  # re-checks only the first condition it was given
+                conditions = conditions[:1]
+            out["propose"] = {"obligation_id": ob["id"], "conditions": conditions}
         return out
     denied = {d["key"] for d in v.get("DENIED", [])} if mutation != "repropose_denied" else set()
     if applied and not firing:

@@ -59,7 +59,12 @@ def test_a_clean_run_is_judged_correct(tmp_path: Path, arm: str) -> None:
 
 @pytest.mark.parametrize(
     ("mutation", "check"),
-    [("drop_obligations", "obligations"), ("repropose_denied", "effects"), ("no_claim", "claims")],
+    [
+        ("drop_obligations", "obligations"),
+        ("repropose_denied", "effects"),
+        ("no_claim", "claims"),
+        ("skip_conditions", "obligations"),
+    ],
 )
 def test_the_judge_flags_each_broken_policy(tmp_path: Path, mutation: str, check: str) -> None:
     r = _run(tmp_path, "bad-deploy", mutation=mutation)
