@@ -30,6 +30,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--model", default="scripted", help="scripted | scripted-http | claude | recorded:DIR")
     s.add_argument("--record", type=Path, help="with scripted-http: record the exchanges into DIR")
     s.add_argument("--fences", choices=("on", "off"), default="on")
+    s.add_argument("--budget", type=int, default=24, help="a fresh turn's view: the log's last N entries (24)")
     s.add_argument("--mutation", default="", help=argparse.SUPPRESS)
     s.add_argument("--jobs", type=int, default=0, help="parallel processes (default: the CPU count)")
     s.add_argument("--out", type=Path, required=True)
@@ -65,6 +66,8 @@ def plan(args: argparse.Namespace) -> list[tuple[Spec, Path, str]]:
     seeds = args.seeds or (1 if args.quick else 3)
     if seeds < 1:
         raise InvalidInput("--seeds must be at least 1")
+    if args.budget < 1:
+        raise InvalidInput("--budget must be at least 1 (entries)")
     _check_model(args.model)
     if args.import_itbench:
         scns = itbench.import_dir(args.import_itbench)
@@ -81,7 +84,8 @@ def plan(args: argparse.Namespace) -> list[tuple[Spec, Path, str]]:
         for arm in arms:
             for fault in faults:
                 for seed in range(1, seeds + 1):
-                    spec = Spec(s, arm, fault, seed, fences=args.fences == "on", mutation=args.mutation)
+                    fences = args.fences == "on"
+                    spec = Spec(s, arm, fault, seed, fences=fences, mutation=args.mutation, budget=args.budget)
                     runs.append((spec, args.out / "runs" / f"{s.id}.{arm}.{fault}.{seed}", args.model))
     return runs
 

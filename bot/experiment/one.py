@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.experiment.inputs import TOKEN, HttpInputs
 from bot.runtime import Runtime
 from bot.settings import load_settings
-from core.alerts import AlertPolicy, AlertRouter
 from core.clock import ManualClock
+from core.entries import Entry
 from core.experiment import policy
 from core.experiment.drive import drive
 from core.experiment.judge import judge
 from core.experiment.run import Model, Run, Spec
+from core.experiment.scenario import action_key
 from core.experiment.view import usage_for
 
 
 def scripted_model(mutation: str) -> Model:
     sent = {"prefix": -1}
 
-    async def call(system: str, view: str) -> tuple[str, dict[str, int]]:
+    async def call(system: str, view: str, scope: str) -> tuple[str, dict[str, int]]:
         prompt = system + "\n" + view
         answer = json.dumps(policy.decide(view, mutation), sort_keys=True)
         usage = usage_for(prompt, answer, max(sent["prefix"], len(system)) if sent["prefix"] >= 0 else 0)
@@ -30,23 +33,37 @@ def scripted_model(mutation: str) -> Model:
     return call
 
 
+def _distinct_fulfilled(logs: Mapping[str, Sequence[Entry]]) -> int:
+    actions: dict[str, str] = {}
+    done: set[str] = set()
+    for es in logs.values():
+        for e in es:
+            p = e.payload.model_dump()
+            if e.kind == "obligation_opened":
+                actions[p["obligation_id"]] = action_key(p["action"] or "", p["params"] or {})
+            elif e.kind == "obligation_fulfilled":
+                done.add(actions.get(p["obligation_id"], p["obligation_id"]))
+    return len(done)
+
+
 async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]:
-    settings = load_settings(data_dir=data_dir, database_url=None)
+    settings = load_settings(data_dir=data_dir, database_url=None, DECKLOG_ALERT_TOKEN=TOKEN)
     clock = ManualClock()
     rt = await Runtime.open(settings, clock=clock)
+    inputs = HttpInputs(rt)
     rt.dispatcher.start()
     http = None
     try:
+        await inputs.start()
         if model_name == "scripted":
             model = scripted_model(spec.mutation)
         else:
             from bot.experiment.http_model import HttpModel
 
-            http = HttpModel(model_name, spec.mutation)
+            http = HttpModel(model_name, spec.mutation, rt.store, clock)
             await http.start()
             model = http.call
-        router = AlertRouter(rt.store, rt.index, rt.service, clock, AlertPolicy.build())
-        run = Run(spec, rt.store, router, clock, model, data_dir / "journal")
+        run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)
@@ -56,9 +73,22 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
     finally:
         if http:
             await http.stop()
+        await inputs.stop()
         await rt.close()
+    return row(spec, model_name, run, logs, verdict, data_dir)
+
+
+def row(
+    spec: Spec,
+    model_name: str,
+    run: Run,
+    logs: Mapping[str, Sequence[Entry]],
+    verdict: dict[str, Any],
+    data_dir: Path,
+) -> dict[str, Any]:
+    """One results.jsonl line: the verdict, the cost (tokens, bytes, $) and the units of work."""
     c = run.cost
-    units = sum(1 for es in logs.values() for e in es if e.kind == "obligation_fulfilled")
+    units = _distinct_fulfilled(logs)  # a duplicate effect is not a unit of work
     units += int(verdict["checks"]["root_cause"]) + int(bool(run.world.mitigated)) + int(verdict["checks"]["goal"])
     return {
         "arm": spec.arm,
@@ -85,6 +115,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         "tokens_per_unit": round(c.tokens / units, 1) if units else None,
         "bytes_per_unit": round(c.context_bytes / units, 1) if units else None,
         "usd_per_unit": round(c.usd / units, 6) if units else None,
+        "entries": sum(len(es) for es in logs.values()),
         "scopes": run.scopes,
         "data_dir": str(data_dir),
     }

@@ -39,4 +39,62 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {sum(r['reconstruction_bytes'] for r in rs) / n:.0f} | {units / n:.1f} "
             f"| {tokens / units if units else 0:.0f} | {usd / units if units else 0:.5f} |"
         )
-    return "\n".join(out) + "\n"
+    return "\n".join([*out, "", *break_even(rows)]) + "\n"
+
+
+def _per_unit(r: dict[str, Any]) -> float:
+    return float(r["usd"]) / max(1, int(r["units"]))
+
+
+def break_even(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Cold views against the warm transcript, run by run (same scenario, fault and seed): $ per unit, and the
+    log length (entries) that best separates the runs where the warm transcript is cheaper from the others."""
+    central = {(r["scenario"], r["fault"], r["seed"]): r for r in rows if r["arm"] == "central"}
+    out = [
+        "### Break-even: cold views vs the warm transcript ($ per unit, same scenario × fault × seed)",
+        "",
+        "| cold arm | faults | pairs | warm cheaper | median $/unit warm | median $/unit cold | break-even (entries) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm in ("rules", "nm"):
+        for label, faulted in (("none", False), ("with faults", True)):
+            pairs = [
+                (int(c.get("entries", 0)), _per_unit(c), _per_unit(r))
+                for r in rows
+                if r["arm"] == arm and (r["fault"] != "none") == faulted
+                for c in [central.get((r["scenario"], r["fault"], r["seed"]))]
+                if c is not None
+            ]
+            if not pairs:
+                continue
+            warm = sum(1 for _, w, c in pairs if w < c)
+            out.append(
+                f"| {arm} | {label} | {len(pairs)} | {warm}/{len(pairs)} | {_median([w for _, w, _ in pairs]):.5f} "
+                f"| {_median([c for _, _, c in pairs]):.5f} | {_threshold(pairs)} |"
+            )
+    out += [
+        "",
+        "Break-even: the log length L (entries, all scopes) that best predicts which side is cheaper per unit "
+        "(agreeing pairs in brackets); “none” when no length predicts better than the majority.",
+    ]
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2 if s else 0.0
+
+
+def _threshold(pairs: list[tuple[int, float, float]]) -> str:
+    """The length L (and side) that best predicts which is cheaper; "none" when it predicts no better than always
+    answering the majority."""
+    majority = max(sum(1 for _, w, c in pairs if w < c), sum(1 for _, w, c in pairs if w >= c))
+    best, best_ok, side = 0, -1, ""
+    for t in sorted({n for n, _, _ in pairs}):
+        for warm_short in (True, False):
+            ok = sum(1 for n, w, c in pairs if (w < c) == ((n <= t) == warm_short))
+            if ok > best_ok:
+                best, best_ok, side = t, ok, "warm cheaper ≤ L" if warm_short else "cold cheaper ≤ L"
+    if best_ok <= majority:
+        return f"none (majority {majority}/{len(pairs)})"
+    return f"L={best}, {side} ({best_ok}/{len(pairs)})"

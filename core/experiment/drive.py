@@ -1,12 +1,29 @@
-"""Driving a run: the timeline on the virtual clock, the arm's scheduling, fault recovery."""
+"""Driving a run: the timeline on the virtual clock, the arm's scheduling, fault recovery.
+
+Every arm takes a turn on a scope only when the log says there is work (triggers): its newest entry is not a turn
+that decided nothing, or an obligation is open with no live lease. ``rules`` turns every scope with work in
+order; ``nm`` lets one of M churning workers pick a scope with work at random; ``central`` is woken like ``rules``
+but keeps its transcript warm. When no scope has work, the virtual clock jumps to the world's next due time.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from core.experiment.run import LEASE, Killed, Run
+from core.experiment.hands import LEASE, deliver_resolutions, execute
+from core.experiment.run import Killed, Run
+from core.obligations import lease_live
 
 MAX_STEPS = 60
+
+
+async def has_work(run: Run, scope: str) -> bool:
+    last = await run.store.read_last(scope, limit=1)
+    if last and not (last[0].kind == "agent_turn" and last[0].payload.model_dump()["outcome"] == "nothing"):
+        return True
+    state = await run.store.get_state(scope)
+    now = run.clock.now()
+    return any(not lease_live(ob, now) for ob in state.obligations.values())
 
 
 async def _turn(run: Run, scope: str) -> bool:
@@ -16,14 +33,14 @@ async def _turn(run: Run, scope: str) -> bool:
         run.generation += 1
         run.agent = f"agent-{run.generation}"
         if run.spec.arm == "central":
-            run.transcripts.clear()  # a new orchestrator reloads the journal
+            run.forget()  # a new orchestrator reloads the journal
         if str(k) in ("kill_after_claim", "lease_expiry"):
             run.clock.advance(seconds=LEASE + 1)
         return True
 
 
 async def _phase_faults(run: Run) -> None:
-    if run.fired or run.steps < run.fault_at or not run.scopes:
+    if not run.due() or not run.scopes:
         return
     if run.spec.fault == "suspend":
         run.fired = True
@@ -34,37 +51,57 @@ async def _phase_faults(run: Run) -> None:
         await run.mark(run.scopes[0], "replace_all")
         run.generation += 10
         run.agent = f"agent-{run.generation}"
-        run.transcripts.clear()
+        run.forget()
+
+
+async def _round(run: Run, work: list[str]) -> None:
+    if run.spec.arm != "nm":
+        for scope in work:
+            await _turn(run, scope)
+        return
+    if run.rng.random() < 0.2:  # churn: a worker leaves, another joins
+        run.generation += 1
+    run.agent = f"worker-{run.rng.randrange(run.spec.workers)}-{run.generation}"
+    scope = work[run.rng.randrange(len(work))]
+    await _turn(run, scope)
+    if run.spec.fault == "dup_delivery" and not run.fired:  # one work item to two workers
+        run.agent = f"worker-dup-{run.generation}"
+        await _turn(run, scope)
 
 
 async def _settle(run: Run, budget: int) -> None:
-    idle = 0
-    while budget > 0 and idle < 2 * max(1, len(run.scopes)):
+    while budget > 0:
         budget -= 1
         await _phase_faults(run)
-        if run.spec.arm == "nm":
-            if run.rng.random() < 0.2:  # churn: a worker leaves, another joins
-                run.generation += 1
-            run.agent = f"worker-{run.rng.randrange(run.spec.workers)}-{run.generation}"
-            scope = run.scopes[run.rng.randrange(len(run.scopes))]
-            progressed = await _turn(run, scope)
-            if run.spec.fault == "dup_delivery" and not run.fired:  # one work item to two workers
-                run.agent = f"worker-dup-{run.generation}"
-                await _turn(run, scope)
-        else:
-            progressed = False
-            for scope in list(run.scopes):
-                progressed = await _turn(run, scope) or progressed
-        idle = 0 if progressed else idle + 1
-        run.clock.advance(seconds=5)
-        await _resume_paused(run)
+        work = [s for s in run.scopes if await has_work(run, s)]
+        if work:
+            await _round(run, work)
+            run.clock.advance(seconds=5)
+            await _resume_paused(run)
+        elif not await _idle(run):
+            return
+        await deliver_resolutions(run)
 
 
-async def _resume_paused(run: Run) -> None:
-    if not run.paused or run.world.applied.total() == 0:
+async def _idle(run: Run) -> bool:
+    """Nothing to do now: resume a paused holder, or jump to the world's next due time. False when neither."""
+    if run.paused:
+        await _resume_paused(run, force=True)
+        return True
+    due = run.world.next_due()
+    if due is None:
+        return False
+    if due > run.clock.now():
+        run.clock.advance(seconds=(due - run.clock.now()).total_seconds())
+    return True
+
+
+async def _resume_paused(run: Run, *, force: bool = False) -> None:
+    """A paused holder resumes (after another worker took over, or once nothing else is left to do)."""
+    if not run.paused or not (force or run.world.applied.total()):
         return
     scope, p = run.paused.pop()
-    await run.execute(scope, p["oid"], p["fence"], p["action"], p["params"], p["agent"])
+    await execute(run, scope, p["oid"], p["fence"], p["action"], p["params"], p["agent"])
 
 
 async def drive(run: Run) -> None:
@@ -73,9 +110,8 @@ async def drive(run: Run) -> None:
         target = start + timedelta(seconds=step.at)
         if target > run.clock.now():
             run.clock.advance(seconds=(target - run.clock.now()).total_seconds())
+            await deliver_resolutions(run)
         await run.deliver(step)
         if run.scopes:
-            await _settle(run, 8)
+            await _settle(run, 12)
     await _settle(run, MAX_STEPS)
-    while run.paused:
-        await _resume_paused(run) if run.world.applied.total() else run.paused.clear()

@@ -61,34 +61,40 @@ def judge(logs: Mapping[str, Sequence[Entry]], world: Mapping[str, Any], scenari
 
 
 def _obligations(logs: Mapping[str, Sequence[Entry]]) -> bool:
+    """No obligation dropped without a reason; every run preceded (after its claim) by a re-check of exactly the
+    conditions its obligation was opened with."""
     for entries in logs.values():
-        fault = _fault_seq(entries)
-        opened = {e.payload.model_dump()["obligation_id"]: e.seq for e in entries if e.kind == "obligation_opened"}
+        conditions = {
+            d["obligation_id"]: set(d["conditions"])
+            for e in entries
+            if e.kind == "obligation_opened"
+            for d in [e.payload.model_dump()]
+        }
         for e in entries:
             d = e.payload.model_dump()
             if e.kind == "obligation_cancelled" and not d["reason"]:
                 return False  # dropped, not cancelled with a reason
-            if e.kind == "action_started" and d["obligation_id"]:
-                claims = [
-                    c.seq
-                    for c in entries
-                    if c.kind == "obligation_claimed"
-                    and c.seq < e.seq
-                    and c.payload.model_dump()["obligation_id"] == d["obligation_id"]
-                ]
-                checked = [
-                    c
-                    for c in entries
-                    if c.kind == "observation"
-                    and claims
-                    and claims[-1] < c.seq < e.seq
-                    and c.payload.model_dump()["data"].get("checked") == d["obligation_id"]
-                ]
-                if fault and opened.get(d["obligation_id"], 0) < fault and not checked:
-                    return False
-                if not checked:
-                    return False
+            wanted = conditions.get(d.get("obligation_id", ""), set())
+            if e.kind == "action_started" and d["obligation_id"] and not _rechecked(entries, e, wanted):
+                return False
     return True
+
+
+def _rechecked(entries: Sequence[Entry], started: Entry, wanted: set[str]) -> bool:
+    oid = started.payload.model_dump()["obligation_id"]
+    claims = [
+        c.seq
+        for c in entries
+        if c.kind == "obligation_claimed" and c.seq < started.seq and c.payload.model_dump()["obligation_id"] == oid
+    ]
+    if not claims:
+        return False
+    for c in entries:
+        if c.kind == "observation" and claims[-1] < c.seq < started.seq:
+            data = c.payload.model_dump()["data"]
+            if data.get("checked") == oid and wanted <= set(data.get("conditions", [])):
+                return True
+    return False
 
 
 def _evidence(logs: Mapping[str, Sequence[Entry]], scenario: Scenario) -> bool:
@@ -104,7 +110,8 @@ def _evidence(logs: Mapping[str, Sequence[Entry]], scenario: Scenario) -> bool:
         for e in entries:
             if e.kind == "hypothesis" and e.seq > fault:
                 refs = [kinds.get(r) for r in e.refs]
-                if not refs or not any(k in scenario.invariants.evidence_kinds or k for k in refs):
+                allowed = set(scenario.invariants.evidence_kinds)
+                if not refs or not any(k and (not allowed or k in allowed) for k in refs):
                     return False
     return True
 

@@ -13,12 +13,12 @@ from typing import Any
 
 SYSTEM = (
     "You coordinate one incident. Lines: TOOLS, EVIDENCE, HYPOTHESIS, OBLIGATION, DENIED, APPLIED, UNCERTAIN, "
-    "ALERT, HOLD, RESOLVED, CONDITIONS. Answer one JSON object with any of: call (tool names), hypothesis "
+    "NOT_APPLIED, ALERT, HOLD, RESOLVED, CONDITIONS, LOG. Answer one JSON object with any of: call (tool names), hypothesis "
     "{entity, evidence}, open {action, params, conditions}, propose {obligation_id, conditions}, reconcile "
     "(run keys), hold (bool), resolve (bool). Name a root cause only from evidence you can see."
 )
 
-MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim")
+MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim", "skip_conditions")
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -51,7 +51,7 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if suspects and not v.get("HYPOTHESIS"):
         entity = suspects.most_common(1)[0][0]
         out["hypothesis"] = {"entity": entity, "evidence": [int(e["seq"]) for e in evidence if e["suspect"] == entity]}
-    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", [])}
+    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", []) + v.get("NOT_APPLIED", [])}
     uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if u["key"] not in settled]
     if uncertain:
         out["reconcile"] = uncertain
@@ -72,7 +72,10 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if obligations:
         ob = obligations[0]
         if ob.get("status") == "open":
-            out["propose"] = {"obligation_id": ob["id"], "conditions": ob.get("conditions", "").split("|")}
+            conditions = ob.get("conditions", "").split("|")
+            if mutation == "skip_conditions":  # re-checks only the first condition it was given
+                conditions = conditions[:1]
+            out["propose"] = {"obligation_id": ob["id"], "conditions": conditions}
         return out
     denied = {d["key"] for d in v.get("DENIED", [])} if mutation != "repropose_denied" else set()
     if applied and not firing:

@@ -13,18 +13,16 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from core.alerts import AlertRouter
 from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.errors import Conflict, NotFound, StaleFence
+from core.entries import Actor, Entry, NewEntry
 from core.experiment import policy
-from core.experiment.scenario import Scenario, action_key
+from core.experiment.hands import hands
+from core.experiment.scenario import Scenario
 from core.experiment.view import Cost, Folded, cold_view, entry_lines, header, state_lines
 from core.experiment.world import WorldSim
-from core.obligations import claim, fulfil, lease_live, open_obligation, reject_stale
-from core.signals import AlertSignal
+from core.obligations import lease_live
 from core.store import LogStore
 
 ARMS = ("central", "rules", "nm")
@@ -39,11 +37,19 @@ FAULTS = (
     "suspend",
     "replace_all",
 )
-LEASE = 120.0
-APPROVER = Actor.human("U0APPROVER", "scripted-approver")
 SYS = Actor.system("experiment")
 
-Model = Callable[[str, str], Awaitable[tuple[str, dict[str, int]]]]  # (system, view) → (answer, usage)
+#: (system, view, scope) → (answer, usage); usage may carry ``context_bytes`` (what was actually sent)
+Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
+
+
+class Inputs(Protocol):
+    """The receivers' door for world inputs (bot/experiment/inputs.py: HTTP on loopback). ``alert`` returns the
+    scopes the notification went to."""
+
+    async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]: ...
+
+    async def change(self, body: dict[str, Any]) -> None: ...
 
 
 class Killed(Exception):
@@ -58,7 +64,7 @@ class Spec:
     seed: int
     fences: bool = True
     mutation: str = ""
-    budget: int = 40
+    budget: int = 24  # a fresh turn's view: the last ``budget`` entries of the log (held constant across arms)
     workers: int = 3
 
 
@@ -66,7 +72,7 @@ class Spec:
 class Run:
     spec: Spec
     store: LogStore
-    router: AlertRouter
+    inputs: Inputs
     clock: ManualClock
     model: Model
     journal_dir: Path
@@ -79,7 +85,7 @@ class Run:
     fired: bool = False
     paused: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     transcripts: dict[str, list[str]] = field(default_factory=dict)
-    sent: dict[str, int] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)
     agent: str = "agent-1"
     generation: int = 1
 
@@ -91,39 +97,35 @@ class Run:
     # -- inputs, through the receivers' core door -------------------------------------------------------------
 
     async def deliver(self, step: Any) -> None:
+        """A timeline input, through the receivers (``Inputs``): an alert notification (sent twice under
+        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message."""
         if step.type == "alert":
-            sig = AlertSignal(
-                source="generic",
-                fingerprint=step.fingerprint,
-                status=step.status,
-                title=step.title or step.fingerprint,
-                service=step.service,
-            )
-            times = 2 if self.spec.fault == "dup_delivery" else 1
-            for _ in range(times):
-                for out in await self.router.receive("generic", [sig], raw={"fingerprint": step.fingerprint}):
-                    if out.scope and out.scope not in self.scopes:
-                        self.scopes.append(out.scope)
+            body = {
+                "title": step.title or step.fingerprint,
+                "fingerprint": step.fingerprint,
+                "status": step.status,
+                "service": step.service,
+                "event_id": f"{step.fingerprint}:{step.status}:{step.at:g}",
+            }
+            for scope in await self.inputs.alert(body, times=2 if self.spec.fault == "dup_delivery" else 1):
+                if scope not in self.scopes:
+                    self.scopes.append(scope)
+            return
+        if step.type == "change":
+            change = {"id": f"chg-{step.at:g}", "service": step.service, "description": step.title}
+            await self.inputs.change({**change, "status": "succeeded", "at": self.clock.now().isoformat()})
             return
         for scope in self.scopes[:1] or []:
-            kind_text = f"change: {step.title}" if step.type == "change" else step.text
-            actor = SYS if step.type == "change" else Actor.human(step.user)
-            if step.type == "change":
-                await self.store.append(
-                    scope,
-                    [
-                        NewEntry.make(
-                            "observation", actor, {"text": kind_text, "source": "change", "service": step.service}
-                        )
-                    ],
-                )
-            else:
-                await self.store.append(scope, [NewEntry.make("message", actor, {"text": kind_text})])
+            # a Slack event, keyed by its event_id; under dup_delivery Slack retries it (X-Slack-Retry-Num: 1)
+            event_id = f"Ev{self.rng.getrandbits(40):010X}"
+            for _ in range(2 if self.spec.fault == "dup_delivery" else 1):
+                entry = NewEntry.make("message", Actor.human(step.user), {"text": step.text})
+                await self.store.append(scope, [entry], idempotency_key=f"slack:{event_id}")
 
     # -- faults -----------------------------------------------------------------------------------------------
 
     async def maybe(self, point: str, scope: str) -> None:
-        if self.fired or self.spec.fault != point or self.steps < self.fault_at:
+        if self.spec.fault != point or not self.due():
             return
         self.fired = True
         await self.mark(scope, point)
@@ -137,37 +139,66 @@ class Run:
         )
         await self.store.append(scope, [entry])
 
+    def due(self) -> bool:
+        return not self.fired and self.steps >= self.fault_at
+
+    def variant(self, fault: str) -> str:
+        """The seed's variant of a fault (``executor_timeout``: ``lost`` or ``5xx``)."""
+        options = {"executor_timeout": ("lost", "5xx")}.get(fault, ("",))
+        return options[self.spec.seed % len(options)]
+
+    @staticmethod
+    def killed(point: str) -> Killed:
+        return Killed(point)
+
     # -- context: who holds it ------------------------------------------------------------------------------------
 
     async def view(self, scope: str) -> str:
-        entries = await self.store.read(scope)
-        self.cost.reconstruction_bytes += sum(len(json.dumps(e.to_json(), default=str)) for e in entries)
-        folded = Folded()
-        for e in entries:
-            p = e.payload.model_dump()
-            if e.kind == "observation" and p.get("fingerprint"):
-                folded.alerts[p["fingerprint"]] = p["alert_status"] or "firing"
+        folded = await self._folded(scope)
+        if self.spec.arm == "central":
+            return await self._transcript(scope, folded)
+        # a fresh turn: the last ``budget`` entries of the log, plus the folded state (alerts, open obligations)
+        entries = await self.store.read_last(scope, limit=self.spec.budget)
+        self.cost.reconstruction_bytes += _size(entries)
+        for other in self.scopes:  # effects recorded in the other incidents' logs are visible too
+            if other != scope:
+                got = await self.store.read_last(other, limit=self.spec.budget, kinds=["action_result"])
+                self.cost.reconstruction_bytes += _size(got)
+                entries = [*entries, *got]
+        return cold_view(self.spec.scenario, entries, folded)
+
+    async def _folded(self, scope: str) -> Folded:
         state = await self.store.get_state(scope)
+        self.cost.reconstruction_bytes += len(state.model_dump_json())
         now = self.clock.now()
+        folded = Folded(alerts=_alerts(state))
         folded.obligations = [
             {**ob.model_dump(), "status": "claimed" if lease_live(ob, now) else "open"}
             for ob in state.obligations.values()
         ]
-        for other in self.scopes:  # effects recorded in the other incidents' logs are visible too
-            if other != scope:
-                for e in await self.store.read(other, kinds=["action_result"]):
-                    self.cost.reconstruction_bytes += len(json.dumps(e.to_json(), default=str))
-                    entries.append(e)
-        if self.spec.arm != "central":
-            return cold_view(self.spec.scenario, entries, folded, self.spec.budget)
-        # central: the orchestrator's transcript (journaled after every step) grows append-only
-        transcript = self.transcripts.setdefault(scope, self._reload(scope))
-        lines = [ln for e in entries for ln in entry_lines(e)]
-        transcript.extend(ln for ln in lines[len([t for t in transcript if not t.startswith(("ALERT", "OBL"))]) :])
-        return "\n".join([*header(self.spec.scenario), *transcript, *state_lines(folded)])
+        return folded
+
+    async def _transcript(self, scope: str, folded: Folded) -> str:
+        """The orchestrator's warm transcript: every event since it started, appended, journaled after each step."""
+        if scope not in self.transcripts:
+            self.transcripts[scope] = self._reload(scope)
+        for other in [scope, *(o for o in self.scopes if o != scope)]:  # its own log, and the others' effects
+            key = scope if other == scope else f"{scope}>{other}"
+            kinds = [] if other == scope else ["action_result"]
+            new = await self.store.read(other, after=self.seen.get(key, 0), kinds=kinds)
+            self.cost.reconstruction_bytes += _size(new)
+            if new:
+                self.seen[key] = new[-1].seq
+            self.transcripts[scope].extend(ln for e in new for ln in entry_lines(e))
+        return "\n".join([*header(self.spec.scenario), *self.transcripts[scope], *state_lines(folded)])
+
+    def forget(self) -> None:
+        """The orchestrator dies: its in-memory transcript is gone; the next one reloads the journal."""
+        self.transcripts.clear()
+        self.seen.clear()
 
     def _journal(self, scope: str) -> Path:
-        return self.journal_dir / (scope.replace("/", "_") + ".jsonl")
+        return self.journal_dir / (scope.replace("/", "_") + ".json")
 
     def _reload(self, scope: str) -> list[str]:
         path = self._journal(scope)
@@ -175,224 +206,35 @@ class Run:
             return []
         data = path.read_bytes()
         self.cost.reconstruction_bytes += len(data)
-        return [json.loads(line) for line in data.decode().splitlines()]
+        got = json.loads(data)
+        self.seen.update(got["seen"])
+        return list(got["lines"])
 
     def journal(self, scope: str) -> None:
         self.journal_dir.mkdir(parents=True, exist_ok=True)
-        lines = self.transcripts.get(scope, [])
-        self._journal(scope).write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+        seen = {k: v for k, v in self.seen.items() if k == scope or k.startswith(scope + ">")}
+        data = {"seen": seen, "lines": self.transcripts.get(scope, [])}
+        self._journal(scope).write_text(json.dumps(data))
 
     # -- one step: view → model → append → claim → executor ---------------------------------------------------
 
     async def step(self, scope: str) -> bool:
         self.steps += 1
         text = await self.view(scope)
-        answer, usage = await self.model(
-            policy.SYSTEM, text + ("\nMUTATION\t" + self.spec.mutation if self.spec.mutation else "")
-        )
-        self.cost.add(usage, len((policy.SYSTEM + text).encode()))
+        prompt = text + ("\nMUTATION\t" + self.spec.mutation if self.spec.mutation else "")
+        answer, usage = await self.model(policy.SYSTEM, prompt, scope)
+        sent = usage.pop("context_bytes", len((policy.SYSTEM + prompt).encode()))
+        self.cost.add(usage, sent)
         await self.maybe("kill_after_model", scope)
         decision = json.loads(answer or "{}")
         if self.spec.arm == "central":
             self.journal(scope)
-        acted = await self.hands(scope, decision, usage, len(text))
-        return acted
+        return await hands(self, scope, decision, usage, len(text))
 
-    async def hands(self, scope: str, d: dict[str, Any], usage: dict[str, int], view_bytes: int) -> bool:
-        me = Actor.agent(self.agent)
-        sc = self.spec.scenario
-        new: list[NewEntry] = []
-        for name in d.get("call", []):
-            tool = next((t for t in sc.tools if t.name == name), None)
-            if tool:
-                data = {
-                    "tool": tool.name,
-                    "kind": tool.kind,
-                    "suspect": tool.suspect,
-                    "hold": tool.hold,
-                    "fix": tool.fix,
-                }
-                new.append(
-                    NewEntry.make("observation", me, {"text": tool.answer, "source": f"tool:{tool.kind}", "data": data})
-                )
-        if h := d.get("hypothesis"):
-            new.append(
-                NewEntry.make(
-                    "hypothesis",
-                    me,
-                    {"text": f"root cause: {h['entity']}", "suspect_scope": h["entity"]},
-                    refs=h.get("evidence", []),
-                )
-            )
-        if d.get("hold"):
-            new.append(NewEntry.make("decision", me, {"text": "hold: no action, the evidence says this is expected"}))
-        if d.get("resolve"):
-            new.append(NewEntry.make("status_changed", me, {"status": "resolved", "summary": "alerts cleared"}))
-        for oid in d.get("drop", []):
-            new.append(NewEntry.make("obligation_cancelled", me, {"obligation_id": oid, "reason": ""}))
-        turn = NewEntry.make(
-            "agent_turn",
-            me,
-            {"reasoner": "scripted", "view_bytes": view_bytes, "outcome": "ok" if d else "nothing", **usage},
-        )
-        state = await self.store.get_state(scope)
-        if o := d.get("open"):
-            new += open_obligation(
-                state,
-                text=f"run {action_key(o['action'], o['params'])} if the conditions hold",
-                actor=me,
-                purpose="rollback",
-                conditions=o["conditions"],
-                action=o["action"],
-                params=o["params"],
-                obligation_id=f"ob-{self.rng.getrandbits(24):06x}",
-            )
-        await self.store.append(scope, [*new, turn])
-        await self.maybe("kill_after_append", scope)
-        if r := d.get("reconcile"):
-            await self.reconcile(scope, r)
-        if p := d.get("propose"):
-            await self.run_obligation(scope, p["obligation_id"], p["conditions"])
-        return bool(d)
 
-    async def reconcile(self, scope: str, keys: list[str]) -> None:
-        entries = await self.store.read(scope, kinds=["action_result"])
-        for e in entries:
-            p = e.payload.model_dump()
-            if p["outcome"] == "uncertain" and p["response"].get("key") in keys:
-                prm = p["response"]["params"]
-                done = self.world.observe(p["action"], prm)
-                res = {
-                    "run_id": p["run_id"],
-                    "action": p["action"],
-                    "outcome": "applied" if done else "abandon_uncertain",
-                    "reconciled": True,
-                    "response": {"key": p["response"]["key"], "params": prm},
-                }
-                await self.store.append(scope, [NewEntry.make("action_result", Actor.agent(self.agent), res)])
+def _size(entries: list[Entry]) -> int:
+    return sum(len(json.dumps(e.to_json(), default=str)) for e in entries)
 
-    async def run_obligation(self, scope: str, oid: str, conditions: list[str]) -> None:
-        me = Actor.agent(self.agent)
-        now = self.clock.now()
-        try:
-            got = await self.store.append(
-                scope, lambda st: claim(st, oid, holder=self.agent, now=now, lease_seconds=LEASE, actor=me)
-            )
-        except (Conflict, NotFound):
-            return
-        fence = got.entries[-1].payload.model_dump()["fence"] if got.entries else 0
-        if self.spec.mutation == "no_claim":
-            fence = 0
-        state = got.state
-        ob = state.obligations[oid]
-        checked = NewEntry.make(
-            "observation",
-            me,
-            {
-                "text": "conditions re-checked: " + "; ".join(conditions),
-                "source": "agent",
-                "data": {"checked": oid, "conditions": list(conditions)},
-            },
-        )
-        key = action_key(ob.action, ob.params)
-        harmful = key in {h.key() for h in self.spec.scenario.world.harmful}
-        pid = f"p-{oid}-{fence}"
-        prop = NewEntry.make(
-            "proposal",
-            me,
-            {
-                "proposal_id": pid,
-                "action": ob.action,
-                "params": ob.params,
-                "risk": "R2",
-                "obligation_id": oid,
-                "safety_conditions": tuple(conditions),
-            },
-        )
-        verdict = "denied" if harmful else "approved"
-        appr = NewEntry.make(
-            "approval",
-            APPROVER,
-            {"proposal_id": pid, "decision": verdict, "approver": APPROVER.id, "reason": key if harmful else ""},
-            idempotency_key=f"approve:{pid}",
-        )
-        await self.store.append(scope, [checked, prop])
-        for _ in range(2 if self.spec.fault == "dup_delivery" else 1):  # a double-clicked Approve
-            await self.store.append(scope, [appr], idempotency_key=f"approve:{pid}")
-        if harmful:
-            await self.store.append(
-                scope,
-                [
-                    NewEntry.make(
-                        "obligation_cancelled", me, {"obligation_id": oid, "reason": f"denied by {APPROVER.name}"}
-                    )
-                ],
-            )
-            return
-        await self.maybe("kill_after_claim", scope)
-        if self.spec.fault == "lease_expiry" and not self.fired and self.steps >= self.fault_at:
-            self.fired = True
-            await self.mark(scope, "lease_expiry")
-            self.paused.append(
-                (scope, {"oid": oid, "fence": fence, "action": ob.action, "params": ob.params, "agent": self.agent})
-            )
-            raise Killed("lease_expiry")
-        await self.execute(scope, oid, fence, ob.action, ob.params, self.agent)
 
-    @staticmethod
-    def _fenced(st: Any, oid: str, fence: int, now: Any, started: NewEntry) -> list[NewEntry]:
-        try:
-            fulfil(st, oid, fence=fence, now=now, actor=started.actor)
-        except NotFound:
-            raise StaleFence(f"{oid} is no longer open (fence {fence})", fence=fence, current=st.max_fence) from None
-        return [started]
-
-    async def execute(self, scope: str, oid: str, fence: int, action: str, params: dict[str, Any], agent: str) -> None:
-        me = Actor.agent(agent)
-        run_id = f"run-{oid}-{fence}"
-        key = action_key(action, params)
-        started = NewEntry.make(
-            "action_started",
-            me,
-            {"run_id": run_id, "action": action, "obligation_id": oid, "fence": fence, "params": params},
-        )
-        now = self.clock.now()
-        if self.spec.fences and self.spec.mutation != "no_claim":  # the mutant executes without a claim
-            try:
-                await self.store.append(scope, lambda st: self._fenced(st, oid, fence, now, started))
-            except StaleFence as stale:
-                err = stale
-                await self.store.append(
-                    scope,
-                    lambda st: reject_stale(
-                        st, err, obligation_id=oid, holder=agent, attempted="action_started", actor=me
-                    ),
-                )
-                self.world.apply(action, params, fence=fence, resource=key)  # the fenced resource refuses it too
-                return
-        else:
-            await self.store.append(scope, [started])
-        lost = self.spec.fault == "executor_timeout" and not self.fired and self.steps >= self.fault_at
-        outcome = self.world.apply(action, params, fence=fence, resource=key)
-        if lost:
-            self.fired = True
-            await self.mark(scope, "executor_timeout")
-            outcome = "uncertain"
-        res = {
-            "run_id": run_id,
-            "action": action,
-            "outcome": outcome,
-            "fence": fence,
-            "response": {"key": key, "params": params},
-        }
-        done = NewEntry.make("obligation_fulfilled", me, {"obligation_id": oid, "fence": fence, "run_id": run_id})
-        try:
-            await self.store.append(
-                scope, lambda st: [NewEntry.make("action_result", me, res), *([done] if oid in st.obligations else [])]
-            )
-        except StaleFence:
-            pass
-        if self.world.mitigated:
-            for fp in self.spec.scenario.world.resolves:
-                sig = AlertSignal(source="generic", fingerprint=fp, status="resolved", title=fp)
-                await self.router.receive("generic", [sig], raw={})
+def _alerts(state: Any) -> dict[str, str]:
+    return {fp: "resolved" if a.status == "resolved" else "firing" for fp, a in state.alerts.items()}

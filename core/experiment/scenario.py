@@ -56,6 +56,7 @@ class World(_M):
     mitigations: tuple[ActionRef, ...] = ()
     harmful: tuple[ActionRef, ...] = ()
     resolves: tuple[str, ...] = ()  # fingerprints that resolve once a mitigation applied
+    resolve_after: float = Field(default=0, ge=0)  # virtual seconds from the mitigation to the resolution
 
 
 class RootCause(_M):

@@ -36,11 +36,19 @@ def entry_lines(e: Entry) -> list[str]:
             return [f"APPLIED\tkey={key}"]
         if p["outcome"] == "abandon_uncertain":
             return [f"ABANDONED\tkey={key}"]
+        if p["outcome"] == "not_applied":
+            return [f"NOT_APPLIED\tkey={key}"]
         if p["outcome"] == "uncertain":
             return [f"UNCERTAIN\tkey={key}\trun={p['run_id']}"]
     if k == "status_changed" and p["status"] == "resolved":
         return ["RESOLVED\t"]
-    return []
+    return [f"LOG\tseq={e.seq}\tkind={k}\t{_gist(p)}"]
+
+
+def _gist(p: dict[str, Any]) -> str:
+    """One short line for an entry the policy does not act on (alerts, messages, claims, turns): it takes room."""
+    text = str(p.get("text") or p.get("title") or p.get("summary") or p.get("obligation_id") or "")
+    return text[:80].replace("\t", " ").replace("\n", " ")
 
 
 @dataclass
@@ -68,10 +76,10 @@ def state_lines(folded: Folded) -> list[str]:
     return out
 
 
-def cold_view(scenario: Scenario, entries: Sequence[Entry], folded: Folded, budget: int) -> str:
-    """A fresh turn's view: header, folded state, then the lines of the last ``budget`` relevant entries."""
+def cold_view(scenario: Scenario, entries: Sequence[Entry], folded: Folded) -> str:
+    """A fresh turn's view: header, folded state, then the lines of the entries it read (the log's last few)."""
     lines = [ln for e in entries for ln in entry_lines(e)]
-    return "\n".join([*header(scenario), *state_lines(folded), *lines[-budget:]])
+    return "\n".join([*header(scenario), *state_lines(folded), *lines])
 
 
 @dataclass

@@ -7,10 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.experiment.one import run_one
+from bot.runtime import Runtime
+from bot.settings import load_settings
 from core.errors import InvalidInput
 from core.experiment import itbench, scenario
 from core.experiment.run import Spec
@@ -23,9 +26,22 @@ def _by_id(sid: str) -> scenario.Scenario:
     return next(s for s in scenario.builtin() if s.id == sid)
 
 
-def _run(tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", **kw: object) -> dict[str, object]:
-    spec = Spec(_by_id(sid), arm, fault, 1, **kw)  # type: ignore[arg-type]
+def _run(
+    tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", seed: int = 1, **kw: object
+) -> dict[str, Any]:
+    spec = Spec(_by_id(sid), arm, fault, seed, **kw)  # type: ignore[arg-type]
     return asyncio.run(run_one(spec, tmp_path / "run", "scripted"))
+
+
+def _entries(r: dict[str, Any]) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        rt = await Runtime.open(load_settings(data_dir=Path(r["data_dir"]), database_url=None))
+        try:
+            return [{"kind": e.kind, **e.payload.model_dump()} for s in r["scopes"] for e in await rt.store.read(s)]
+        finally:
+            await rt.close()
+
+    return asyncio.run(read())
 
 
 def test_builtin_scenarios_cover_the_issue() -> None:
@@ -43,12 +59,17 @@ def test_a_clean_run_is_judged_correct(tmp_path: Path, arm: str) -> None:
 
 @pytest.mark.parametrize(
     ("mutation", "check"),
-    [("drop_obligations", "obligations"), ("repropose_denied", "effects"), ("no_claim", "claims")],
+    [
+        ("drop_obligations", "obligations"),
+        ("repropose_denied", "effects"),
+        ("no_claim", "claims"),
+        ("skip_conditions", "obligations"),
+    ],
 )
 def test_the_judge_flags_each_broken_policy(tmp_path: Path, mutation: str, check: str) -> None:
     r = _run(tmp_path, "bad-deploy", mutation=mutation)
     assert r["correct"] is False
-    assert r["checks"][check] is False  # type: ignore[index]
+    assert r["checks"][check] is False
 
 
 def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path) -> None:
@@ -56,6 +77,100 @@ def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path
     off = _run(tmp_path / "off", "bad-deploy", fault="lease_expiry", fences=False)
     assert on["duplicate_effects"] == 0 and on["correct"] is True
     assert off["duplicate_effects"] >= 1 and off["correct"] is False
+
+
+def test_lossy_context_is_measurably_wrong_and_the_judge_flags_it(tmp_path: Path) -> None:
+    """The storm: humans keep talking while the DNS caches expire. A fresh turn's view (the last 24 entries) loses
+    the APPLIED line and runs the mitigation again; the warm transcript, or a view wide enough, does not."""
+    rules = _run(tmp_path / "rules", "storm", "rules")
+    assert rules["correct"] is False and rules["checks"]["effects"] is False
+    assert rules["duplicate_effects"] >= 1
+    assert _run(tmp_path / "central", "storm", "central")["correct"] is True
+    assert _run(tmp_path / "wide", "storm", "rules", budget=200)["correct"] is True
+
+
+def test_a_view_that_lost_the_denial_re_proposes_the_denied_action(tmp_path: Path) -> None:
+    narrow = _run(tmp_path / "narrow", "bad-deploy", "rules", "executor_timeout", seed=2, budget=6)
+    assert narrow["reproposed_denied"] >= 1 and narrow["checks"]["effects"] is False
+    assert _run(tmp_path / "central", "bad-deploy", "central", "executor_timeout", seed=2, budget=6)["correct"]
+
+
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_a_5xx_before_applying_is_reconciled_then_run_once(tmp_path: Path, arm: str) -> None:
+    r = _run(tmp_path, "bad-deploy", arm, "executor_timeout", seed=1)  # seed 1: the 5xx variant
+    assert r["correct"] is True, r["checks"]
+    results = [e for e in _entries(r) if e["kind"] == "action_result"]
+    assert [e["outcome"] for e in results] == ["uncertain", "not_applied", "applied"]
+    assert results[1]["reconciled"] is True
+
+
+def test_a_lost_response_is_reconciled_not_retried(tmp_path: Path) -> None:
+    r = _run(tmp_path, "bad-deploy", "rules", "executor_timeout", seed=2)  # seed 2: applied, the response lost
+    assert r["correct"] is True and r["duplicate_effects"] == 0
+    outcomes = [e["outcome"] for e in _entries(r) if e["kind"] == "action_result"]
+    assert outcomes == ["uncertain", "applied"]
+
+
+@pytest.mark.parametrize("arm", ["rules", "nm"])
+def test_dup_delivery_records_each_input_and_approval_once(tmp_path: Path, arm: str) -> None:
+    """A webhook twice, a Slack retry of the same event, a double-clicked Approve (and, for nm, one item to two
+    workers): one entry each, one effect."""
+    r = _run(tmp_path, "bad-deploy", arm, "dup_delivery")
+    assert r["correct"] is True and r["duplicate_effects"] == 0
+    entries = _entries(r)
+    assert len([e for e in entries if e["kind"] == "message"]) == 1
+    fired = [e for e in entries if e["kind"] == "observation" and e.get("alert_status") == "firing"]
+    assert len(fired) == 1  # POSTed twice to /alerts/generic with one event_id
+    approvals = [e["proposal_id"] for e in entries if e["kind"] == "approval"]
+    assert approvals and len(approvals) == len(set(approvals))
+
+
+def test_table_reports_the_break_even_with_and_without_faults() -> None:
+    from bot.experiment.table import table
+
+    rows = [
+        {
+            "arm": a,
+            "scenario": "s",
+            "fault": f,
+            "seed": 1,
+            "correct": True,
+            "duplicate_effects": 0,
+            "tokens": 10,
+            "context_bytes": 1,
+            "reconstruction_bytes": 1,
+            "units": 2,
+            "usd": usd,
+            "entries": n,
+        }
+        for a, f, n, usd in [
+            ("central", "none", 10, 0.2),
+            ("rules", "none", 10, 0.1),
+            ("central", "lease_expiry", 40, 0.1),
+            ("rules", "lease_expiry", 40, 0.3),
+        ]
+    ]
+    text = table(rows)
+    assert "| rules | none | 1 | 0/1 |" in text and "| rules | with faults | 1 | 1/1 |" in text
+
+
+def test_scripted_http_runs_the_real_claude_reasoner_loop_and_replays_from_a_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each decision is a ClaudeReasoner turn over the SDK to the loopback fake: tool_use (get_state + suggest),
+    then end_turn. Same decisions as in process; a recording replays to the same log."""
+    spec = Spec(_by_id("bad-deploy"), "rules", "kill_after_claim", 1)
+    inproc = asyncio.run(run_one(spec, tmp_path / "a", "scripted"))
+    monkeypatch.setenv("DECKLOG_EXPERIMENT_RECORD", str(tmp_path / "rec"))
+    http = asyncio.run(run_one(spec, tmp_path / "b", "scripted-http"))
+    monkeypatch.delenv("DECKLOG_EXPERIMENT_RECORD")
+    rows = [json.loads(line) for line in (tmp_path / "rec" / "exchanges.jsonl").read_text().splitlines()]
+    stops = [r["reply"]["stop_reason"] for r in rows]
+    assert stops == ["tool_use", "end_turn"] * http["model_calls"]
+    assert http["correct"] is True and http["entries"] == inproc["entries"]
+    assert http["model_calls"] == inproc["model_calls"] and http["cache_read_input_tokens"] > 0
+    replayed = asyncio.run(run_one(spec, tmp_path / "c", f"recorded:{tmp_path / 'rec'}"))
+    assert replayed["entries"] == http["entries"] and replayed["tokens"] == http["tokens"]
 
 
 def test_itbench_import_converts_every_folder() -> None:
@@ -97,13 +212,15 @@ def test_quick_writes_results_and_table(tmp_path: Path) -> None:
             "units",
         } <= r.keys()
         assert Path(r["data_dir"], "scopes").is_dir()
-    lines = (out / "table.md").read_text().splitlines()
-    assert len([ln for ln in lines[2:] if ln.startswith("| ")]) == 3 * 4  # one row per arm × fault
+    main, _, rest = (out / "table.md").read_text().partition("\n\n")
+    assert len([ln for ln in main.splitlines()[2:] if ln.startswith("| ")]) == 3 * 4  # one row per arm × fault
+    assert "Break-even" in rest
 
 
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     for args in (
         ["--arms", "bogus"],
+        ["--budget", "0"],
         ["--model", "claude"],
         ["--model", "recorded:/nonexistent"],
         ["--import-itbench", str(tmp_path)],
