@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from core.errors import DecklogError
 from core.reports import text as t
+from core.reports.chart import timeline_chart
 from core.reports.model import Report
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -65,6 +66,7 @@ def _autoescape(name: str | None) -> bool:
 
 
 HELPERS: dict[str, Callable[..., Any]] = {
+    "timeline_chart": timeline_chart,  # the HTML report's inline SVG (core/reports/chart.py)
     "words": t.words,
     "when": t.when,
     "clock": t.clock,
