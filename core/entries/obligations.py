@@ -81,13 +81,15 @@ class FollowUpSynced(Payload):
 class FollowUpClosed(Payload):
     """The tracker says the follow-up's issue was closed (a GitHub ``issues`` webhook, ``refs``: the follow_up's
     seq); ``state`` ``open`` when it was reopened. ``reason``: GitHub's ``state_reason`` (``completed``,
-    ``not_planned``), when it sent one; ``by``: who closed it there."""
+    ``not_planned``), when it sent one; ``by``: who closed it there; ``changed_at``: the issue's ``updated_at``
+    (ISO 8601, UTC) as the tracker stamped the change, which orders changes that arrive out of order."""
 
     follow_up: int = Field(ge=1)
     url: str = ""
     state: Literal["closed", "open"] = "closed"
     by: str = ""
     reason: str = Field(default="", max_length=50)
+    changed_at: str = Field(default="", max_length=40)
 
 
 class FenceRejected(Payload):
