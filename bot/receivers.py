@@ -172,7 +172,11 @@ class Receivers:
         answer: dict[str, Any] = {"source": github.SOURCE, "event": github.ISSUES_EVENT, "received": 0, "changes": []}
         if event is None or self.follow_ups is None:
             answer.update(recorded=0, follow_ups=[], scopes=[])
-            answer["note"] = "nothing to record: only a closed or reopened issue changes a follow-up"
+            answer["note"] = (
+                "nothing to record: only a closed or reopened issue changes a follow-up"
+                if event is None
+                else "nothing to record: follow-ups are not wired in this process"
+            )
             return web.json_response(answer, status=200)
         closing = await self.follow_ups.receive(event)
         recorded = closing.outcome == "recorded"

@@ -263,7 +263,10 @@ class FollowUpCloser:
     ) -> tuple[str, int, list[FollowUpClosed]] | None:
         """The follow-up of ``scope`` synced to ``event.url`` — or, by the marker, the follow-up at seq
         ``marked`` when it is not synced yet (a crash between filing and recording)."""
-        if not self.store.holds(scope):
+        try:
+            if not self.store.holds(scope):
+                return None
+        except InvalidInput:  # a marker naming no valid scope (edited by hand)
             return None
         entries = await self.store.read(scope, kinds=("follow_up", "follow_up_synced", "follow_up_closed"))
         synced = {e.payload.follow_up: e.payload.url for e in entries if isinstance(e.payload, FollowUpSynced)}

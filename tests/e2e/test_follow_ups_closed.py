@@ -152,7 +152,8 @@ async def test_the_marker_finds_a_follow_up_not_synced_yet(make_server: ServerFa
     status, answer = await signed(server, marked)
     assert status == 202 and answer["follow_ups"][0]["follow_up"] == seq, answer
     before = await count(server)
-    for wrong in (f"{scope}#{seq - 1}", f"{scope}#999", "incident/nope#1"):  # not a follow-up, no entry, no scope
+    wrong_markers = (f"{scope}#{seq - 1}", f"{scope}#999", "incident/nope#1", "nokind/x#1")  # not a follow-up, …
+    for wrong in wrong_markers:
         status, answer = await signed(server, variant(body=f"<!-- decklog-follow-up:{wrong} -->"))
         assert status == 200 and answer["recorded"] == 0 and "not a follow-up decklog filed" in answer["note"]
     assert await count(server) == before

@@ -103,3 +103,11 @@ def test_arbitrary_json_never_gets_a_5xx(seeded: Seeded, value: Any) -> None:
 @given(body=st.binary(max_size=300))
 def test_arbitrary_bytes_never_get_a_5xx(seeded: Seeded, body: bytes) -> None:
     checked(seeded, body)
+
+
+@FUZZ
+@given(scope=st.text(max_size=60), seq=st.integers(min_value=-5, max_value=10**14))
+def test_any_marker_in_the_body_never_gets_a_5xx(seeded: Seeded, scope: str, seq: int) -> None:
+    doc = sample(seeded)
+    doc["issue"]["body"] = f"<!-- decklog-follow-up:{scope}#{seq} --> decklog-follow-up:incident/{scope}#{seq}"
+    checked(seeded, json.dumps(doc).encode())
