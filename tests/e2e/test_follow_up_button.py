@@ -16,9 +16,10 @@ from adapters.slack.request import ACTOR, KEY, Req
 from bot.reports import read_logs
 from bot.server import DecklogServer
 from core.entries import Actor, FollowUp
+from core.errors import NotFound
 from core.reports import build_report
 from tests.conftest import ServerFactory, eventually
-from tests.e2e.test_loop_e2e import ALICE, BOB, GENERAL, declared, ephemerals
+from tests.e2e.test_loop_e2e import ALICE, BOB, GENERAL, ephemerals
 from tests.fakes.trackers import FakeGitHub
 
 REPO = "acme/shop"
@@ -28,6 +29,23 @@ REPO = "acme/shop"
 async def github() -> AsyncIterator[FakeGitHub]:
     async with FakeGitHub(repos=(REPO,)) as gh:
         yield gh
+
+
+async def declared(server: DecklogServer) -> tuple[str, str]:
+    """``/incident declare`` in #general → (scope, the header's ts). (test_loop_e2e's helper reads the state as
+    soon as the scope's file exists, which can be before its first entry is committed: NotFound.)"""
+    assert (await fake(server).run_command(ALICE, GENERAL, "declare Checkout errors sev2")).status == 200
+    scope = "incident/checkout-errors"
+
+    async def thread() -> str | None:
+        try:
+            state = await server.runtime.store.get_state(scope)
+        except NotFound:
+            return None
+        return state.thread.ts if state.thread else None
+
+    ts: str = await eventually(thread, timeout=20, what="the header's thread")
+    return scope, ts
 
 
 def fake(server: DecklogServer) -> FakeSlack:
