@@ -17,6 +17,11 @@ minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener 
 log at start-up and every minute, so a crash between an alert's commit and the arming loses no summary). Change <->
 incident links are the ``changes`` outbox topic's (``core.change_links``). Every answer is sent only after what it
 reports is committed: the router and the change service await their appends.
+
+A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened, issue 18) passes the
+same checks, then goes to ``core.follow_ups.FollowUpCloser`` instead of the change service: 202 when a
+``follow_up_closed`` entry was recorded, 200 with a ``note`` saying why not (an issue decklog did not file, a
+redelivery, a change older than the one recorded).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from adapters.alerts import ALERT_SOURCES
-from adapters.changes import CHANGE_SOURCES
+from adapters.changes import CHANGE_SOURCES, github
 from adapters.payload_fields import header_value
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
@@ -42,6 +47,7 @@ from core.change_links import ChangeLinkSender
 from core.changes import ChangeService
 from core.entries import Entry
 from core.errors import InvalidInput
+from core.follow_ups import FollowUpCloser
 from core.index import Index
 from core.signals import PayloadError, truncate_raw
 
@@ -96,6 +102,7 @@ class Receivers:
         *,
         max_bytes: int,
         raw_bytes: int,
+        follow_ups: FollowUpCloser | None = None,
     ) -> None:
         self.secret = token
         """The shared secret (``DECKLOG_ALERT_TOKEN``, or the one the sandbox made)."""
@@ -105,6 +112,8 @@ class Receivers:
         self.summarizer = summarizer
         self.max_bytes = max_bytes
         self.raw_bytes = raw_bytes
+        self.follow_ups = follow_ups
+        """GitHub ``issues`` webhooks on ``/changes/github``: follow-ups closed or reopened (issue 18)."""
 
     # -- routes -----------------------------------------------------------------------------------------------
 
@@ -138,6 +147,8 @@ class Receivers:
             if source is None:
                 raise Refused(404, f"unknown change source {name!r} (known: {', '.join(sorted(CHANGE_SOURCES))})")
             body, payload = await self._accept(request, source)
+            if name == github.SOURCE and _event(request) == github.ISSUES_EVENT:
+                return await self._issue(payload)
             signals = _parsed(lambda: source.parse_request(payload, request.headers))
             outcomes = await self.changes.record(signals, raw=self._evidence(payload, body))
         except Refused as refused:
@@ -152,6 +163,27 @@ class Receivers:
         }
         if not signals:
             answer["note"] = "nothing to record: the event is not a deploy or a push (or deletes a ref)"
+        return web.json_response(answer, status=202 if recorded else 200)
+
+    async def _issue(self, payload: object) -> web.Response:
+        """A GitHub ``issues`` event: a follow-up's issue closed or reopened → ``follow_up_closed`` (202), or 200
+        saying why nothing was recorded. Malformed → ``Refused`` (400)."""
+        [event] = _parsed(lambda: [github.parse_issue(payload)])
+        answer: dict[str, Any] = {"source": github.SOURCE, "event": github.ISSUES_EVENT, "received": 0, "changes": []}
+        if event is None or self.follow_ups is None:
+            answer.update(recorded=0, follow_ups=[], scopes=[])
+            answer["note"] = (
+                "nothing to record: only a closed or reopened issue changes a follow-up"
+                if event is None
+                else "nothing to record: follow-ups are not wired in this process"
+            )
+            return web.json_response(answer, status=200)
+        closing = await self.follow_ups.receive(event)
+        recorded = closing.outcome == "recorded"
+        answer.update(received=1, recorded=int(recorded), follow_ups=[closing.to_json()])
+        answer["scopes"] = [closing.scope] if closing.scope else []
+        if not recorded:
+            answer["note"] = closing.reason
         return web.json_response(answer, status=202 if recorded else 200)
 
     # -- the checks every request passes ----------------------------------------------------------------------
@@ -234,6 +266,10 @@ def _parsed(parse: Any) -> list[Any]:
     except InvalidInput as exc:
         raise Refused(400, str(exc), field=exc.field) from None
     return signals
+
+
+def _event(request: web.Request) -> str:
+    return (header_value(request.headers, github.EVENT_HEADER) or "").strip().lower()
 
 
 def _bearer_matches(header: str | None, token: str) -> bool:
@@ -330,6 +366,7 @@ def build_receivers(rt: Runtime) -> ReceiversPart:
         summarizer,
         max_bytes=cfg.max_payload_bytes,
         raw_bytes=cfg.raw_evidence_bytes,
+        follow_ups=FollowUpCloser(rt.store, rt.index),
     )
     provides = Provides(
         routes=[Route("POST", ALERT_ROUTE, receivers.alert), Route("POST", CHANGE_ROUTE, receivers.change)],

@@ -14,6 +14,13 @@ retries:
 A tracker's refusals map to the outbox's: rate limited → ``RetryAfter``; bad credentials, unknown repository or
 project, invalid fields → ``PermanentFailure`` (the row parks with a ``delivery_failed`` entry, visible in
 ``decklog outbox``); anything else (5xx, a lost connection) is retried with backoff.
+
+Closing (:class:`FollowUpCloser`): a GitHub ``issues`` webhook (``closed`` / ``reopened``, on ``/changes/github``)
+appends ``follow_up_closed`` (``state`` ``closed`` / ``open``) to the incident whose follow-up was filed as that
+issue. The issue is matched by the marker in its body (``decklog-follow-up:<scope>#<seq>``: the scope and the
+follow-up's seq), else by its URL among the ``follow_up_synced`` entries (the index's full-text search finds the
+candidates, the log decides). An issue decklog did not file, a change older than the last one recorded (GitHub does
+not promise delivery order) and a redelivery record nothing.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from core.entries import Actor, Entry, FollowUp, FollowUpSynced, NewEntry, parse_payload
+from core.entries import Actor, Entry, FollowUp, FollowUpClosed, FollowUpSynced, NewEntry, parse_payload
 from core.errors import InvalidInput
+from core.index import SearchHit
 from core.outbox import PermanentFailure, RetryAfter
 from core.store import LogStore
 
@@ -157,3 +165,115 @@ class FollowUpsSender:
             [NewEntry.make("follow_up_synced", self.actor, payload, refs=(entry.seq,))],
             idempotency_key=f"follow_up_synced:{entry.seq}",
         )
+
+
+# --- closing: the tracker says the issue was closed or reopened -------------------------------------------------
+
+_MARKER = re.compile(r"decklog-follow-up:([a-z][a-z0-9_-]{0,31}/[A-Za-z0-9][A-Za-z0-9._-]{0,119})#([1-9][0-9]{0,11})")
+CANDIDATES = 50
+
+
+@dataclass(frozen=True)
+class IssueEvent:
+    """A tracker issue that was closed or reopened (from a GitHub ``issues`` webhook)."""
+
+    action: Literal["closed", "reopened"]
+    url: str  # the issue's html_url, as follow_up_synced recorded it
+    number: int
+    repository: str = ""
+    body: str = ""
+    reason: str = ""  # state_reason
+    by: str = ""  # sender.login
+    changed_at: str = ""  # issue.updated_at, ISO 8601 UTC
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What the closer did with one event: ``recorded``, or why nothing was (``unknown``, ``stale``,
+    ``duplicate``)."""
+
+    outcome: Literal["recorded", "unknown", "stale", "duplicate"]
+    reason: str
+    scope: str = ""
+    follow_up: int = 0
+    seq: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"outcome": self.outcome, "reason": self.reason}
+        if self.scope:
+            out.update(scope=self.scope, follow_up=self.follow_up)
+        if self.seq:
+            out["seq"] = self.seq
+        return out
+
+
+class IssueSearch(Protocol):
+    async def search(
+        self, text: str, *, limit: int = 20, scope_kind: str | None = None, kinds: Sequence[str] = ()
+    ) -> list[SearchHit]: ...
+
+
+class FollowUpCloser:
+    """Records ``follow_up_closed`` for a tracker issue's close / reopen, once, in the incident that filed it."""
+
+    def __init__(self, store: LogStore, index: IssueSearch) -> None:
+        self.store = store
+        self.index = index
+        self.actor = Actor.system("tracker:github")
+
+    async def receive(self, event: IssueEvent) -> Closing:
+        found = await self._match(event)
+        if found is None:
+            return Closing("unknown", f"issue {event.url} is not a follow-up decklog filed: nothing to record")
+        scope, seq, changes = found
+        state = "closed" if event.action == "closed" else "open"
+        latest = max(changes, key=lambda p: p.changed_at, default=None)
+        if latest is not None and event.changed_at and event.changed_at <= latest.changed_at:
+            why = "already recorded" if latest.state == state else f"older than the {latest.state} state recorded"
+            return Closing("stale", f"follow-up #{seq} {event.action} at {event.changed_at}: {why}", scope, seq)
+        if latest is None and state == "open":
+            return Closing("stale", f"follow-up #{seq} was never recorded closed: it is open already", scope, seq)
+        payload = FollowUpClosed(
+            follow_up=seq, url=event.url, state=state, by=event.by, reason=event.reason, changed_at=event.changed_at
+        )
+        key = f"follow_up_closed:{seq}:{event.action}:{event.changed_at}"
+        result = await self.store.append(
+            scope, [NewEntry.make("follow_up_closed", self.actor, payload, refs=(seq,))], idempotency_key=key
+        )
+        if result.duplicate:
+            return Closing("duplicate", f"follow-up #{seq} {event.action}: already recorded", scope, seq)
+        return Closing("recorded", f"follow-up #{seq} {event.action}", scope, seq, result.entries[0].seq)
+
+    async def _match(self, event: IssueEvent) -> tuple[str, int, list[FollowUpClosed]] | None:
+        """(scope, follow-up seq, its recorded changes) of the follow-up filed as this issue, if any."""
+        marked = _MARKER.search(event.body)
+        if marked is not None:
+            found = await self._in_scope(marked.group(1), event, int(marked.group(2)))
+            if found is not None:
+                return found
+        hits = await self.index.search(event.url, limit=CANDIDATES, scope_kind="incident", kinds=("follow_up_synced",))
+        for scope in dict.fromkeys(h.scope for h in hits):
+            found = await self._in_scope(scope, event, None)
+            if found is not None:
+                return found
+        return None
+
+    async def _in_scope(
+        self, scope: str, event: IssueEvent, marked: int | None
+    ) -> tuple[str, int, list[FollowUpClosed]] | None:
+        """The follow-up of ``scope`` synced to ``event.url`` — or, by the marker, the follow-up at seq
+        ``marked`` when it is not synced yet (a crash between filing and recording)."""
+        try:
+            if not self.store.holds(scope):
+                return None
+        except InvalidInput:  # a marker naming no valid scope (edited by hand)
+            return None
+        entries = await self.store.read(scope, kinds=("follow_up", "follow_up_synced", "follow_up_closed"))
+        synced = {e.payload.follow_up: e.payload.url for e in entries if isinstance(e.payload, FollowUpSynced)}
+        seq = next((s for s, url in synced.items() if url == event.url), None)
+        if seq is None and marked is not None and marked not in synced:
+            seq = marked if any(e.seq == marked and isinstance(e.payload, FollowUp) for e in entries) else None
+        if seq is None:
+            return None
+        changes = [e.payload for e in entries if isinstance(e.payload, FollowUpClosed) and e.payload.follow_up == seq]
+        return scope, seq, changes

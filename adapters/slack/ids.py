@@ -25,6 +25,8 @@ class Action(StrEnum):
     HYPOTHESIS_RULE_OUT = "hypothesis_rule_out"
     OBLIGATION_TAKE = "obligation_take"
     OBLIGATION_DONE = "obligation_done"
+    # issue 18: on each open obligation in the header, files it as a follow-up (value: <scope>|<obligation_id>)
+    OBLIGATION_FOLLOW_UP = "obligation_follow_up"
     # the shortcut's kind buttons share one actions block, where Slack wants distinct action ids (invalid_blocks)
     RECORD_AS_GOAL = "record_as_goal"  # value: JSON {scope, kind, ts, text}
     RECORD_AS_CONSTRAINT = "record_as_constraint"

@@ -291,6 +291,26 @@ class ObligationLine(_Model):
     note: str = ""
 
 
+class FollowUpLine(_Model):
+    """A ``follow_up`` entry and what its tracker said: ``open`` (not filed yet), ``synced`` (filed, open in the
+    tracker) or ``closed`` (closed there; a reopen makes it ``synced`` again). Issue 18."""
+
+    seq: int
+    at: str
+    by: Actor
+    text: str
+    owner: str = ""
+    due: str = ""
+    obligation_id: str = ""
+    state: Literal["open", "synced", "closed"] = "open"
+    tracker: str = ""
+    number: str = ""
+    url: str = ""
+    closed_by: str = ""
+    reason: str = ""  # the tracker's state_reason (completed, not_planned)
+    changed_seq: int | None = None  # the entry that set the state (synced / closed / reopened)
+
+
 class Participant(_Model):
     actor: Actor
     roles: tuple[str, ...] = ()
@@ -380,6 +400,7 @@ class Report(_Model):
     open_questions: tuple[OpenQuestion, ...]
     obligations: tuple[ObligationLine, ...]  # still open (or claimed), follow-ups excluded
     follow_ups: tuple[ObligationLine, ...]  # every follow-up, whatever its status
+    tracker_follow_ups: tuple[FollowUpLine, ...] = ()  # issue 18: follow_up entries, with their tracker state
     participants: tuple[Participant, ...]
     agent_turns: tuple[TurnLine, ...]
     agent_totals: TurnTotals

@@ -1,5 +1,5 @@
 """GitHub webhooks → ``ChangeSignal``: ``deployment_status`` and ``push``; every other event (``ping``, …) →
-``[]``.
+``[]`` (``issues`` is read by ``adapters.changes.github.issues``: follow-ups closed in GitHub).
 
 The event type is not in the body: it is the ``X-GitHub-Event`` header, hence ``parse(payload, event_type)``.
 Payload shapes: https://docs.github.com/en/webhooks/webhook-events-and-payloads (examples from
@@ -77,6 +77,21 @@ def _login(obj: Mapping[str, object] | None, key: str, path: str) -> str:
     return f.opt_str(user, "login", f.child(path, key)) if user is not None else ""
 
 
+def _service(top: Mapping[str, object], deployment: Mapping[str, object]) -> tuple[str, str]:
+    """(service, repository full name): ``deployment.payload.service`` → ``repository.name``."""
+    repository = f.opt_object(top, "repository", "")
+    repo_name = f.opt_str(repository, "name", "repository", f.SERVICE_MAX) if repository is not None else ""
+    full_name = f.opt_str(repository, "full_name", "repository") if repository is not None else ""
+    custom = deployment.get("payload")  # object, or a string, chosen by whoever created the deployment
+    custom_service = (
+        f.opt_str(custom, "service", "deployment.payload", f.SERVICE_MAX) if isinstance(custom, Mapping) else ""
+    )
+    service = f.first(custom_service, repo_name)
+    if not service:
+        raise PayloadError("repository.name", "is required (or deployment.payload.service)")
+    return service, full_name
+
+
 def _deployment_status(top: Mapping[str, object]) -> list[ChangeSignal]:
     status_obj = f.req_object(top, "deployment_status", "")
     spath = "deployment_status"
@@ -90,17 +105,7 @@ def _deployment_status(top: Mapping[str, object]) -> list[ChangeSignal]:
     deployment = f.req_object(top, "deployment", "")
     dpath = "deployment"
     deployment_id = f.req_str(deployment, "id", dpath, 100, numbers=True)
-    repository = f.opt_object(top, "repository", "")
-    repo_name = f.opt_str(repository, "name", "repository", f.SERVICE_MAX) if repository is not None else ""
-    full_name = f.opt_str(repository, "full_name", "repository") if repository is not None else ""
-    custom = deployment.get("payload")  # object, or a string, chosen by whoever created the deployment
-    custom_service = (
-        f.opt_str(custom, "service", f.child(dpath, "payload"), f.SERVICE_MAX) if isinstance(custom, Mapping) else ""
-    )
-    service = f.first(custom_service, repo_name)
-    if not service:
-        raise PayloadError("repository.name", "is required (or deployment.payload.service)")
-
+    service, full_name = _service(top, deployment)
     environment = f.first(f.opt_str(status_obj, "environment", spath), f.opt_str(deployment, "environment", dpath))
     ref = f.opt_str(deployment, "ref", dpath)
     task = f.opt_str(deployment, "task", dpath) or "deploy"

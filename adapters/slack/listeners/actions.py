@@ -1,9 +1,13 @@
-"""Block actions: header controls, the scope picker, suggestion and proposal buttons (stored and acked by the intake)."""
+"""Block actions: header controls (and the "Follow-up" button on each open obligation), the scope picker,
+suggestion and proposal buttons (stored and acked by the intake). One module-level handler per action
+(``HANDLERS``), given the deps and the request."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -38,93 +42,127 @@ async def _tell(req: Req, text: str) -> None:
     await req.respond(text=text, response_type="ephemeral", replace_original=False)
 
 
-def register(app: AsyncApp, deps: SlackDeps) -> None:
-    async def on_severity(req: Req) -> None:
-        scope = req.action.get("block_id", "").removeprefix("header:")
-        severity = int(req.action["selected_option"]["value"])
-        result = await deps.service.set_severity(scope, severity, req.actor, idempotency_key=req.key)
-        await _tell(req, f"`{scope}` is SEV{result.state.severity}.")
+async def on_severity(deps: SlackDeps, req: Req) -> None:
+    scope = req.action.get("block_id", "").removeprefix("header:")
+    severity = int(req.action["selected_option"]["value"])
+    result = await deps.service.set_severity(scope, severity, req.actor, idempotency_key=req.key)
+    await _tell(req, f"`{scope}` is SEV{result.state.severity}.")
 
-    async def on_resolve(req: Req) -> None:
-        await deps.service.resolve(req.action["value"], req.actor, idempotency_key=req.key)
-        await _tell(req, f":white_check_mark: `{req.action['value']}` is resolved.")
 
-    async def on_export(req: Req) -> None:
-        if deps.ports.export is None:
-            await _tell(req, "Reports are not available here.")
-            return
-        await _tell(req, await deps.ports.export(scope=req.action["value"], fmt="md", actor=req.actor, key=req.key))
+async def on_resolve(deps: SlackDeps, req: Req) -> None:
+    await deps.service.resolve(req.action["value"], req.actor, idempotency_key=req.key)
+    await _tell(req, f":white_check_mark: `{req.action['value']}` is resolved.")
 
-    async def on_pick(req: Req) -> None:
-        scope, _, text = req.action["selected_option"]["value"].partition(" ")
-        result = await deps.runner.run(subcommands.parse(f"{text} {scope}"), req.actor, req.where, req.key)
-        await req.respond(
-            text=result.text, blocks=result.blocks or None, response_type="ephemeral", replace_original=True
-        )
 
-    async def on_suggestion(req: Req) -> None:
-        scope, sid = _split(req.action["value"])
-        verdict = "accepted" if req.action["action_id"] == Action.SUGGESTION_ACCEPT else "dismissed"
-        result = await deps.service.suggestion_feedback(
-            scope, sid, verdict, req.actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
-        )
-        await _tell(
-            req,
-            f"Suggestion {verdict}."
-            if result.entries and not result.duplicate
-            else "That suggestion was already answered.",
-        )
+async def on_export(deps: SlackDeps, req: Req) -> None:
+    if deps.ports.export is None:
+        await _tell(req, "Reports are not available here.")
+        return
+    await _tell(req, await deps.ports.export(scope=req.action["value"], fmt="md", actor=req.actor, key=req.key))
 
-    async def on_proposal(req: Req) -> None:
-        scope, pid = _split(req.action["value"])
-        if deps.ports.decide is None:
-            await _tell(req, "Approvals are not available here.")
-            return
-        approve = req.action["action_id"] == Action.PROPOSAL_APPROVE
-        await _tell(
-            req,
-            await deps.ports.decide(
-                scope=scope, proposal_id=pid, approve=approve, actor=req.actor, reason="", key=req.key
-            ),
-        )
 
-    async def on_finding(req: Req) -> None:
-        scope, seq = _split(req.action["value"])
-        if not seq.isdigit():
-            raise InvalidInput(f"malformed button value {req.action['value']!r}")
-        verdict = FINDING_VERDICTS[Action(req.action["action_id"])]
-        line = await answer_finding(
-            deps.store,
-            scope,
-            int(seq),
-            verdict,
-            req.actor,
-            now=datetime.now(UTC),
-            key=f"slack:finding:{scope}:{seq}:{req.actor.id}:{verdict}",
-        )
-        await _tell(req, line)
+async def on_pick(deps: SlackDeps, req: Req) -> None:
+    scope, _, text = req.action["selected_option"]["value"].partition(" ")
+    result = await deps.runner.run(subcommands.parse(f"{text} {scope}"), req.actor, req.where, req.key)
+    await req.respond(text=result.text, blocks=result.blocks or None, response_type="ephemeral", replace_original=True)
 
-    async def on_record_as(req: Req) -> None:
-        """A kind button of the "Record in incident…" shortcut: the message becomes a goal/constraint/… entry."""
-        try:
-            v = json.loads(req.action["value"])
-            scope, kind, ts, text = str(v["s"]), str(v["k"]), str(v["ts"]), str(v["t"])
-        except (ValueError, KeyError, TypeError):
-            raise InvalidInput(f"malformed button value {req.action['value']!r}") from None
-        if kind not in RECORD_KINDS or not text.strip():
-            raise InvalidInput(f"cannot record that message as {kind!r}")
-        messages = await deps.store.read(scope, kinds=["message"])
-        refs = [e.seq for e in messages if getattr(e.payload, "ts", "") == ts][-1:]
-        result = await deps.service.record(
-            scope, kind, {"text": text}, req.actor, refs=refs, idempotency_key=f"slack:record:{scope}:{ts}:{kind}"
-        )
-        done = "was already recorded" if result.duplicate else "is recorded"
-        await _tell(req, f"That message {done} as a {kind} in `{scope}`.")
 
-    async def on_home_link(req: Req) -> None:
-        return None  # a link button: Slack opens the URL; nothing to record
+async def on_suggestion(deps: SlackDeps, req: Req) -> None:
+    scope, sid = _split(req.action["value"])
+    verdict = "accepted" if req.action["action_id"] == Action.SUGGESTION_ACCEPT else "dismissed"
+    result = await deps.service.suggestion_feedback(
+        scope, sid, verdict, req.actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
+    )
+    answered = result.entries and not result.duplicate
+    await _tell(req, f"Suggestion {verdict}." if answered else "That suggestion was already answered.")
 
-    handlers: dict[Action, Work] = {
+
+async def on_proposal(deps: SlackDeps, req: Req) -> None:
+    scope, pid = _split(req.action["value"])
+    if deps.ports.decide is None:
+        await _tell(req, "Approvals are not available here.")
+        return
+    approve = req.action["action_id"] == Action.PROPOSAL_APPROVE
+    line = await deps.ports.decide(
+        scope=scope, proposal_id=pid, approve=approve, actor=req.actor, reason="", key=req.key
+    )
+    await _tell(req, line)
+
+
+async def on_finding(deps: SlackDeps, req: Req) -> None:
+    scope, seq = _split(req.action["value"])
+    if not seq.isdigit():
+        raise InvalidInput(f"malformed button value {req.action['value']!r}")
+    verdict = FINDING_VERDICTS[Action(req.action["action_id"])]
+    key = f"slack:finding:{scope}:{seq}:{req.actor.id}:{verdict}"
+    line = await answer_finding(deps.store, scope, int(seq), verdict, req.actor, now=datetime.now(UTC), key=key)
+    await _tell(req, line)
+
+
+async def on_follow_up(deps: SlackDeps, req: Req) -> None:
+    """Issue 18: the header's "Follow-up" button on an open obligation → a ``follow_up`` entry (its text, its
+    holder as the owner, ``obligation_id``), once per obligation; the ``trackers`` outbox topic files it."""
+    scope, oid = _split(req.action["value"])
+    ob = (await deps.store.get_state(scope)).obligations.get(oid)
+    if ob is None:
+        await _tell(req, f"Obligation `{oid}` is no longer open in `{scope}`.")
+        return
+    payload = {"text": " ".join(ob.text.split())[:500], "owner": ob.holder[:200], "obligation_id": oid}
+    refs = [ob.opened_seq] if ob.opened_seq else []
+    key = f"slack:follow_up:{scope}:{oid}"
+    result = await deps.service.record(scope, "follow_up", payload, req.actor, refs=refs, idempotency_key=key)
+    seq = result.entries[0].seq if result.entries else 0
+    if result.duplicate:
+        await _tell(req, f"Obligation `{oid}` already has a follow-up (#{seq}) in `{scope}`.")
+        return
+    await _tell(
+        req, f":memo: Follow-up #{seq} recorded from `{oid}`; it is filed in the team's tracker when one is set."
+    )
+
+
+async def on_record_as(deps: SlackDeps, req: Req) -> None:
+    """A kind button of the "Record in incident…" shortcut: the message becomes a goal/constraint/… entry."""
+    try:
+        v = json.loads(req.action["value"])
+        scope, kind, ts, text = str(v["s"]), str(v["k"]), str(v["ts"]), str(v["t"])
+    except (ValueError, KeyError, TypeError):
+        raise InvalidInput(f"malformed button value {req.action['value']!r}") from None
+    if kind not in RECORD_KINDS or not text.strip():
+        raise InvalidInput(f"cannot record that message as {kind!r}")
+    messages = await deps.store.read(scope, kinds=["message"])
+    refs = [e.seq for e in messages if getattr(e.payload, "ts", "") == ts][-1:]
+    result = await deps.service.record(
+        scope, kind, {"text": text}, req.actor, refs=refs, idempotency_key=f"slack:record:{scope}:{ts}:{kind}"
+    )
+    done = "was already recorded" if result.duplicate else "is recorded"
+    await _tell(req, f"That message {done} as a {kind} in `{scope}`.")
+
+
+async def on_home_link(deps: SlackDeps, req: Req) -> None:
+    return None  # a link button: Slack opens the URL; nothing to record
+
+
+async def on_record_shortcut(deps: SlackDeps, req: Req) -> None:
+    """The "Record in incident…" message shortcut: offers the four kinds, only to the person who asked."""
+    body = req.body
+    channel = (body.get("channel") or {}).get("id", "")
+    message = body.get("message") or {}
+    ts, text = str(message.get("ts", "")), str(message.get("text", ""))
+    scope = await deps.index.route(channel, str(message.get("thread_ts") or ts)) or await deps.index.route(channel)
+    if scope is None:
+        await _tell(req, "That message is not in an incident's thread or channel.")
+        return
+    await req.respond(
+        text=f"Record this message in `{scope}` as…",
+        blocks=record_choices(scope, ts, text),
+        response_type="ephemeral",
+        replace_original=False,
+    )
+
+
+Handler = Callable[[SlackDeps, Req], Awaitable[None]]
+HANDLERS: Mapping[Action, Handler] = MappingProxyType(
+    {
         Action.SEVERITY: on_severity,
         Action.RESOLVE: on_resolve,
         Action.EXPORT: on_export,
@@ -134,34 +172,28 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         Action.PROPOSAL_APPROVE: on_proposal,
         Action.PROPOSAL_DENY: on_proposal,
         Action.HOME_OPEN: on_home_link,
+        Action.OBLIGATION_FOLLOW_UP: on_follow_up,
         **dict.fromkeys(FINDING_VERDICTS, on_finding),
         **dict.fromkeys(RECORD_AS.values(), on_record_as),
     }
-    for action_id, work in handlers.items():
+)
+
+
+def _bound(handler: Handler, deps: SlackDeps) -> Work:
+    async def work(req: Req) -> None:
+        await handler(deps, req)
+
+    return work
+
+
+def register(app: AsyncApp, deps: SlackDeps) -> None:
+    for action_id, handler in HANDLERS.items():
         chain = [counted(deps, "actions")]
         if action_id != Action.HOME_OPEN:  # a link button: no one to look up
             chain.append(action_context(deps))
-        app.action(action_id.value, middleware=chain)(acked(deps, work))
-
-    async def on_record_shortcut(req: Req) -> None:
-        """The "Record in incident…" message shortcut: offers the four kinds, only to the person who asked."""
-        body = req.body
-        channel = (body.get("channel") or {}).get("id", "")
-        message = body.get("message") or {}
-        ts, text = str(message.get("ts", "")), str(message.get("text", ""))
-        scope = await deps.index.route(channel, str(message.get("thread_ts") or ts)) or await deps.index.route(channel)
-        if scope is None:
-            await _tell(req, "That message is not in an incident's thread or channel.")
-            return
-        await req.respond(
-            text=f"Record this message in `{scope}` as…",
-            blocks=record_choices(scope, ts, text),
-            response_type="ephemeral",
-            replace_original=False,
-        )
-
+        app.action(action_id.value, middleware=chain)(acked(deps, _bound(handler, deps)))
     chain = [counted(deps, "shortcuts"), shortcut_context(deps)]
-    app.shortcut(Shortcut.RECORD.value, middleware=chain)(acked(deps, on_record_shortcut))
+    app.shortcut(Shortcut.RECORD.value, middleware=chain)(acked(deps, _bound(on_record_shortcut, deps)))
 
 
 def shortcut_context(deps: SlackDeps) -> Any:

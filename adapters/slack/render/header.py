@@ -22,6 +22,7 @@ from core.state import ScopeState
 
 RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record (issue 15)
 CONSTRAINTS_SHOWN = 5
+OBLIGATIONS_SHOWN = 8
 
 
 def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
@@ -37,16 +38,25 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
     if typed:
         blocks.append(section(typed))
     if state.obligations:
-        lines = [
-            f"• {esc(o.text)}" + (f" _(held by {o.holder})_" if o.holder else "") for o in state.obligations.values()
-        ]
-        blocks.append(section("*Open obligations*\n" + "\n".join(lines[:8])))
+        blocks.extend(_obligations(state))
     if state.linked:
         blocks.append(context("Linked: " + ", ".join(f"`{s}`" for s in state.linked)))
     if state.kind == "incident":
         blocks.append(_controls(state))
     blocks.append(context(f"`{state.scope}` · reply in this thread; everything here is recorded"))
     return Outgoing(text=f"{title} — {state.status}", blocks=blocks)
+
+
+def _obligations(state: ScopeState) -> list[Block]:
+    """The open obligations (the first ``OBLIGATIONS_SHOWN``), each with a "Follow-up" button that files it in the
+    team's tracker (issue 18; ``value``: ``<scope>|<obligation_id>``)."""
+    shown = list(state.obligations.values())[:OBLIGATIONS_SHOWN]
+    blocks: list[Block] = [section("*Open obligations*")]
+    for n, o in enumerate(shown):
+        line = f"• {esc(o.text)}" + (f" _(held by {o.holder})_" if o.holder else "")
+        follow_up = button("Follow-up", Action.OBLIGATION_FOLLOW_UP, f"{state.scope}|{o.id}")
+        blocks.append({**section(line[:2900]), "block_id": f"obligation:{n}", "accessory": follow_up})
+    return blocks
 
 
 def _record(record: Sequence[Entry]) -> str:
