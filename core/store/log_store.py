@@ -216,9 +216,8 @@ class SqliteLogStore(SqliteOutbox):
 
     async def exists(self, scope: ScopeRef) -> bool:
         sid = _scope_key(scope)
-        if str(sid) in self.cache.files:
-            return True
-        if not self.path_for(sid).exists():
+        # An open file is not enough: its first append may still be committing (a reader would then not find it).
+        if str(sid) not in self.cache.files and not self.path_for(sid).exists():
             return False
         try:
             state = await self.get_state(sid)
