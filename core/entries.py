@@ -819,4 +819,7 @@ def render_text(kind: str, p: Payload, actor: Actor) -> str:
             return f"forked from {p.source} at seq {p.seq}"
         case DeliveryFailed():
             return f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
-    return kind
+    return str(getattr(p, "text", "") or kind)  # kinds registered by other modules (core.lifecycle_kinds) carry text
+
+
+import core.lifecycle_kinds  # noqa: E402, F401  # issue 18: registers archive_notice, channel_archive, reminder
