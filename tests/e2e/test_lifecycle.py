@@ -33,6 +33,12 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def make(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Make]:
+    async for start in servers(tmp_path, clock):
+        yield start
+
+
+async def servers(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Make]:
+    """Start servers (sandbox part only) on one data directory and one ManualClock; stopped at the end."""
     running: list[DecklogServer] = []
 
     async def start(**settings: Any) -> DecklogServer:
