@@ -20,6 +20,7 @@ from core.errors import NotFound
 from core.lifecycle_kinds import ChannelArchive
 from tests.conftest import eventually, test_config
 from tests.e2e.test_slack_e2e import ALICE, GENERAL
+from tests.fakes.slack_faults import slack_faults
 
 DAY = 86_400
 ALICE_ACTOR = Actor.human(ALICE, "alice")
@@ -176,3 +177,37 @@ async def test_a_restart_neither_loses_nor_repeats_the_archive(make: Make, clock
     assert len(await kinds(third, scope, "archive_notice")) == 1
     assert len(await kinds(third, scope, "channel_archive")) == 1
     assert len(archive_calls(second)) == 1 and archive_calls(third, None) == []
+
+
+async def test_a_lost_answer_is_retried_and_already_archived_counts_as_done(make: Make, clock: ManualClock) -> None:
+    server = await make(archive_after=0)  # no wait: the notice, then the archive on the next tick
+    fake = server.sandbox
+    assert fake is not None
+    faults = slack_faults(fake.server)
+    faults.apply_then_drop("conversations.archive")  # archived, but the answer never reaches decklog
+    scope, channel = await dedicated(server)
+    await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    job = server.parts.ops.lifecycle
+    await job.tick()
+    await job.tick()
+    [archive] = await kinds(server, scope, "channel_archive")
+    retried = await eventually(lambda: archive_calls(server, ok=False), what="the retry", timeout=15)
+    assert retried[0].error == "already_archived"
+    memo = await server.runtime.store.memo_get(scope, "slack", f"archive:{archive.seq}")
+    assert memo is not None and memo["state"] == "archived"
+    assert is_archived(server, channel) and await kinds(server, scope, "delivery_failed") == []
+
+
+async def test_a_channel_the_bot_left_parks_the_archive_with_slacks_reason(make: Make, clock: ManualClock) -> None:
+    server = await make(archive_after=0)
+    fake = server.sandbox
+    assert fake is not None
+    scope, channel = await dedicated(server)
+    room = fake.server.workspace.channel(channel)
+    await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.parts.ops.lifecycle.tick()
+    await eventually(lambda: channel_posts(server, channel, "will be archived"), what="the notice")
+    room.members.remove(fake.server.workspace.bot_user_id)  # someone removed the bot from the channel
+    await server.parts.ops.lifecycle.tick()
+    failed = await eventually(lambda: kinds(server, scope, "delivery_failed"), what="the parked archive")
+    assert "not_in_channel" in failed[0].payload.error and not is_archived(server, channel)
