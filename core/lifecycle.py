@@ -63,9 +63,6 @@ async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy:
     if thread is None or not thread.dedicated_channel or policy.archive_after_s < 0:
         return None
     since = await activity_since(store, state)
-    for done in await store.read_last(state.scope, limit=1, kinds=["channel_archive"]):
-        if done.at >= since:
-            return None  # archived after the last activity: nothing more to do
     notices = await store.read_last(state.scope, limit=1, kinds=["archive_notice"])
     notice = notices[0] if notices else None
     if notice is None or not isinstance(notice.payload, ArchiveNotice) or notice.payload.since != iso(since):
@@ -83,6 +80,10 @@ async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy:
     assert isinstance(notice.payload, ArchiveNotice)
     if now < parse_iso(notice.payload.archive_at):
         return None
+    for done in await store.read_last(state.scope, limit=4, kinds=["channel_archive"]):
+        p = done.payload
+        if isinstance(p, ChannelArchive) and p.notice == notice.seq and p.channel == thread.channel:
+            return None  # this notice's archive is in the log already: nothing more to do
     text = f"Archived the incident channel (notice #{notice.seq}, no activity since)."
     archive = ChannelArchive(channel=thread.channel, notice=notice.seq, text=text)
     return Due("channel_archive", archive, f"channel_archive:{notice.seq}", refs=(notice.seq,))

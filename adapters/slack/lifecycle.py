@@ -77,13 +77,20 @@ async def deliver_lifecycle(sender: SlackSender, scope: str, entry: Entry, state
         await sender.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
 
 
+def _from_the_job(entry: Entry, p: ChannelArchive, state: ScopeState) -> bool:
+    """Only the lifecycle job's archive of this incident's own dedicated channel, after its notice, is acted on."""
+    thread = state.thread
+    own = thread is not None and thread.dedicated_channel and thread.channel == p.channel
+    return entry.actor.type == "system" and own and p.notice < entry.seq
+
+
 async def archive_channel(sender: SlackSender, scope: str, entry: Entry, p: ChannelArchive, state: ScopeState) -> None:
     key = f"archive:{entry.seq}"
     memo = await sender.memo_get(scope, key)
     if memo and memo.get("state") in ("archived", "cancelled"):
         sender.stats.skipped_duplicates += 1
         return
-    if state.status != "resolved" or state.last_human_seq > p.notice:
+    if state.status != "resolved" or state.last_human_seq > p.notice or not _from_the_job(entry, p, state):
         log.info("slack: archive of %s cancelled: activity or a reopen since notice #%d", p.channel, p.notice)
         await sender.memo_put(scope, key, {"state": "cancelled"})
         return

@@ -193,8 +193,12 @@ async def test_a_lost_answer_is_retried_and_already_archived_counts_as_done(make
     [archive] = await kinds(server, scope, "channel_archive")
     retried = await eventually(lambda: archive_calls(server, ok=False), what="the retry", timeout=15)
     assert retried[0].error == "already_archived"
-    memo = await server.runtime.store.memo_get(scope, "slack", f"archive:{archive.seq}")
-    assert memo is not None and memo["state"] == "archived"
+
+    async def done() -> bool:
+        memo = await server.runtime.store.memo_get(scope, "slack", f"archive:{archive.seq}")
+        return memo is not None and memo["state"] == "archived"
+
+    await eventually(done, what="the archive recorded as done")
     assert is_archived(server, channel) and await kinds(server, scope, "delivery_failed") == []
 
 
@@ -211,3 +215,23 @@ async def test_a_channel_the_bot_left_parks_the_archive_with_slacks_reason(make:
     await server.parts.ops.lifecycle.tick()
     failed = await eventually(lambda: kinds(server, scope, "delivery_failed"), what="the parked archive")
     assert "not_in_channel" in failed[0].payload.error and not is_archived(server, channel)
+
+
+async def test_only_the_jobs_archive_of_the_incidents_own_channel_is_acted_on(make: Make, clock: ManualClock) -> None:
+    server = await make(archive_after=3600)
+    store = server.runtime.store
+    scope, channel = await dedicated(server)
+    await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.parts.ops.lifecycle.tick()
+    [notice] = await kinds(server, scope, "archive_notice")
+    other = ChannelArchive(channel="C0GENERAL", notice=notice.seq, text="another channel")
+    ahead = ChannelArchive(channel=channel, notice=notice.seq + 100, text="a notice that does not exist yet")
+    await store.append(scope, [NewEntry.make("channel_archive", Actor.system("lifecycle"), other)])
+    await store.append(scope, [NewEntry.make("channel_archive", Actor.system("lifecycle"), ahead)])
+    await server.runtime.dispatcher.idle()
+    assert not archive_calls(server, None) and not is_archived(server, channel)
+    clock.advance(seconds=3600)  # the notice's own archive still comes, once
+    await server.parts.ops.lifecycle.tick()
+    await server.parts.ops.lifecycle.tick()
+    await eventually(lambda: is_archived(server, channel), what="the channel archived")
+    assert len(await kinds(server, scope, "channel_archive")) == 3 and len(archive_calls(server, None)) == 1
