@@ -89,6 +89,10 @@ async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy:
     return Due("channel_archive", archive, f"channel_archive:{notice.seq}", refs=(notice.seq,))
 
 
+def _s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
 CHECKS: tuple[Check, ...] = (archive_due, status_reminder_due, follow_up_reminder_due)
 
 
@@ -103,11 +107,19 @@ class LifecycleJob:
         self.appended = 0
 
     def _candidate(self, row: ScopeRow, now: datetime) -> bool:
+        """Whether the row may hold due work (read from the index row alone; the checks then read the log)."""
+        policy = self.policy
         if row.is_open:
-            return row.severity is not None and bool(self.policy.status_update_s.get(row.severity))
-        if not row.updated_at:
+            interval = policy.status_update_s.get(row.severity) if row.severity is not None else None
+            return bool(interval) and bool(row.created_at) and parse_iso(row.created_at) + _s(interval or 0) <= now
+        if not row.updated_at or not row.resolved_at:
             return False
-        return parse_iso(row.updated_at) >= now - timedelta(seconds=self.policy.scan_window_s())
+        if parse_iso(row.updated_at) < now - _s(policy.scan_window_s()):
+            return False
+        waits = [policy.archive_after_s - policy.notice_lead_s]
+        if policy.follow_up_after_s > 0:
+            waits.append(policy.follow_up_after_s)
+        return parse_iso(row.resolved_at) + _s(min(waits)) <= now  # nothing is due before the first wait ends
 
     async def tick(self) -> list[tuple[str, str]]:
         """One pass: returns the (scope, kind) of every entry appended."""

@@ -102,7 +102,7 @@ async def follow_up_reminder_due(
     """The reminder about open follow-ups that has fallen due after the resolve, if any."""
     if state.kind != "incident" or state.status != "resolved" or not state.resolved_at:
         return None
-    if policy.follow_up_after_s <= 0:
+    if policy.follow_up_after_s <= 0 or not state.kind_counts.get("follow_up"):
         return None
     due = parse_iso(state.resolved_at) + timedelta(seconds=policy.follow_up_after_s)
     if now < due:

@@ -100,6 +100,7 @@ async def test_notice_then_archive_once(make: Make, clock: ManualClock) -> None:
     job = server.parts.ops.lifecycle
     scope, channel = await dedicated(server)
     await server.runtime.service.resolve(scope, ALICE_ACTOR, summary="fixed")
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=6 * DAY - 1)  # the notice is due a day (archive_notice) before the archive
     await job.tick()
     assert await kinds(server, scope, "archive_notice") == []
@@ -130,6 +131,7 @@ async def test_activity_restarts_the_wait_and_a_reopen_cancels_it(make: Make, cl
     assert fake is not None
     scope, channel = await dedicated(server)
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     await job.tick()
     [notice] = await kinds(server, scope, "archive_notice")  # lead = min(1 day, 1 hour): due at once
     await eventually(lambda: channel_posts(server, channel, "will be archived"), what="the notice")
@@ -146,6 +148,7 @@ async def test_activity_restarts_the_wait_and_a_reopen_cancels_it(make: Make, cl
     await server.runtime.dispatcher.idle()
     assert not archive_calls(server, None)
     await server.runtime.service.set_status(scope, "investigating", ALICE_ACTOR, summary="it is back")
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=10 * DAY)
     await job.tick()
     await server.runtime.dispatcher.idle()
@@ -157,6 +160,7 @@ async def test_a_restart_neither_loses_nor_repeats_the_archive(make: Make, clock
     first = await make()
     scope, channel = await dedicated(first)
     await first.runtime.service.resolve(scope, ALICE_ACTOR)
+    await first.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=6 * DAY + 1)
     await first.parts.ops.lifecycle.tick()
     await eventually(lambda: channel_posts(first, channel, "will be archived"), what="the notice")
@@ -187,6 +191,7 @@ async def test_a_lost_answer_is_retried_and_already_archived_counts_as_done(make
     faults.apply_then_drop("conversations.archive")  # archived, but the answer never reaches decklog
     scope, channel = await dedicated(server)
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     job = server.parts.ops.lifecycle
     await job.tick()
     await job.tick()
@@ -209,6 +214,7 @@ async def test_a_channel_the_bot_left_parks_the_archive_with_slacks_reason(make:
     scope, channel = await dedicated(server)
     room = fake.server.workspace.channel(channel)
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     await server.parts.ops.lifecycle.tick()
     await eventually(lambda: channel_posts(server, channel, "will be archived"), what="the notice")
     room.members.remove(fake.server.workspace.bot_user_id)  # someone removed the bot from the channel
@@ -222,6 +228,7 @@ async def test_only_the_jobs_archive_of_the_incidents_own_channel_is_acted_on(ma
     store = server.runtime.store
     scope, channel = await dedicated(server)
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     await server.parts.ops.lifecycle.tick()
     [notice] = await kinds(server, scope, "archive_notice")
     other = ChannelArchive(channel="C0GENERAL", notice=notice.seq, text="another channel")

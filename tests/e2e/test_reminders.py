@@ -78,6 +78,7 @@ async def test_the_commander_is_nudged_once_per_quiet_interval(make: Make, clock
     # a status update resets the clock: nothing 29 minutes after it, a nudge after 30
     clock.advance(seconds=10 * MIN)
     await server.runtime.service.set_status(scope, "identified", ALICE_ACTOR, summary="bad config push")
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=29 * MIN)
     await job.tick()
     assert len(await reminders(server, scope, "status_update")) == 1
@@ -87,6 +88,7 @@ async def test_the_commander_is_nudged_once_per_quiet_interval(make: Make, clock
     await eventually(lambda: len(nudges(server, ts, "<@U0ALICE>")) == 2, what="the second nudge")
     # resolved: no more nudges
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=DAY)
     await job.tick()
     assert len(await reminders(server, scope, "status_update")) == 2
@@ -128,6 +130,7 @@ async def test_owners_of_open_follow_ups_are_reminded_after_the_resolve(make: Ma
     closed = NewEntry.make("follow_up_closed", Actor.system("tracker:github"), {"follow_up": appended.entries[1].seq})
     await store.append(scope, [closed])
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     clock.advance(seconds=3 * DAY - 1)
     await job.tick()
     assert await reminders(server, scope, "follow_up") == []
@@ -140,7 +143,9 @@ async def test_owners_of_open_follow_ups_are_reminded_after_the_resolve(make: Ma
     assert "add a canary" in posted[0].args["text"] and "rotate the key" not in posted[0].args["text"]
     # a reopen and a new resolve: one more reminder, days after that resolve
     await server.runtime.service.set_status(scope, "investigating", ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     await server.runtime.service.resolve(scope, ALICE_ACTOR)
+    await server.runtime.dispatcher.idle()  # the job reads the index first
     await job.tick()
     assert len(await reminders(server, scope, "follow_up")) == 1
     clock.advance(seconds=3 * DAY)
