@@ -1,6 +1,8 @@
 """The lifecycle job's pass (core/lifecycle.py: archives and reminders that have fallen due) over an index of N
-incidents, against a baseline in the same run: the least any pass must read — one ``list_scopes`` over the index
-and one ``get_state`` per candidate (open SEV1/SEV2 incidents, incidents resolved within the scan window).
+incidents, against a baseline in the same run: one ``list_scopes`` over the index and one ``get_state`` per
+candidate (open SEV1/SEV2 incidents, incidents resolved within the scan window) — what a pass costs that reads every
+candidate's state. The job reads a candidate again only when its index version changed or its next item's time
+came (a cache of what the last pass found); the first pass reads everything, as after a restart.
 
 The index holds N synthetic incidents declared over the last 90 days (90 % resolved); the candidates also have real
 logs in a SQLite store (declared, resolved when resolved), so the job reads what it would read in production.
@@ -104,7 +106,12 @@ async def main(n: int, rounds: int) -> None:
             if r == 0:
                 print(f"first pass appended {len(fired)} due entries ({ticks[0] * 1000:.0f} ms)")
         tick, baseline = statistics.median(ticks[1:]), statistics.median(bases[1:])
-        print(f"pass p50 {tick * 1000:.1f} ms vs baseline {baseline * 1000:.1f} ms: {tick / baseline:.2f}×")
+        print(
+            f"later passes p50 {tick * 1000:.1f} ms vs reading every candidate {baseline * 1000:.1f} ms: {tick / baseline:.2f}×"
+        )
+        print(
+            f"first pass {ticks[0] * 1000:.0f} ms vs reading every candidate {bases[0] * 1000:.0f} ms: {ticks[0] / bases[0]:.2f}×"
+        )
         await index.close()
         await store.close()
 

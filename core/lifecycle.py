@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from core.clock import Clock, iso, parse_iso
 from core.entries import Actor, NewEntry
@@ -39,7 +39,8 @@ from core.store import LogStore
 log = logging.getLogger(__name__)
 
 ACTOR = Actor.system("lifecycle")
-Check = Callable[[LogStore, ScopeState, datetime, LifecyclePolicy], Awaitable[Due | None]]
+Check = Callable[[LogStore, ScopeState, datetime, LifecyclePolicy], Awaitable[Due | datetime | None]]
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 async def activity_since(store: LogStore, state: ScopeState) -> datetime:
@@ -55,7 +56,9 @@ def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
-async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy: LifecyclePolicy) -> Due | None:
+async def archive_due(
+    store: LogStore, state: ScopeState, now: datetime, policy: LifecyclePolicy
+) -> Due | datetime | None:
     """The notice or the archive that has fallen due for ``state``'s dedicated channel, if any."""
     thread = state.thread
     if state.kind != "incident" or state.status != "resolved" or not state.resolved_at:
@@ -69,7 +72,7 @@ async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy:
         lead = timedelta(seconds=policy.notice_lead_s)
         archive_at = since + timedelta(seconds=policy.archive_after_s)
         if now < archive_at - lead:
-            return None
+            return archive_at - lead
         archive_at = max(archive_at, now + lead)
         text = (
             f"This channel will be archived on {_when(archive_at)}, as the incident is resolved. "
@@ -79,7 +82,7 @@ async def archive_due(store: LogStore, state: ScopeState, now: datetime, policy:
         return Due("archive_notice", payload, f"archive_notice:{iso(since)}")
     assert isinstance(notice.payload, ArchiveNotice)
     if now < parse_iso(notice.payload.archive_at):
-        return None
+        return parse_iso(notice.payload.archive_at)
     for done in await store.read_last(state.scope, limit=4, kinds=["channel_archive"]):
         p = done.payload
         if isinstance(p, ChannelArchive) and p.notice == notice.seq and p.channel == thread.channel:
@@ -105,6 +108,9 @@ class LifecycleJob:
         self.clock = clock
         self.policy = policy
         self.appended = 0
+        # A cache, never the source of truth: scope → (its index version, when its next item falls due) for the
+        # scopes the last pass found nothing due in; a new entry (a new version) or that time reads the log again.
+        self._quiet: dict[str, tuple[int, datetime]] = {}
 
     def _candidate(self, row: ScopeRow, now: datetime) -> bool:
         """Whether the row may hold due work (read from the index row alone; the checks then read the log)."""
@@ -125,28 +131,45 @@ class LifecycleJob:
         """One pass: returns the (scope, kind) of every entry appended."""
         now = self.clock.now()
         fired: list[tuple[str, str]] = []
+        quiet: dict[str, tuple[int, datetime]] = {}
         for row in await self.index.list_scopes(kind="incident", limit=10_000):
             if not self._candidate(row, now):
                 continue
+            known = self._quiet.get(row.id)
+            if known is not None and known[0] == row.version and now < known[1]:
+                quiet[row.id] = known  # nothing in its log changed, and nothing it holds is due yet
+                continue
             try:
-                fired += await self._scope(row.id, now)
+                appended, next_at = await self._scope(row.id, now)
             except Exception:  # one bad scope never stops the others; the next tick tries again
                 log.exception("lifecycle: checking %s failed", row.id)
+                continue
+            fired += appended
+            if not appended:
+                quiet[row.id] = (row.version, next_at)
+        self._quiet = quiet
         self.appended += len(fired)
         return fired
 
-    async def _scope(self, scope: str, now: datetime) -> list[tuple[str, str]]:
+    async def _scope(self, scope: str, now: datetime) -> tuple[list[tuple[str, str]], datetime]:
+        """What fell due in ``scope`` (appended), and when its next item falls due if nothing changes."""
         state = await self.store.get_state(scope)
         if state.forked_from:
-            return []
+            return [], NEVER
         fired = []
+        next_at = NEVER
         for check in CHECKS:
             due = await check(self.store, state, now, self.policy)
             if due is None:
                 continue
+            if isinstance(due, datetime):
+                next_at = min(next_at, due)
+                continue
             entry = NewEntry.make(due.kind, ACTOR, due.payload, refs=due.refs)
             result = await self.store.append(scope, [entry], idempotency_key=due.key)
             state = result.state
-            if not result.duplicate:
+            if result.duplicate:  # another replica (or an earlier pass) appended it: look again next pass
+                next_at = now
+            else:
                 fired.append((scope, due.kind))
-        return fired
+        return fired, next_at

@@ -51,7 +51,8 @@ class LifecyclePolicy:
 
 @dataclass(frozen=True)
 class Due:
-    """An entry that has fallen due: appended under ``key`` (once per due time)."""
+    """An entry that has fallen due: appended under ``key`` (once per due time). A check returns a ``Due``, or the
+    time it will fall due if the log does not change (a ``datetime``), or None (nothing until the log changes)."""
 
     kind: str
     payload: Payload
@@ -63,7 +64,9 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds < 2 * 3600 else f"{seconds / 3600:g} h"
 
 
-async def status_reminder_due(store: LogStore, state: ScopeState, now: datetime, policy: LifecyclePolicy) -> Due | None:
+async def status_reminder_due(
+    store: LogStore, state: ScopeState, now: datetime, policy: LifecyclePolicy
+) -> Due | datetime | None:
     """The status-update nudge that has fallen due for ``state``, if any."""
     if state.kind != "incident" or not state.is_open or state.severity is None or not state.created_at:
         return None
@@ -79,7 +82,7 @@ async def status_reminder_due(store: LogStore, state: ScopeState, now: datetime,
             break
     due = since + timedelta(seconds=interval)
     if now < due:
-        return None
+        return due
     commander = state.roles.get("commander")
     who = f"commander {commander.user_name or commander.user_id}" if commander else "nobody is commander"
     text = (
@@ -98,7 +101,7 @@ async def status_reminder_due(store: LogStore, state: ScopeState, now: datetime,
 
 async def follow_up_reminder_due(
     store: LogStore, state: ScopeState, now: datetime, policy: LifecyclePolicy
-) -> Due | None:
+) -> Due | datetime | None:
     """The reminder about open follow-ups that has fallen due after the resolve, if any."""
     if state.kind != "incident" or state.status != "resolved" or not state.resolved_at:
         return None
@@ -106,7 +109,7 @@ async def follow_up_reminder_due(
         return None
     due = parse_iso(state.resolved_at) + timedelta(seconds=policy.follow_up_after_s)
     if now < due:
-        return None
+        return due
     for entry in await store.read_last(state.scope, limit=4, kinds=["reminder"]):
         if isinstance(entry.payload, Reminder) and entry.payload.purpose == "follow_up":
             if entry.payload.since == state.resolved_at:
