@@ -2,9 +2,10 @@
 
 - **Status updates.** An open incident whose severity has an interval (``[reminders] status_update``, default
   SEV1 30 min, SEV2 60 min) gets a ``reminder`` (purpose ``status_update``) mentioning its commander when no status
-  update has been posted for that long. A *status update* is a ``status_changed`` entry (a new status, or the same
-  status with a summary). The clock starts at the latest of: the declaration, the last status update, the last
-  status reminder — so a quiet incident is nudged once per interval, and a status update resets the clock.
+  update has been posted for that long. A *status update* is a ``status_changed`` entry (``/incident status …``; the
+  API and the CLI may also append one that keeps the status and carries a summary). The clock starts at the
+  latest of: the declaration, the last status update, the last status reminder — so a quiet incident is nudged
+  once per interval, and a status update resets the clock.
 - **Follow-ups.** ``[reminders] follow_ups_after_days`` after an incident resolves, one ``reminder`` (purpose
   ``follow_up``) lists the follow-ups still open (a ``follow_up`` entry with no ``follow_up_closed``) and mentions
   their owners. Once per resolve: a reopen and a new resolve start a new one.
@@ -87,7 +88,7 @@ async def status_reminder_due(
     who = f"commander {commander.user_name or commander.user_id}" if commander else "nobody is commander"
     text = (
         f"No status update for {_minutes(interval)} on this SEV{state.severity} incident ({who}): "
-        "post one with `/incident status <status> <summary>`."
+        "post one with `/incident status <status>`."
     )
     payload = Reminder(
         purpose="status_update",
