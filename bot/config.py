@@ -27,6 +27,10 @@ class SlackConfig(_Section):
     pace_per_channel_s: float = Field(1.0, ge=0)
     header_update_interval_s: float = Field(2.0, ge=0)
     declarer_role: str = Field("commander", max_length=30)  # issue 18: the Slack declarer's role ("" = none)
+    # issue 18: a dedicated channel is archived this many seconds after the resolve (DECKLOG_ARCHIVE_AFTER wins),
+    # with a notice this long before (core/lifecycle.py)
+    archive_after: float = Field(7 * 86_400, ge=0)
+    archive_notice: float = Field(86_400, ge=0)
 
 
 class AlertsConfig(_Section):
@@ -103,6 +107,31 @@ class SecurityConfig(_Section):
         return entries
 
 
+class RemindersConfig(_Section):
+    """``[reminders]`` (issue 18, core/reminders.py): minutes without a status update before the commander is nudged,
+    per severity (``SEV1`` … ``SEV4``; a severity left out gets no nudge), and the days after a resolve when the
+    owners of open follow-ups are reminded (0: never)."""
+
+    status_update: dict[str, float] = Field(default_factory=lambda: {"SEV1": 30.0, "SEV2": 60.0})
+    follow_ups_after_days: float = Field(3, ge=0)
+
+    @field_validator("status_update")
+    @classmethod
+    def _severities(cls, value: dict[str, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, minutes in value.items():
+            name = key.strip().upper()
+            if name not in ("SEV1", "SEV2", "SEV3", "SEV4"):
+                raise ValueError(f"unknown severity {key!r} (use SEV1, SEV2, SEV3 or SEV4)")
+            if not minutes > 0:
+                raise ValueError(f"{key}: minutes must be greater than 0")
+            out[name] = float(minutes)
+        return out
+
+    def status_update_seconds(self) -> dict[int, float]:
+        return {int(name[3:]): minutes * 60 for name, minutes in self.status_update.items()}
+
+
 class DecklogConfig(_Section):
     slack: SlackConfig = SlackConfig()
     alerts: AlertsConfig = AlertsConfig()
@@ -112,6 +141,7 @@ class DecklogConfig(_Section):
     obligations: ObligationsConfig = ObligationsConfig()
     reports: ReportsConfig = ReportsConfig()
     security: SecurityConfig = SecurityConfig()
+    reminders: RemindersConfig = RemindersConfig()
     actions: tuple[dict[str, Any], ...] = ()
     path: str = ""
 

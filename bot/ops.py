@@ -1,4 +1,5 @@
-"""The operations part: ``GET /healthz``, ``GET /metrics`` and the outbox sweeps (at boot and every 30 s)."""
+"""The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot and every 30 s) and the
+lifecycle job (every 30 s: channel archives and reminders that have fallen due, core/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ from bot.runtime import Runtime
 from bot.settings import SlackMode
 from bot.slack import SlackIn, SlackOut
 from core.clock import parse_iso
+from core.lifecycle import LifecycleJob
+from core.reminders import DAY_S, LifecyclePolicy
 from core.store.postgres import PostgresLogStore
 
 log = logging.getLogger("decklog")
 
 SWEEP_S = 30.0
+#: How often the due lifecycle items (archives, reminders) are looked for; their due times live in the log.
+LIFECYCLE_S = 30.0
 #: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
 INBOX_TAKEOVER_S = 3.0
 
@@ -31,6 +36,19 @@ INBOX_TAKEOVER_S = 3.0
 class Ops:
     metrics: ServerMetrics
     provides: Provides
+    lifecycle: LifecycleJob
+
+
+def lifecycle_policy(rt: Runtime) -> LifecyclePolicy:
+    """``[slack] archive_after``/``archive_notice`` (``DECKLOG_ARCHIVE_AFTER`` wins) and ``[reminders]``."""
+    slack, reminders = rt.config.slack, rt.config.reminders
+    after = rt.settings.archive_after if rt.settings.archive_after is not None else slack.archive_after
+    return LifecyclePolicy(
+        archive_after_s=after,
+        archive_notice_s=slack.archive_notice,
+        status_update_s=reminders.status_update_seconds(),
+        follow_up_after_s=reminders.follow_ups_after_days * DAY_S,
+    )
 
 
 class Sweeps:
@@ -78,7 +96,12 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         await metrics.findings.refresh(rt.store, rt.index)  # decklog_findings_total, cached per scope version
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
-    jobs = [Job("sweep", SWEEP_S, sweeps.periodic)]
+    lifecycle = LifecycleJob(rt.store, rt.index, rt.clock, lifecycle_policy(rt))
+
+    async def lifecycle_tick() -> None:
+        await lifecycle.tick()
+
+    jobs = [Job("sweep", SWEEP_S, sweeps.periodic), Job("lifecycle", LIFECYCLE_S, lifecycle_tick)]
     if isinstance(rt.store, PostgresLogStore):  # replicas: what a dead one acknowledged is done by the others
 
         async def take_over() -> None:
@@ -91,7 +114,7 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         jobs=jobs,
         tasks=[sweeps.boot],
     )
-    return Ops(metrics, provides)
+    return Ops(metrics, provides, lifecycle)
 
 
 #: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica

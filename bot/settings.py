@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     jira_issue_type: str = Field("Task", min_length=1, validation_alias="DECKLOG_JIRA_ISSUE_TYPE")
     pagerduty_routing_key: SecretStr | None = Field(None, validation_alias="DECKLOG_PAGERDUTY_ROUTING_KEY")
     pagerduty_events_url: str = Field(PAGERDUTY_DEFAULT_EVENTS_URL, validation_alias="DECKLOG_PAGERDUTY_EVENTS_URL")
+    # seconds after the resolve before a dedicated channel is archived (unset: [slack] archive_after)
+    archive_after: float | None = Field(None, ge=0, allow_inf_nan=False, validation_alias="DECKLOG_ARCHIVE_AFTER")
 
     @field_validator(
         "slack_bot_token",
@@ -121,6 +123,7 @@ class Settings(BaseSettings):
         "jira_url",
         "jira_email",
         "jira_project",
+        "archive_after",
         mode="before",
     )
     @classmethod

@@ -15,13 +15,9 @@ incident costs no extra fsync. Posts are paced per channel; a 429 raises ``Retry
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -29,8 +25,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
+from adapters.slack.lifecycle import LIFECYCLE_PAYLOADS, deliver_lifecycle
+from adapters.slack.sender_support import ChannelPacer, SlackStats, digest, from_slack, raise_for
+from adapters.slack.uploads import REPORT_STASH, upload_report
 from core.alarm import Alarm
-from core.entries import Actor, Entry, Message, NewEntry, ReportExported, ThreadLinked
+from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.state import ScopeState
@@ -40,71 +39,7 @@ log = logging.getLogger(__name__)
 
 TOPIC = "slack"
 EntryUpdater = Callable[[str, Entry, ScopeState], Awaitable[list[tuple[int, render.Outgoing]]]]
-# Memo topic where an export stashes a report's bytes, keyed by their sha256, before it appends the
-# ``report_exported`` entry (destination "slack") that asks this sender to upload them:
-# {"filename", "title", "comment", "content"}.
-REPORT_STASH = "report"
-PERMANENT_ERRORS = {
-    "channel_not_found",
-    "is_archived",
-    "invalid_blocks",
-    "msg_too_long",
-    "no_text",
-    "invalid_metadata_format",
-    "invalid_metadata_schema",
-    "restricted_action",
-    "not_authed",
-    "invalid_auth",
-    "account_inactive",
-    "token_revoked",
-    "missing_scope",
-}
-
-
-class ChannelPacer:
-    """At most one post per ``interval`` seconds per channel; a 429 pushes the channel's next slot back."""
-
-    def __init__(self, interval: float = 1.0) -> None:
-        self.interval = interval
-        self._next: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    async def wait(self, channel: str) -> None:
-        lock = self._locks.setdefault(channel, asyncio.Lock())
-        async with lock:
-            now = time.monotonic()
-            slot = self._next.get(channel, 0.0)
-            if slot > now:
-                await asyncio.sleep(slot - now)
-            self._next[channel] = max(time.monotonic(), slot) + self.interval
-
-    def penalize(self, channel: str, seconds: float) -> None:
-        self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
-
-
-@dataclass
-class SlackStats:
-    posts: int = 0
-    updates: int = 0
-    reconciled: int = 0
-    skipped_duplicates: int = 0
-    rate_limited: int = 0
-
-
-def _from_slack(entry: Entry) -> bool:
-    """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
-    as it was, and no updater acts on a message. The sender skips it without reading anything."""
-    return isinstance(entry.payload, Message) and bool(entry.payload.ts)
-
-
-def _retry_after(exc: SlackApiError) -> float | None:
-    if exc.response is not None and exc.response.status_code == 429:
-        raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after") or "1"
-        try:
-            return max(0.5, float(raw))
-        except ValueError:
-            return 1.0
-    return None
+__all__ = ["REPORT_STASH", "TOPIC", "ChannelPacer", "EntryUpdater", "SlackSender", "SlackStats"]
 
 
 class SlackSender:
@@ -141,7 +76,7 @@ class SlackSender:
         self._last_header: dict[str, float] = {}
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
-        # Updaters never see messages that came from Slack (``_from_slack``).
+        # Updaters never see messages that came from Slack (``from_slack``).
         self.updaters: list[EntryUpdater] = []
 
     # -- the sender protocol ----------------------------------------------------------------------------------
@@ -149,24 +84,27 @@ class SlackSender:
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
         if scope.startswith("change/"):
             return  # change scopes show up as evidence in the incidents they are linked to
-        entries = [e for e in entries if not _from_slack(e)]
+        entries = [e for e in entries if not from_slack(e)]
         if not entries:
-            return  # nothing to post, nothing the header shows (see ``_from_slack``), no updater acts on them
+            return  # nothing to post, nothing the header shows (see ``from_slack``), no updater acts on them
         for entry in entries:
             state = await self.store.get_state(scope)
             if entry.kind == "declared":
                 await self._open_thread(scope, entry, state)
                 continue
-            if state.thread is None:
-                continue  # no Slack home (no channel configured): the log still has everything
+            if state.thread is None or await self._archived(scope):
+                continue  # no Slack home (no channel configured, or it was archived): the log still has everything
+            if isinstance(entry.payload, LIFECYCLE_PAYLOADS):  # issue 18: archive notices, archives, reminders
+                await deliver_lifecycle(self, scope, entry, state)
+                continue
             if isinstance(entry.payload, ReportExported):
                 if entry.payload.destination == "slack" and not entry.payload.file_id:
-                    await self._upload_report(scope, entry, entry.payload, state)
+                    await upload_report(self, scope, entry, entry.payload, state)
                 continue
             out = render.entry_reply(entry, state)
             if out is not None:
                 thread_ts = None if state.thread.dedicated_channel else state.thread.ts
-                await self._post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+                await self.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
             for updater in self.updaters:
                 for seq, updated in await updater(scope, entry, state):
                     await self.update_entry_message(scope, seq, updated)
@@ -178,21 +116,21 @@ class SlackSender:
         False when that entry was never posted (nothing to update). Idempotent: the memo keeps the digest.
         """
         key = f"post:{seq}"
-        memo = await self._memo_get(scope, key)
+        memo = await self.memo_get(scope, key)
         if not memo or not memo.get("ts"):
             return False
-        digest = _digest(out)
-        if memo.get("digest") == digest:
+        shown = digest(out)
+        if memo.get("digest") == shown:
             return True
         try:
             await self.client.chat_update(
                 channel=memo["channel"], ts=memo["ts"], text=out.text[:3000], blocks=out.blocks
             )
         except SlackApiError as exc:
-            self._raise_for(exc, memo["channel"])
+            self.raise_for(exc, memo["channel"])
             raise
         self.stats.updates += 1
-        await self._memo_put(scope, key, {**memo, "digest": digest})
+        await self.memo_put(scope, key, {**memo, "digest": shown})
         return True
 
     async def refresh_header(self, scope: str) -> None:
@@ -207,20 +145,20 @@ class SlackSender:
                 self.alarm.set(f"header:{scope}", wait, lambda: self._deferred_refresh(scope))
                 return
         state = await self.store.get_state(scope)
-        memo = await self._memo_get(scope, "header")
-        if not memo or not memo.get("ts"):
+        memo = await self.memo_get(scope, "header")
+        if not memo or not memo.get("ts") or memo.get("archived"):
             return
         out = render.header(state, await self._header_record(scope))
-        digest = _digest(out)
-        if memo.get("digest") == digest:
+        shown = digest(out)
+        if memo.get("digest") == shown:
             return
         try:
             await self.client.chat_update(channel=memo["channel"], ts=memo["ts"], text=out.text, blocks=out.blocks)
         except SlackApiError as exc:
-            self._raise_for(exc, memo["channel"])
+            self.raise_for(exc, memo["channel"])
         self.stats.updates += 1
         self._last_header[scope] = time.monotonic()
-        await self._memo_put(scope, "header", {**memo, "digest": digest})
+        await self.memo_put(scope, "header", {**memo, "digest": shown})
 
     async def _header_record(self, scope: str) -> list[Entry]:
         """The typed record the header shows (issue 15): the last goal, the last constraints, the last decision."""
@@ -239,7 +177,7 @@ class SlackSender:
     # -- the header and its thread ----------------------------------------------------------------------------
 
     async def _open_thread(self, scope: str, entry: Entry, state: ScopeState) -> None:
-        memo = await self._memo_get(scope, "header")
+        memo = await self.memo_get(scope, "header")
         if memo and memo.get("ts"):
             await self._link_thread(scope, memo)
             return
@@ -253,25 +191,25 @@ class SlackSender:
             channel = origin if origin[:1] in ("C", "G") else await self._alerts_channel_id()
         if channel is None:
             log.warning("slack: %s has no channel (set DECKLOG_ALERTS_CHANNEL); it stays in the log only", scope)
-            await self._memo_put(scope, "header", {"state": "no_channel"})
+            await self.memo_put(scope, "header", {"state": "no_channel"})
             return
         out = render.header(state, await self._header_record(scope))
-        posted = await self._post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
+        posted = await self.post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
         permalink = ""
         try:
             link = await self.client.chat_getPermalink(channel=channel, message_ts=posted["ts"])
             permalink = str(link.get("permalink") or "")
         except SlackApiError:
             pass
-        header_memo = {**posted, "permalink": permalink, "dedicated": dedicated, "digest": _digest(out)}
-        await self._memo_put(scope, "header", header_memo)
+        header_memo = {**posted, "permalink": permalink, "dedicated": dedicated, "digest": digest(out)}
+        await self.memo_put(scope, "header", header_memo)
         await self._link_thread(scope, header_memo)
         if dedicated and origin[:1] in ("C", "G") and origin != channel:
             pointer = render.Outgoing(
                 f"{state.title}: <#{channel}>",
                 [render._section(f":rotating_light: *{render.esc(state.title)}* is being handled in <#{channel}>")],
             )
-            await self._post_once(scope, "pointer", entry, origin, None, pointer)
+            await self.post_once(scope, "pointer", entry, origin, None, pointer)
 
     async def _link_thread(self, scope: str, memo: dict[str, Any]) -> None:
         dedicated = bool(memo.get("dedicated"))
@@ -291,7 +229,7 @@ class SlackSender:
         await self.store.append(scope, [link], idempotency_key=f"slack:thread:{scope}")
 
     async def _dedicated_channel(self, scope: str, state: ScopeState, declarer: Actor) -> str | None:
-        known = await self._memo_get(scope, "channel")
+        known = await self.memo_get(scope, "channel")
         if known and known.get("id"):
             return str(known["id"])
         base = (self.channel_prefix + scope.split("/", 1)[1]).lower()[:70]
@@ -305,7 +243,7 @@ class SlackSender:
                 log.warning("slack: could not create a channel for %s: %s", scope, exc.response.get("error"))
                 return None
             channel_id = str(resp["channel"]["id"])
-            await self._memo_put(scope, "channel", {"id": channel_id, "name": name})
+            await self.memo_put(scope, "channel", {"id": channel_id, "name": name})
             if declarer.type == "human" and declarer.id[:1] in ("U", "W"):
                 try:
                     await self.client.conversations_invite(channel=channel_id, users=declarer.id)
@@ -335,87 +273,9 @@ class SlackSender:
             if not cursor:
                 raise PermanentFailure(f"DECKLOG_ALERTS_CHANNEL: no channel named #{name} visible to the bot")
 
-    # -- report uploads, once per (thread, bytes) -------------------------------------------------------------
-
-    async def _upload_report(self, scope: str, entry: Entry, p: ReportExported, state: ScopeState) -> None:
-        """Upload a stashed report into the thread (files upload v2) unless these bytes are already there.
-
-        Keyed by the report's sha256: a redelivery after an upload whose outcome is unknown first looks for the
-        file in the thread (the upload's comment carries the digest). The file id is recorded in a second
-        ``report_exported`` entry (system actor, ``file_id`` set) that refers to the request.
-        """
-        assert state.thread is not None
-        key = f"upload:{p.sha256}"
-        channel = state.thread.channel
-        thread_ts = None if state.thread.dedicated_channel else state.thread.ts
-        memo = await self._memo_get(scope, key)
-        if memo and memo.get("file_id"):
-            self.stats.skipped_duplicates += 1
-            return
-        if memo and memo.get("state") == "uploading":
-            found = await self._find_upload(channel, thread_ts, p.sha256, float(memo.get("at", 0)))
-            if found:
-                self.stats.reconciled += 1
-                await self._uploaded(scope, entry, p, found)
-                return
-        stash = await self.store.memo_get(scope, REPORT_STASH, p.sha256) or {}
-        content = stash.get("content")
-        if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
-            raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
-        await self.pacer.wait(channel)
-        await self._memo_put(scope, key, {"state": "uploading", "at": time.time()})
-        try:
-            resp = await self.client.files_upload_v2(
-                channel=channel,
-                thread_ts=thread_ts,
-                content=content,
-                filename=str(stash.get("filename") or f"report.{p.format}"),
-                title=str(stash.get("title") or "Post-incident report"),
-                initial_comment=str(stash.get("comment") or f"Post-incident report — sha256 {p.sha256}"),
-            )
-        except SlackApiError as exc:
-            await self._memo_put(scope, key, {"state": "not_uploaded"})
-            self._raise_for(exc, channel)
-            raise
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise ConnectionError(f"uploading report {p.sha256[:12]}…: outcome unknown") from exc
-        self.stats.posts += 1
-        file = resp.get("file") or (resp.get("files") or [{}])[0]
-        await self._uploaded(scope, entry, p, str(file.get("id", "")))
-
-    async def _uploaded(self, scope: str, entry: Entry, p: ReportExported, file_id: str) -> None:
-        await self._memo_put(scope, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id})
-        receipt = NewEntry.make(
-            "report_exported",
-            Actor.system("slack"),
-            ReportExported(format=p.format, sha256=p.sha256, bytes=p.bytes, destination="slack", file_id=file_id),
-            refs=(entry.seq,),
-            idempotency_key=f"slack:upload:{p.sha256}",
-        )
-        await self.store.append(scope, [receipt])
-        await self.store.memo_put(scope, REPORT_STASH, p.sha256, {"uploaded": file_id})  # drop the bytes
-
-    async def _find_upload(self, channel: str, thread_ts: str | None, sha256: str, since: float) -> str | None:
-        """The id of a file an earlier attempt shared: a message with files whose text carries the digest."""
-        oldest = f"{max(0.0, since - 120):.6f}"
-        try:
-            if thread_ts:
-                resp = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=oldest, limit=200)
-            else:
-                resp = await self.client.conversations_history(channel=channel, oldest=oldest, limit=200)
-        except SlackApiError as exc:
-            self._raise_for(exc, channel)
-            raise
-        messages: list[dict[str, Any]] = resp.get("messages", [])
-        for msg in messages:
-            files = msg.get("files") or []
-            if files and sha256 in (msg.get("text") or ""):
-                return str(files[0].get("id", "")) or None
-        return None
-
     # -- posting exactly once ---------------------------------------------------------------------------------
 
-    async def _post_once(
+    async def post_once(
         self,
         scope: str,
         key: str,
@@ -426,7 +286,7 @@ class SlackSender:
         *,
         event_type: str = "decklog_entry",
     ) -> dict[str, Any]:
-        memo = await self._memo_get(scope, key)
+        memo = await self.memo_get(scope, key)
         if memo and memo.get("ts"):
             self.stats.skipped_duplicates += 1
             return memo
@@ -437,7 +297,7 @@ class SlackSender:
             if found:
                 self.stats.reconciled += 1
                 done = {"state": "posted", "channel": where, "ts": found}
-                await self._memo_put(scope, key, done)
+                await self.memo_put(scope, key, done)
                 self._uncertain.discard((scope, key))
                 return done
         await self.pacer.wait(channel)
@@ -457,22 +317,22 @@ class SlackSender:
                 unfurl_media=False,
             )
         except SlackApiError as exc:
-            self._raise_for(exc, channel)  # Slack answered: nothing was posted
+            self.raise_for(exc, channel)  # Slack answered: nothing was posted
             raise
         except (TimeoutError, aiohttp.ClientError) as exc:
             # The post may or may not have happened: remember to look before trying again.
             self._uncertain.add((scope, key))
-            await self._memo_put(scope, key, {"state": "posting", "channel": channel, "at": attempted_at})
+            await self.memo_put(scope, key, {"state": "posting", "channel": channel, "at": attempted_at})
             raise ConnectionError(
                 f"posting #{entry.seq} to {channel}: outcome unknown ({exc.__class__.__name__})"
             ) from exc
         self.stats.posts += 1
         done = {"state": "posted", "channel": channel, "ts": str(resp["ts"])}
-        await self._memo_put(scope, key, done)
+        await self.memo_put(scope, key, done)
         await self.index.add_route(route_key(channel, done["ts"]), scope)
         return done
 
-    async def _memo_get(self, scope: str, key: str) -> dict[str, Any] | None:
+    async def memo_get(self, scope: str, key: str) -> dict[str, Any] | None:
         """The sender's memos of a scope, loaded once and kept (write-through): this process is their only writer."""
         memos = self._memos.get(scope)
         if memos is None:
@@ -483,11 +343,15 @@ class SlackSender:
         value = memos.get(key)
         return dict(value) if value is not None else None
 
-    async def _memo_put(self, scope: str, key: str, value: dict[str, Any]) -> None:
+    async def memo_put(self, scope: str, key: str, value: dict[str, Any]) -> None:
         await self.store.memo_put(scope, TOPIC, key, value)
         memos = self._memos.get(scope)
         if memos is not None:
             memos[key] = dict(value)
+
+    async def _archived(self, scope: str) -> bool:
+        """The incident's dedicated channel was archived (adapters/slack/lifecycle.py): Slack refuses posts there."""
+        return bool((await self.memo_get(scope, "header") or {}).get("archived"))
 
     def _maybe_posted(self, scope: str, key: str, entry: Entry) -> bool:
         return (scope, key) in self._uncertain or entry.at.timestamp() < self.started_at
@@ -507,7 +371,7 @@ class SlackSender:
                     channel=channel, oldest=oldest, include_all_metadata=True, limit=200
                 )
         except SlackApiError as exc:
-            self._raise_for(exc, channel)
+            self.raise_for(exc, channel)
             raise
         messages: list[dict[str, Any]] = resp.get("messages", [])
         for msg in messages:
@@ -516,16 +380,5 @@ class SlackSender:
                 return str(msg["ts"])
         return None
 
-    def _raise_for(self, exc: SlackApiError, channel: str) -> None:
-        wait = _retry_after(exc)
-        if wait is not None:
-            self.stats.rate_limited += 1
-            self.pacer.penalize(channel, wait)
-            raise RetryAfter(wait, f"Slack rate limit on {channel}") from exc
-        error = str(exc.response.get("error", "")) if exc.response is not None else ""
-        if error in PERMANENT_ERRORS:
-            raise PermanentFailure(f"Slack says {error}") from exc
-
-
-def _digest(out: render.Outgoing) -> str:
-    return hashlib.sha256(json.dumps([out.text, out.blocks], sort_keys=True).encode()).hexdigest()[:16]
+    def raise_for(self, exc: SlackApiError, channel: str) -> None:
+        raise_for(exc, channel, self.pacer, self.stats)

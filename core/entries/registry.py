@@ -46,6 +46,7 @@ from core.entries.frame import (
     StatusChanged,
     ThreadLinked,
 )
+from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
 from core.entries.obligations import (
     FenceRejected,
     FollowUp,
@@ -102,6 +103,9 @@ PAYLOADS: dict[str, type[Payload]] = {
     "follow_up": FollowUp,  # issue 18
     "follow_up_synced": FollowUpSynced,
     "follow_up_closed": FollowUpClosed,
+    "archive_notice": ArchiveNotice,  # issue 18: the channel lifecycle and reminders (core/lifecycle.py, core/reminders.py)
+    "channel_archive": ChannelArchive,
+    "reminder": Reminder,
     "forked": Forked,  # issue 17: decklog fork / replay
 }
 

@@ -47,6 +47,7 @@ from core.entries.frame import (
     StatusChanged,
     ThreadLinked,
 )
+from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
 from core.entries.obligations import (
     FenceRejected,
     FollowUp,
@@ -142,6 +143,9 @@ _LINES: dict[type[Payload], Line] = {
     FollowUpSynced: lambda p, a: p.text,
     FollowUpClosed: _follow_up_closed,
     Forked: lambda p, a: f"forked from {p.source} at seq {p.seq}",
+    ArchiveNotice: lambda p, a: p.text,
+    ChannelArchive: lambda p, a: p.text,
+    Reminder: lambda p, a: p.text,
     DeliveryFailed: lambda p, a: (
         f"Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {_clip(p.error)}"
     ),

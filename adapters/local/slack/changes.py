@@ -23,7 +23,7 @@ class Change:
     """``kind`` is one of: ``message_posted``, ``message_changed``, ``message_replied`` (a parent's reply
     count changed), ``message_deleted``, ``reaction_added``, ``reaction_removed``, ``ephemeral_posted``,
     ``ephemeral_replaced``, ``ephemeral_deleted``, ``view_published``, ``view_opened``, ``view_updated``,
-    ``view_pushed``, ``view_closed``, ``channel_created``, ``member_joined``, ``file_uploaded``,
+    ``view_pushed``, ``view_closed``, ``channel_created``, ``channel_archived``, ``member_joined``, ``file_uploaded``,
     ``workspace_loaded`` (the whole state was replaced: ``FakeSlackWorkspace.load_dict``).
 
     ``data`` is the object's wire shape after the change (a message as ``conversations.history`` shows it, a

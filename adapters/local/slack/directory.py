@@ -140,6 +140,13 @@ class Directory:
         self._feed.emit(Change("member_joined", channel=channel.id, user=user_id, data=channel.to_api()))
         return True
 
+    def archive(self, channel_id: str, user_id: str) -> Channel:
+        """conversations.archive's effect (its checks are the method's): the channel is archived, read-only."""
+        channel = self.channel(channel_id)
+        channel.is_archived = True
+        self._feed.emit(Change("channel_archived", channel=channel.id, user=user_id, data=channel.to_api()))
+        return channel
+
     # -- round trip ------------------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

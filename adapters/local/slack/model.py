@@ -80,13 +80,14 @@ class Channel:
     members: list[str] = field(default_factory=list)
     topic: str = ""
     purpose: str = ""
+    is_archived: bool = False
 
     def to_api(self, viewer: str | None = None) -> JSON:
         body: JSON = {
             "id": self.id,
             "created": self.created,
             "creator": self.creator,
-            "is_archived": False,
+            "is_archived": self.is_archived,
             "is_general": self.name == "general",
             "is_shared": False,
             "is_ext_shared": False,

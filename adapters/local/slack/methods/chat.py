@@ -71,6 +71,8 @@ def _content(ctx: CallContext, *, required: bool) -> JSON:
 
 def post_message(ctx: CallContext) -> JSON:
     channel = _target(ctx)
+    if channel.is_archived:
+        raise SlackError("is_archived")
     content = _content(ctx, required=True)
     message = ctx.workspace.messages.post(
         channel.id,
@@ -96,6 +98,8 @@ def _own_message(ctx: CallContext, channel: Channel, ts: str, error: str) -> Non
 
 def update(ctx: CallContext) -> JSON:
     channel = ctx.channel()
+    if channel.is_archived:
+        raise SlackError("is_archived")
     ts = ctx.args.required("ts", error="message_not_found")
     _own_message(ctx, channel, ts, "cant_update_message")
     content = _content(ctx, required=True)

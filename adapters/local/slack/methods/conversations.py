@@ -1,4 +1,9 @@
-"""``conversations.*`` methods: create, invite, join, open, info, list, history, replies."""
+"""``conversations.*`` methods: create, invite, join, archive, open, info, list, history, replies.
+
+``conversations.archive`` answers as Slack documents it (docs.slack.dev/reference/methods/conversations.archive):
+``{"ok": true}``, or ``channel_not_found``, ``method_not_supported_for_channel_type`` (a DM),
+``cant_archive_general``, ``not_in_channel`` (the bot is not a member) and ``already_archived``.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ def handlers() -> dict[str, Handler]:
         "conversations.create": create,
         "conversations.invite": invite,
         "conversations.join": join,
+        "conversations.archive": archive,
         "conversations.open": open_dm,
         "conversations.info": info,
         "conversations.list": list_channels,
@@ -53,12 +59,30 @@ def join(ctx: CallContext) -> JSON:
     channel = ctx.channel()
     if channel.is_private or channel.is_im:
         raise SlackError("method_not_supported_for_channel_type")
+    if channel.is_archived:
+        raise SlackError("is_archived")
     joined = ctx.workspace.directory.join(channel.id, ctx.bot)
     body: JSON = {"ok": True, "channel": channel.to_api(viewer=ctx.bot)}
     if not joined:
         body["warning"] = "already_in_channel"
         body["response_metadata"] = {"warnings": ["already_in_channel"]}
     return body
+
+
+def archive(ctx: CallContext) -> JSON:
+    channel = ctx.channel()
+    if channel.is_im:
+        raise SlackError("method_not_supported_for_channel_type")
+    if channel.is_private and ctx.bot not in channel.members:
+        raise SlackError("channel_not_found")
+    if channel.is_archived:
+        raise SlackError("already_archived")
+    if channel.name == "general":
+        raise SlackError("cant_archive_general")
+    if ctx.bot not in channel.members:
+        raise SlackError("not_in_channel")
+    ctx.workspace.directory.archive(channel.id, ctx.bot)
+    return {"ok": True}
 
 
 def open_dm(ctx: CallContext) -> JSON:

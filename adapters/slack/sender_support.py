@@ -1,0 +1,95 @@
+"""The Slack sender's small parts: per-channel pacing, counters, and how Slack's answers map to the outbox's."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from slack_sdk.errors import SlackApiError
+
+from adapters.slack import render
+from core.entries import Entry, Message
+from core.outbox import PermanentFailure, RetryAfter
+
+PERMANENT_ERRORS = {
+    "channel_not_found",
+    "is_archived",
+    "invalid_blocks",
+    "msg_too_long",
+    "no_text",
+    "invalid_metadata_format",
+    "invalid_metadata_schema",
+    "restricted_action",
+    "not_authed",
+    "invalid_auth",
+    "account_inactive",
+    "token_revoked",
+    "missing_scope",
+}
+
+
+class ChannelPacer:
+    """At most one post per ``interval`` seconds per channel; a 429 pushes the channel's next slot back."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._next: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def wait(self, channel: str) -> None:
+        lock = self._locks.setdefault(channel, asyncio.Lock())
+        async with lock:
+            now = time.monotonic()
+            slot = self._next.get(channel, 0.0)
+            if slot > now:
+                await asyncio.sleep(slot - now)
+            self._next[channel] = max(time.monotonic(), slot) + self.interval
+
+    def penalize(self, channel: str, seconds: float) -> None:
+        self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
+
+
+@dataclass
+class SlackStats:
+    posts: int = 0
+    updates: int = 0
+    reconciled: int = 0
+    skipped_duplicates: int = 0
+    rate_limited: int = 0
+    archived: int = 0  # channels archived (conversations.archive, issue 18)
+
+
+def from_slack(entry: Entry) -> bool:
+    """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
+    as it was, and no updater acts on a message. The sender skips it without reading anything."""
+    return isinstance(entry.payload, Message) and bool(entry.payload.ts)
+
+
+def retry_after(exc: SlackApiError) -> float | None:
+    if exc.response is not None and exc.response.status_code == 429:
+        raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after") or "1"
+        try:
+            return max(0.5, float(raw))
+        except ValueError:
+            return 1.0
+    return None
+
+
+def raise_for(exc: SlackApiError, channel: str, pacer: ChannelPacer, stats: SlackStats) -> None:
+    """A 429 → ``RetryAfter`` (the channel's pacing pushed back); a permanent error → ``PermanentFailure``; else
+    return (the caller re-raises: retried with backoff)."""
+    wait = retry_after(exc)
+    if wait is not None:
+        stats.rate_limited += 1
+        pacer.penalize(channel, wait)
+        raise RetryAfter(wait, f"Slack rate limit on {channel}") from exc
+    error = str(exc.response.get("error", "")) if exc.response is not None else ""
+    if error in PERMANENT_ERRORS:
+        raise PermanentFailure(f"Slack says {error}") from exc
+
+
+def digest(out: render.Outgoing) -> str:
+    return hashlib.sha256(json.dumps([out.text, out.blocks], sort_keys=True).encode()).hexdigest()[:16]
