@@ -33,7 +33,6 @@ from adapters.local.sandbox import (
 )
 from adapters.slack.app import build_http_session
 from adapters.slack.ports import SlackPorts
-from adapters.trackers.build import build_tracker
 from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
 from bot.agents import Agents, build_agents
 from bot.api import build_api
@@ -47,6 +46,7 @@ from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
 from bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
 from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
+from bot.trackers import build_tracker
 from core.clock import Clock
 from core.follow_ups import FollowUpsSender
 from core.outbox import Sender
