@@ -21,8 +21,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import build_slack_app, build_web_client
 from adapters.slack.deps import SlackDeps
-from adapters.slack.hooks import SlackHooks
 from adapters.slack.intake import SlackIntake
+from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import ChannelPacer, SlackSender
 from bot.backends import open_inbox
@@ -83,7 +83,7 @@ def build_slack_out(rt: Runtime, endpoint: SlackEndpoint, mode: SlackMode, *, ht
 
 @dataclass
 class SlackIn:
-    hooks: SlackHooks
+    hooks: SlackPorts
     deps: SlackDeps
     bolt: AsyncApp
     inbox: Inbox
@@ -93,7 +93,7 @@ class SlackIn:
 
 
 async def build_slack_in(
-    rt: Runtime, out: SlackOut, hooks: SlackHooks, endpoint: SlackEndpoint, mode: SlackMode
+    rt: Runtime, out: SlackOut, hooks: SlackPorts, endpoint: SlackEndpoint, mode: SlackMode
 ) -> SlackIn:
     counters: dict[str, int] = {}
     runner = CommandRunner(rt.service, rt.store, rt.index, hooks)

@@ -32,8 +32,7 @@ from adapters.local.sandbox import (
     open_world,
 )
 from adapters.slack.app import build_http_session
-from adapters.slack.hooks import SlackHooks
-from adapters.trackers.build import build_tracker
+from adapters.slack.ports import SlackPorts
 from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
 from bot.agents import Agents, build_agents
 from bot.api import build_api
@@ -47,6 +46,7 @@ from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
 from bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
 from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
+from bot.trackers import build_tracker
 from core.clock import Clock
 from core.follow_ups import FollowUpsSender
 from core.outbox import Sender
@@ -126,13 +126,7 @@ async def _build(
     provided: list[Provides] = []
     local_slack, world = None, None
     if mode == "sandbox":
-        check_sandbox_exposure(settings)
-        local_slack = await open_local_slack()
-        closers.append(local_slack.slack.stop)
-        if "sandbox" in parts:
-            world = await open_world(local_slack.slack, _wants(settings, config), settings.data_dir)
-            provided.append(Provides(drains=list(world.drains)))
-            settings = _sandbox_settings(settings, config, world)
+        settings, local_slack, world = await _local(settings, config, parts, closers, provided)
     http = build_http_session()
     closers.append(http.close)
     rt = await Runtime.open(settings, config=config, clock=clock, alarm=alarm)
@@ -172,6 +166,24 @@ async def _build(
         provided=provided,
         closers=closers,
     )
+
+
+async def _local(
+    settings: Settings,
+    config: DecklogConfig,
+    parts: frozenset[PartName],
+    closers: list[Stopper],
+    provided: list[Provides],
+) -> tuple[Settings, LocalSlack, LocalWorld | None]:
+    """Sandbox mode: the fake Slack; with the ``sandbox`` part, the fake services and the settings they fill."""
+    check_sandbox_exposure(settings)
+    local_slack = await open_local_slack()
+    closers.append(local_slack.slack.stop)
+    if "sandbox" not in parts:
+        return settings, local_slack, None
+    world = await open_world(local_slack.slack, _wants(settings, config), settings.data_dir)
+    provided.append(Provides(drains=list(world.drains)))
+    return _sandbox_settings(settings, config, world), local_slack, world
 
 
 def check_sandbox_exposure(settings: Settings) -> None:
@@ -252,7 +264,7 @@ def _wants(settings: Settings, config: DecklogConfig) -> LocalWants:
 
 @dataclass
 class _Features:
-    hooks: SlackHooks
+    hooks: SlackPorts
     provided: list[Provides]
     receivers: ReceiversPart | None = None
     agents: Agents | None = None
@@ -261,7 +273,7 @@ class _Features:
 
 def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: ServerMetrics) -> _Features:
     """The features, in data-dependency order; the Slack sender is the first sender (people wait for it)."""
-    hooks = SlackHooks()
+    hooks = SlackPorts()
     built = _Features(hooks, [])
     if "receivers" in parts:
         built.receivers = build_receivers(rt)

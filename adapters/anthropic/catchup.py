@@ -11,7 +11,7 @@ from typing import Any
 
 import anthropic
 
-from adapters.anthropic.reasoner import _usage, describe_error
+from adapters.anthropic.reasoner import _usage, describe_error, usage_cost
 from core.agents.catchup import Summary, SummaryError
 from core.agents.reasoner import Usage
 from core.prompts import PromptLibrary
@@ -75,8 +75,4 @@ class ClaudeSummariser:
         return Summary(text=text, model=response.model or self.model, usage=usage, cost_usd=cost, stop_reason=stop)
 
     def cost(self, u: Usage) -> float:
-        return (
-            (u.input_tokens + 1.25 * u.cache_creation_input_tokens + 0.1 * u.cache_read_input_tokens)
-            * self.input_usd_per_mtok
-            + u.output_tokens * self.output_usd_per_mtok
-        ) / 1_000_000
+        return usage_cost(u, self.input_usd_per_mtok, self.output_usd_per_mtok)

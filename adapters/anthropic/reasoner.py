@@ -75,38 +75,13 @@ class ClaudeReasoner:
         if turn.tools is None:
             raise ReasonerError("the Claude reasoner needs the turn's tools")
         tools = turn.tools
-        view_name = self.view_for(turn)
-        view = await turn.views.view(view_name)
-        system = [
-            {
-                "type": "text",
-                "text": self.prompts.render("system", actions=self._actions(turn)),
-                "cache_control": {"type": "ephemeral"},
-            }
-        ]
-        messages: list[dict[str, Any]] = [
-            {"role": "user", "content": self._prompt(turn, view_name, view.bytes, view.text)}
-        ]
+        system, messages = await self._opening(turn)
         api_tools = [spec.to_api() for spec in tools.specs()]
         out = TurnOutput(model=self.model)
         text = ""
         for step in range(1, self.max_steps + 1):
             last = step == self.max_steps
-            params: dict[str, Any] = {
-                "model": self.model,
-                "max_tokens": self.max_tokens,
-                "system": system,
-                "tools": api_tools,
-                "messages": messages,
-            }
-            if last:
-                params["tool_choice"] = {"type": "none"}
-            try:
-                response = await self.client.messages.create(**params, timeout=self.request_timeout)
-            except anthropic.APIError as exc:
-                raise ReasonerError(
-                    describe_error(exc), partial=self._finish(out, tools), retry_after=_retry_after(exc)
-                ) from exc
+            response = await self._request(system, api_tools, messages, last=last, out=out, tools=tools)
             out.usage.add(_usage(response.usage))
             stop = response.stop_reason or ""
             out.tool_calls.append({"tool": "model", "step": step, "stop_reason": stop})
@@ -114,20 +89,8 @@ class ClaudeReasoner:
             content = [c for c in content if c is not None]
             text = "".join(b.text for b in response.content if b.type == "text").strip()
             if stop == "tool_use" and not last:
-                uses = [b for b in response.content if b.type == "tool_use"]
                 messages.append({"role": "assistant", "content": content})
-                results = []
-                for use in uses:
-                    result = await tools.call(use.name, use.input)
-                    results.append(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": use.id,
-                            "content": result.to_text(),
-                            "is_error": result.is_error,
-                        }
-                    )
-                messages.append({"role": "user", "content": results})
+                messages.append({"role": "user", "content": await _tool_results(tools, response.content)})
                 continue
             if stop == "pause_turn" and not last:
                 if content:
@@ -147,6 +110,49 @@ class ClaudeReasoner:
         if turn.question:
             out.answer = text or None
         return self._finish(out, tools)
+
+    async def _opening(self, turn: TurnInput) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The system block (the cached prefix's breakpoint) and the first user message (the prompt over a view)."""
+        view_name = self.view_for(turn)
+        view = await turn.views.view(view_name)
+        system = [
+            {
+                "type": "text",
+                "text": self.prompts.render("system", actions=self._actions(turn)),
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": self._prompt(turn, view_name, view.bytes, view.text)}
+        ]
+        return system, messages
+
+    async def _request(
+        self,
+        system: list[dict[str, Any]],
+        api_tools: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        *,
+        last: bool,
+        out: TurnOutput,
+        tools: ToolBox,
+    ) -> Any:
+        """One step's request; on the last one the tools stay (the cached prefix) but ``tool_choice`` is none."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "tools": api_tools,
+            "messages": messages,
+        }
+        if last:
+            params["tool_choice"] = {"type": "none"}
+        try:
+            return await self.client.messages.create(**params, timeout=self.request_timeout)
+        except anthropic.APIError as exc:
+            raise ReasonerError(
+                describe_error(exc), partial=self._finish(out, tools), retry_after=_retry_after(exc)
+            ) from exc
 
     # -- prompts ---------------------------------------------------------------------------------------------
 
@@ -186,13 +192,27 @@ class ClaudeReasoner:
             got = tools.collected
             out.hypotheses, out.suggestions = list(got.hypotheses), list(got.suggestions)
             out.obligations, out.proposals = list(got.obligations), list(got.proposals)
-        u = out.usage
-        out.cost_usd = (
-            (u.input_tokens + 1.25 * u.cache_creation_input_tokens + 0.1 * u.cache_read_input_tokens)
-            * self.input_usd_per_mtok
-            + u.output_tokens * self.output_usd_per_mtok
-        ) / 1_000_000
+        out.cost_usd = usage_cost(out.usage, self.input_usd_per_mtok, self.output_usd_per_mtok)
         return out
+
+
+async def _tool_results(tools: ToolBox, blocks: Any) -> list[dict[str, Any]]:
+    """Every tool call of one assistant message answered, in order (they go back in ONE user message)."""
+    results = []
+    for use in [b for b in blocks if b.type == "tool_use"]:
+        result = await tools.call(use.name, use.input)
+        results.append(
+            {"type": "tool_result", "tool_use_id": use.id, "content": result.to_text(), "is_error": result.is_error}
+        )
+    return results
+
+
+def usage_cost(u: Usage, input_usd_per_mtok: float, output_usd_per_mtok: float) -> float:
+    """USD for ``u``: cache writes at 1.25× and cache reads at 0.1× the input price."""
+    return (
+        (u.input_tokens + 1.25 * u.cache_creation_input_tokens + 0.1 * u.cache_read_input_tokens) * input_usd_per_mtok
+        + u.output_tokens * output_usd_per_mtok
+    ) / 1_000_000
 
 
 def _usage(usage: Any) -> Usage:

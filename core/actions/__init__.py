@@ -19,7 +19,8 @@ from core.actions.outcomes import (
     Verified,
 )
 from core.actions.policy import ApproverPolicy
-from core.actions.runner import RunAuthority, Runner, RunReport, idempotency_key
+from core.actions.run_authority import RunAuthority, RunReport, idempotency_key
+from core.actions.runner import Runner
 
 __all__ = [
     "CONDITIONS",

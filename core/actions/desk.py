@@ -1,7 +1,7 @@
 """The action desk: the one door to actions — propose, decide (approve / deny), execute, compensate, verify, sweep.
 
 Agents reach it through their ``Proposer`` port (``propose``); Slack through ``decide`` and ``compensate`` (the
-``SlackHooks``, which render the typed outcomes: ``adapters/slack/outcomes.py``); the ``actions`` outbox sender
+``SlackPorts``, which render the typed outcomes: ``adapters/slack/outcomes.py``); the ``actions`` outbox sender
 and the periodic sweep through ``execute`` / ``verify`` / ``sweep``. Every decision is one transaction on the
 scope's log, decided from the state inside it. This façade only delegates, room by room: ``proposals``,
 ``approvals``, ``compensation``, ``verifier``, ``sweep`` (their shared collaborators: ``context.DeskContext``).

@@ -19,73 +19,13 @@ IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_top
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
     async def on_message(req: Req) -> None:
-        event = req.event
-        subtype = event.get("subtype")
-        if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
-            return
-        channel = event.get("channel", "")
-        if subtype == "message_changed":
-            await _edited(deps, channel, event)
-            return
-        if subtype == "message_deleted":
-            await _deleted(deps, channel, event)
-            return
-        if req.scope is None:  # not a person's message in an incident's thread or channel (message_scope)
-            return
-        payload = Message(
-            text=event.get("text", ""), channel=channel, ts=event["ts"], thread_ts=event.get("thread_ts", "")
-        )
-        result = await deps.service.record(req.scope, "message", payload, req.actor, idempotency_key=req.key)
-        if result.duplicate:
-            deps.count("duplicate_deliveries")
+        await _message(deps, req)
 
     async def on_mention(req: Req) -> None:
-        event, where = req.event, req.where
-        text = grammar.strip_mention(event.get("text", ""), req.context.get("bot_user_id"))
-        cmd = subcommands.parse(text)
-        if cmd.name == "declare" and not cmd.args.get("title"):
-            reply_text, blocks = (
-                "Give the incident a title: `@decklog declare <title> [sev1-4]`, or use `/incident declare`.",
-                None,
-            )
-        else:
-            reply = await deps.runner.run(cmd, req.actor, where, req.key)
-            reply_text, blocks = reply.text, reply.blocks or None
-            if reply.notify:  # issue 18: handover shows the new holder the catch-up
-                await subcommands.handlers.send_notify(req.client, where, reply.notify)
-        if reply_text:
-            await req.client.chat_postEphemeral(
-                channel=where.channel,
-                user=where.user,
-                thread_ts=where.thread_ts or None,
-                text=reply_text,
-                blocks=blocks,
-            )
+        await _mention(deps, req)
 
     async def on_reaction(req: Req) -> None:
-        event, scope, message = req.event, req.scope, req.context.get(MESSAGE)
-        if scope is None or message is None:  # not a reaction decklog reads, or not in an incident (reaction_scope)
-            return
-        item, name = event["item"], event.get("reaction", "")
-        channel, ts = item["channel"], item["ts"]
-        if name in PIN_REACTIONS:
-            author = message.get("user", "") or message.get("bot_id", "")
-            evidence = Evidence(text=message.get("text", ""), channel=channel, ts=ts, author=author)
-            await deps.service.record(
-                scope, "evidence", evidence, req.actor, idempotency_key=f"slack:pin:{channel}:{ts}"
-            )
-            return
-        meta = (message.get("metadata") or {}).get("event_payload") or {}
-        if not meta.get("seq"):
-            return
-        entries = await deps.store.read_seqs(scope, [int(meta["seq"])])
-        if not entries or entries[0].kind != "suggestion":
-            return
-        verdict = "accepted" if name in ACCEPT_REACTIONS else "dismissed"
-        sid = getattr(entries[0].payload, "suggestion_id", "")
-        await deps.service.suggestion_feedback(
-            scope, sid, verdict, req.actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
-        )
+        await _reaction(deps, req)
 
     async def on_home(req: Req) -> None:
         if req.event.get("tab", "home") != "home":
@@ -100,6 +40,74 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
         ("app_home_opened", on_home, [events]),
     ):
         app.event(name, middleware=chain)(acked(deps, work, ack_automatically))
+
+
+async def _message(deps: SlackDeps, req: Req) -> None:
+    event = req.event
+    subtype = event.get("subtype")
+    if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
+        return
+    channel = event.get("channel", "")
+    if subtype == "message_changed":
+        await _edited(deps, channel, event)
+        return
+    if subtype == "message_deleted":
+        await _deleted(deps, channel, event)
+        return
+    if req.scope is None:  # not a person's message in an incident's thread or channel (message_scope)
+        return
+    payload = Message(text=event.get("text", ""), channel=channel, ts=event["ts"], thread_ts=event.get("thread_ts", ""))
+    result = await deps.service.record(req.scope, "message", payload, req.actor, idempotency_key=req.key)
+    if result.duplicate:
+        deps.count("duplicate_deliveries")
+
+
+async def _mention(deps: SlackDeps, req: Req) -> None:
+    event, where = req.event, req.where
+    text = grammar.strip_mention(event.get("text", ""), req.context.get("bot_user_id"))
+    cmd = subcommands.parse(text)
+    if cmd.name == "declare" and not cmd.args.get("title"):
+        reply_text, blocks = (
+            "Give the incident a title: `@decklog declare <title> [sev1-4]`, or use `/incident declare`.",
+            None,
+        )
+    else:
+        reply = await deps.runner.run(cmd, req.actor, where, req.key)
+        reply_text, blocks = reply.text, reply.blocks or None
+        if reply.notify:  # issue 18: handover shows the new holder the catch-up
+            await subcommands.handlers.send_notify(req.client, where, reply.notify)
+    if reply_text:
+        await req.client.chat_postEphemeral(
+            channel=where.channel,
+            user=where.user,
+            thread_ts=where.thread_ts or None,
+            text=reply_text,
+            blocks=blocks,
+        )
+
+
+async def _reaction(deps: SlackDeps, req: Req) -> None:
+    event, scope, message = req.event, req.scope, req.context.get(MESSAGE)
+    if scope is None or message is None:  # not a reaction decklog reads, or not in an incident (reaction_scope)
+        return
+    item, name = event["item"], event.get("reaction", "")
+    channel, ts = item["channel"], item["ts"]
+    if name in PIN_REACTIONS:
+        author = message.get("user", "") or message.get("bot_id", "")
+        evidence = Evidence(text=message.get("text", ""), channel=channel, ts=ts, author=author)
+        await deps.service.record(scope, "evidence", evidence, req.actor, idempotency_key=f"slack:pin:{channel}:{ts}")
+        return
+    meta = (message.get("metadata") or {}).get("event_payload") or {}
+    if not meta.get("seq"):
+        return
+    entries = await deps.store.read_seqs(scope, [int(meta["seq"])])
+    if not entries or entries[0].kind != "suggestion":
+        return
+    verdict = "accepted" if name in ACCEPT_REACTIONS else "dismissed"
+    sid = getattr(entries[0].payload, "suggestion_id", "")
+    await deps.service.suggestion_feedback(
+        scope, sid, verdict, req.actor, idempotency_key=f"slack:feedback:{scope}:{sid}"
+    )
 
 
 async def home_view(deps: SlackDeps) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Which tracker this process files follow-ups in: GitHub when DECKLOG_GITHUB_REPO and DECKLOG_GITHUB_TOKEN are
 set, else Jira when DECKLOG_JIRA_URL, DECKLOG_JIRA_EMAIL, DECKLOG_JIRA_TOKEN and DECKLOG_JIRA_PROJECT are; else
-none (follow-ups stay in the log, their ``trackers`` rows pending until a tracker is configured)."""
+none (follow-ups stay in the log, their ``trackers`` rows pending until a tracker is configured). It reads
+Settings, so it lives in bot/ (adapters/trackers/ never imports bot/)."""
 
 from __future__ import annotations
 

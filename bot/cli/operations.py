@@ -1,0 +1,114 @@
+"""The commands on the whole data directory: backup, restore, doctor, reindex, insights, migrate; and the two that
+run a process: serve and demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.cli.common import EXIT_OK, data_exists, log_chain_key, opened_runtime, package_version, reindex_all
+from bot.cli.parser import UsageError
+from bot.settings import Settings
+from core.errors import NotFound
+
+
+async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
+    from core.store.backup import backup
+
+    manifest = backup(Path(settings.data_dir), args.dest, key=log_chain_key(settings), version=package_version())
+    scopes = [f for f in manifest["files"] if "scope" in f]
+    entries = sum(f["entries"] for f in scopes)
+    print(f"backed up {len(scopes)} scopes ({entries} entries) and {len(manifest['files']) - len(scopes)} other files")
+    print(f"to {args.dest}; every copy verifies (manifest.json)")
+    return EXIT_OK
+
+
+async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
+    from core.store.backup import restore
+
+    count = restore(args.src, Path(settings.data_dir), key=log_chain_key(settings))
+    print(f"restored {count} scopes from {args.src} into {settings.data_dir}; every scope verifies")
+    return EXIT_OK
+
+
+async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    if not data_exists(settings):
+        print(f"no data directory at {settings.data_dir}: nothing to check")
+        return EXIT_OK
+    async with opened_runtime(settings) as rt:
+        scopes = await rt.store.scope_ids()
+        pending_total, parked_total, revived = 0, 0, 0
+        for sid in scopes:
+            summary = await rt.store.outbox_summary(sid)
+            parked = await rt.store.outbox_parked(sid)
+            for topic, n in sorted(summary.pending.items()):
+                pending_total += n
+                print(f"{sid}  {topic:<8} pending {n}")
+            for item in parked:
+                parked_total += 1
+                print(
+                    f"{sid}  {item.topic:<8} PARKED  #{item.seq} {item.kind} after {item.attempts} attempts: {item.error}"
+                )
+            if args.retry and parked:
+                revived += await rt.store.outbox_retry_parked(sid)
+        print(f"{len(scopes)} scopes; {pending_total} pending, {parked_total} parked outbox rows")
+        if args.retry:
+            print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
+    return EXIT_OK
+
+
+async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
+    if not data_exists(settings):
+        raise NotFound(f"no data directory at {settings.data_dir}")
+    async with opened_runtime(settings) as rt:
+        count, entries = await reindex_all(rt)
+    where = "the database's index" if settings.database_url else Path(settings.data_dir) / "index.db"
+    print(f"reindexed {count} scopes ({entries} entries) into {where}")
+    return EXIT_OK
+
+
+async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
+    from core.insights import compute, parse_days, render_text
+
+    days = parse_days(args.since, field="--since")
+    now = datetime.now(UTC).timestamp()
+    if not data_exists(settings):
+        from core.insights import insights
+
+        body = insights([], since_days=days, now=now)
+    else:
+        async with opened_runtime(settings) as rt:
+            if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
+                await reindex_all(rt)
+            body = await compute(rt.index, since_days=days, now=now)
+    print(json.dumps(body, indent=2) if args.json else render_text(body))
+    return EXIT_OK
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.migrate import describe, migrate
+    from core.store.postgres_schema import is_postgres_url
+
+    if not is_postgres_url(args.to):
+        raise UsageError("--to must be a postgresql:// or postgresql+psycopg:// URL")
+    counts = await asyncio.to_thread(migrate, Path(settings.data_dir), args.to)
+    for line in describe(counts):
+        print(line)
+    return EXIT_OK
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.server import serve_forever
+
+    code: int = serve_forever(settings, socket_mode=args.socket_mode)
+    return code
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.demo import run_demo
+
+    code: int = asyncio.run(run_demo(settings, data_dir=args.data_dir))
+    return code

@@ -1,0 +1,103 @@
+"""``decklog verify``: read-only checks of the hash chains and that each stored state equals the fold of its
+log (SQLite scope files or PostgreSQL), and with ``--all`` the index against the scopes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.cli.common import EXIT_FAILED, EXIT_OK, log_chain_key, require_data
+from bot.cli.parser import UsageError
+from bot.settings import Settings
+from core.errors import NotFound
+from core.ids import ScopeId
+
+
+async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
+    """Read-only: scope files are opened with SQLite ``mode=ro``/``immutable`` or a private copy
+    (core/store/readonly.py); no index, no dispatcher, nothing written into the data directory."""
+    from core.store.readonly import verify_scope_file
+
+    if args.all == bool(args.scope):
+        raise UsageError("name one SCOPE, or --all")
+    key = log_chain_key(settings)
+    if settings.database_url:
+        return await _verify_database(settings, None if args.all else str(ScopeId.parse(args.scope)))
+    if args.all:
+        return await _verify_all(settings, key)
+    scope = str(ScopeId.parse(args.scope))
+    require_data(settings, scope)
+    path = Path(settings.data_dir) / "scopes" / f"{ScopeId.parse(scope).file_stem}.db"
+    return _verify_said(scope, verify_scope_file(path, scope, key=key), key)
+
+
+def _verify_said(scope: str, report: Any, key: Any) -> int:
+    if report.ok:
+        chain = "keyed hash chain (HMAC-SHA256)" if report.keyed else "hash chain"
+        print(f"ok: {scope}: {report.entries} entries, {chain} intact, stored state equals the fold of the log")
+        if key is not None and not report.keyed:
+            print(f"decklog: warning: {scope} is not keyed (declared without DECKLOG_LOG_KEY)", file=sys.stderr)
+        return EXIT_OK
+    print(f"decklog: verify failed: {scope}: seq {report.first_bad_seq}: {report.reason}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+async def _verify_database(settings: Settings, scope: str | None) -> int:
+    """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
+    with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
+    from core.index_postgres import PostgresIndex
+    from core.store.postgres import PostgresLogStore
+
+    assert settings.database_url is not None
+    log_key = settings.log_key.get_secret_value() if settings.log_key else None
+    store = PostgresLogStore(settings.database_url, log_key=log_key, threads=2)
+    try:
+        if scope is not None:
+            return _verify_said(scope, await store.verify(scope), store.chain_key)
+        problems: list[str] = []
+        scopes = [str(s) for s in await store.scope_ids()]
+        for sid in scopes:
+            report = await store.verify(sid)
+            if not report.ok:
+                problems.append(f"{sid}: seq {report.first_bad_seq}: {report.reason}")
+        index = PostgresIndex(store.engine, store.executor)
+        rows = {r.id: r for r in await index.list_scopes()}
+        for sid in scopes:
+            state, row = await store.get_state(sid), rows.get(sid)
+            if row is None:
+                problems.append(f"{sid}: missing from the index")
+            elif (row.title, row.status, row.severity) != (state.title, state.status, state.severity):
+                problems.append(
+                    f"{sid}: the index says {row.title!r} {row.status} SEV{row.severity}, the log says "
+                    f"{state.title!r} {state.status} SEV{state.severity}"
+                )
+        problems += [f"{sid}: in the index but has no log" for sid in sorted(set(rows) - set(scopes))]
+    finally:
+        await store.close()
+    for line in problems:
+        print(f"decklog: {line}", file=sys.stderr)
+    summary = f"{len(scopes) - sum(1 for p in problems if ': seq ' in p)} of {len(scopes)} scopes verify"
+    if problems:
+        print(f"decklog: verify --all: {len(problems)} problems; {summary}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: {summary}; the index agrees with the scopes")
+    return EXIT_OK
+
+
+async def _verify_all(settings: Settings, key: Any) -> int:
+    from core.store.audit import audit
+
+    data_dir = Path(settings.data_dir)
+    if not data_dir.is_dir():
+        raise NotFound(f"no data directory at {data_dir}")
+    result = await audit(data_dir, key=key)
+    for line in result.problems:
+        print(f"decklog: {line}", file=sys.stderr)
+    summary = f"{result.ok} of {result.scopes} scopes verify ({result.keyed} keyed)"
+    if result.problems:
+        print(f"decklog: verify --all: {len(result.problems)} problems; {summary}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"ok: {summary}; index.db agrees with the scopes")
+    return EXIT_OK
