@@ -7,8 +7,9 @@ as one line: "+37 alerts in the last minute: 2 new (…), 33 repeats, 2 resolved
 
 ``AlertSummarizer`` arms a per-scope alarm when an unsummarised alert is appended; where it got to lives in the
 scope's memo (topic ``alerts``) and in the summaries themselves, so a restart re-arms from the log. While alerts
-keep coming, the gap between summaries doubles (one interval, then two, four, at most ``BACKOFF_MAX``): a storm
-of a few minutes gives its incident a header and two or three summaries, not one a minute.
+keep coming, the gap between summaries doubles (two intervals after the first, then four, at most ``BACKOFF_MAX``):
+a storm of a couple of minutes gives its incident a header and two summaries, not one a minute; the header's
+counters (updated in place) stay live meanwhile.
 """
 
 from __future__ import annotations
@@ -163,8 +164,9 @@ class AlertSummarizer:
         return f"alerts:summary:{scope}"
 
     def gap(self, streak: int) -> float:
-        """The least time between a summary and the next, after ``streak`` consecutive ones."""
-        return float(self.interval * min(1 << max(streak - 1, 0), BACKOFF_MAX))
+        """The least time between a summary and the next, after ``streak`` consecutive ones: one interval after
+        none, then two, four, at most ``BACKOFF_MAX`` intervals."""
+        return float(self.interval * min(1 << streak, BACKOFF_MAX))
 
     def notice(self, scope: str) -> None:
         """An alert that needs summarising was appended to ``scope``: make sure a summary run is scheduled."""
