@@ -7,7 +7,8 @@
 Vendor payloads never get here: ``adapters/alerts`` turns them into ``core.signals.AlertSignal``.
 """
 
-from core.alerts.router import AlertRouter, RateLimiter
+from core.alerts.caches import RateLimiter
+from core.alerts.router import AlertRouter
 from core.alerts.rules import (
     ALERTS_ACTOR,
     SUMMARY_SOURCE,

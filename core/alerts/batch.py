@@ -11,8 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE, TITLE_MAX, clip
+from core.alerts.rules import (
+    ALERTS_ACTOR,
+    SUMMARY_SOURCE,
+    TITLE_MAX,
+    AlertPolicy,
+    alert_observation,
+    clip,
+    map_severity,
+    notification_key,
+)
 from core.entries import Actor, NewEntry, Observation, ScopeLinked, SeverityChanged, Suggestion
 from core.signals import AlertSignal
 from core.state import ScopeState
@@ -101,6 +111,26 @@ class Prepared:
     severity: int
     key: str | None
     entry: NewEntry
+
+
+def prepare(policy: AlertPolicy, part: Part, raw: dict[str, Any]) -> list[Prepared]:
+    """Each alert of ``part`` ready to append; ``raw`` (the vendor payload) goes on the first observation only."""
+    actor = Actor.system(part.first.source)
+    return [prepare_one(policy, part, n, raw, actor=actor) for n in range(len(part.items))]
+
+
+def prepare_one(
+    policy: AlertPolicy, part: Part, n: int, raw: dict[str, Any], *, opened: bool = False, actor: Actor | None = None
+) -> Prepared:
+    """The ``n``-th alert of ``part``; ``opened``: its observation is the one that opens the incident."""
+    index, signal = part.items[n]
+    severity = map_severity(policy, signal.source, signal.source_severity)
+    key = notification_key(signal)
+    observation = alert_observation(
+        signal, severity=severity, raw=raw if n == 0 else None, opened_incident=opened, key=key, group=part.group
+    )
+    who = actor if actor is not None and actor.id == signal.source else Actor.system(signal.source)
+    return Prepared(index, signal, severity, key, NewEntry.make("observation", who, observation, idempotency_key=key))
 
 
 @dataclass
@@ -244,6 +274,16 @@ def _all_clear(state: ScopeState, items: Sequence[Prepared]) -> NewEntry | None:
     )
 
 
+def opening_severity(items: Sequence[Prepared]) -> int:
+    """The severity an incident opens with: the last authoritative priority (PagerDuty), else the most severe
+    firing alert, else the first alert's."""
+    setting = [i for i in items if i.signal.sets_severity and i.signal.status != "resolved"]
+    if setting:
+        return setting[-1].severity
+    firing = [i.severity for i in items if i.signal.status == "firing" and i.signal.source_severity]
+    return min(firing) if firing else items[0].severity
+
+
 def group_title(part: Part) -> str:
     """The title of an incident a part opens: the alert's, or the group's when it holds several alerts."""
     titles = list(dict.fromkeys(" ".join(s.title.split()) for s in part.signals))
@@ -264,3 +304,7 @@ def link_entry(scope: str, relation: str, reason: str, source: str) -> NewEntry:
     return NewEntry.make(
         "scope_linked", Actor.system(source), ScopeLinked(scope=scope, relation=relation, reason=reason)
     )
+
+
+def split_reason(part: Part) -> str:
+    return f"the same {source_name(part.first.source)} notification, another service"

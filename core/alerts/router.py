@@ -1,20 +1,17 @@
-"""The alert application service: each normalised alert goes to exactly one place in the log.
+"""The alert application service: each notification's alerts go to exactly one place in the log.
 
-Routing of one alert (``AlertRouter.receive``), in order:
+A request's signals are split into parts (``batch.partition``: a vendor group, split only where explicit service
+labels differ, else a lone alert); each part, in order:
 
-1. its fingerprint has an open incident → the observation is appended there (a repeat, a resolve, an ack);
-2. else a resolve or an acknowledgement is ``ignored`` (it opens nothing);
-3. else a firing alert on a service whose open incident saw an alert (or was declared) within the grouping
-   window ``joins`` that incident;
-4. else, while its source is over the per-minute rate limit, it joins (or opens) the source's alert-storm
-   incident, so that a storm gives Slack one header and summaries instead of a header per alert;
-5. else a ``new`` incident is declared (title from the alert, ``via="alert"``, severity mapped) with the alert
-   observation in the same transaction.
+1. its group (or lone fingerprint) has an open incident → its observations are appended there, in one transaction;
+2. else a part with no firing alert is ``ignored`` (it opens nothing);
+3. else a lone alert (or a group with an explicit service) joins the open incident of its service that saw an
+   alert within the grouping window; over its source's per-minute rate limit, the source's alert-storm incident;
+4. else a ``new`` incident is declared with the part's observations in the same transaction.
 
-Appends are ``decide`` callables (``rules.append_alert``): "is this still an open incident?" and "is this the
-all-clear?" are answered inside the append's transaction. Known fingerprints take a lock-free fast path; anything
-that may declare or join runs under in-process locks on the fingerprint and the service, and claims the
-fingerprint in the index before the lock is released, so concurrent first alerts open one incident.
+Appends are ``decide`` callables (``batch.decide_batch``), answered inside the append's transaction. Known groups
+and fingerprints take a lock-free fast path; what may declare or join runs under in-process locks and claims its
+group (or fingerprint) in the index before the lock is released, so concurrent first alerts open one incident.
 """
 
 from __future__ import annotations
@@ -22,19 +19,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from core.alerts import batch, rules
+from core.alerts import batch, outcomes, rules
 from core.alerts.batch import Chosen, Part, Prepared
+from core.alerts.caches import RateLimiter, Recent
 from core.alerts.locks import KeyedLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
+from core.ids import slugify
 from core.index import Index
 from core.service import ScopeService
 from core.signals import AlertSignal
@@ -44,56 +42,6 @@ from core.store import LogStore
 log = logging.getLogger(__name__)
 
 WARM_INCIDENTS = 2000  # unresolved incidents read at start-up (newest first)
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class Recent(Generic[K, V]):
-    """A bounded mapping that forgets the least recently written keys (caches in front of the index)."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self.size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        return self._items.get(key)
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-    def pop(self, key: K) -> None:
-        self._items.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-class RateLimiter:
-    """Per source: is this alert beyond ``limit`` in the last 60 s? Keeps only the last ``limit`` arrival times."""
-
-    def __init__(self, limit: int, *, window: float = 60.0, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.limit = limit
-        self.window = window
-        self._monotonic = monotonic
-        self._arrivals: dict[str, deque[float]] = {}
-
-    def hit(self, source: str) -> bool:
-        """Count one alert; True when it is over the limit (``limit`` others arrived within the window)."""
-        now = self._monotonic()
-        arrivals = self._arrivals.setdefault(source, deque(maxlen=self.limit))
-        over = len(arrivals) == self.limit and now - arrivals[0] < self.window
-        arrivals.append(now)
-        return over
-
-    def seed(self, source: str, *, age: float) -> None:
-        """Count ``source`` as over the limit, as if ``limit`` alerts had arrived ``age`` seconds ago (a restart
-        during a storm: the storm incident's last alert says the storm was going on)."""
-        if self.limit > 0 and 0 <= age < self.window:
-            self._arrivals[source] = deque([self._monotonic() - age] * self.limit, maxlen=self.limit)
 
 
 class AlertRouter:
@@ -183,28 +131,9 @@ class AlertRouter:
 
     # -- routing ----------------------------------------------------------------------------------------------
 
-    def _prepare(self, part: Part, raw: dict[str, Any], *, opened: bool = False) -> list[Prepared]:
-        out: list[Prepared] = []
-        actors: dict[str, Actor] = {}
-        for n, (index, signal) in enumerate(part.items):
-            actor = actors.get(signal.source) or actors.setdefault(signal.source, Actor.system(signal.source))
-            severity = rules.map_severity(self.policy, signal.source, signal.source_severity)
-            key = rules.notification_key(signal)
-            observation = rules.alert_observation(
-                signal,
-                severity=severity,
-                raw=raw if n == 0 else None,
-                opened_incident=opened and n == 0,
-                key=key,
-                group=part.group,
-            )
-            entry = NewEntry.make("observation", actor, observation, idempotency_key=key)
-            out.append(Prepared(index, signal, severity, key, entry))
-        return out
-
     async def _route_part(self, part: Part, raw: dict[str, Any], storm: bool) -> list[tuple[int, AlertOutcome]]:
         first = part.first
-        items = self._prepare(part, raw)
+        items = batch.prepare(self.policy, part, raw)
         service = first.service
         cached = self._groups.get(part.group) if part.group else self._fingerprints.get(first.fingerprint)
         if cached is not None:  # the fast path: no lock, the append itself checks that the incident is open
@@ -219,19 +148,7 @@ class AlertRouter:
                 if done is not None:
                     return done
             if not any(s.status == "firing" for s in part.signals):
-                return [
-                    (
-                        p.index,
-                        AlertOutcome(
-                            p.signal.fingerprint,
-                            p.signal.status,
-                            "ignored",
-                            severity=p.severity,
-                            reason=f"no open incident has this alert; a {p.signal.status} alert opens none",
-                        ),
-                    )
-                    for p in items
-                ]
+                return outcomes.ignored(items)
             target: str | None = None
             if not first.vendor_incident and (not part.group or batch.explicit_service(first)):
                 target = await self._grouping_target(service)
@@ -242,7 +159,7 @@ class AlertRouter:
                 if done is not None:
                     await self._claim(part, target)
                     return done
-            return await self._declare(part, raw, storm=storm)
+            return await self._declare(part, items, raw, storm=storm)
 
     async def _known_scope(self, part: Part) -> str | None:
         """The open incident this part's group (or lone alert's fingerprint) was routed to, per the index."""
@@ -284,9 +201,7 @@ class AlertRouter:
                         return out or None
                     out.extend(one)
                 return out
-            seq = result.entries[0].seq if result.entries else 0
-            p = items[0]
-            return [(p.index, AlertOutcome(p.signal.fingerprint, p.signal.status, "duplicate", scope, seq, p.severity))]
+            return outcomes.duplicates(scope, items, result.entries[0].seq if result.entries else 0)
         if result is None or (not result.entries and not chosen.skipped):
             self._forget(scope, part)
             return None
@@ -303,71 +218,34 @@ class AlertRouter:
         storm: bool = False,
         opened: bool = False,
     ) -> list[tuple[int, AlertOutcome]]:
-        suggested = any(e.kind == "suggestion" for e in entries)
-        out: list[tuple[int, AlertOutcome]] = []
-        for item in chosen.skipped:
-            s = item.signal
-            seq = 0
-            out.append((item.index, AlertOutcome(s.fingerprint, s.status, "duplicate", scope, seq, item.severity)))
-        observations = [e for e in entries if e.kind == "observation"]
-        for n, (item, entry) in enumerate(zip(chosen.items, observations, strict=False)):
-            s = item.signal
-            outcome: rules.Outcome
-            if opened:
-                outcome = "new" if n == 0 else "joined"
-            elif s.fingerprint not in chosen.known and joined:
-                outcome = "joined"
-            elif s.status in ("resolved", "acknowledged"):
-                outcome = "resolved" if s.status == "resolved" else "acknowledged"
-            elif s.fingerprint not in chosen.known:
-                outcome = "joined"
-            else:
-                outcome = "repeat"
-            self._fingerprints.put(s.fingerprint, scope)
-            out.append(
-                (
-                    item.index,
-                    AlertOutcome(
-                        s.fingerprint,
-                        s.status,
-                        outcome,
-                        scope,
-                        entry.seq,
-                        item.severity,
-                        storm=storm,
-                        suggested_resolve=suggested and s.status == "resolved",
-                    ),
-                )
-            )
+        """The outcomes of an append to ``scope``; the caches learn where its alerts went."""
+        for item in chosen.items:
+            self._fingerprints.put(item.signal.fingerprint, scope)
         if part.group:
             self._groups.put(part.group, scope)
         if entries:
             self._remember(scope, part.first.service, entries[-1].at)
-        return sorted(out, key=lambda pair: pair[0])
+        return outcomes.appended(scope, chosen, entries, joined=joined, storm=storm, opened=opened)
 
-    async def _declare(self, part: Part, raw: dict[str, Any], *, storm: bool) -> list[tuple[int, AlertOutcome]]:
+    async def _declare(
+        self, part: Part, items: list[Prepared], raw: dict[str, Any], *, storm: bool
+    ) -> list[tuple[int, AlertOutcome]]:
         first = part.first
         source = first.source
-        items = self._prepare(part, raw, opened=not storm)
-        firing = [i for i in items if i.signal.status == "firing" and i.signal.source_severity]
-        setting = [i for i in items if i.signal.sets_severity and i.signal.status != "resolved"]
-        if setting:
-            severity = setting[-1].severity
-        elif firing:
-            severity = min(i.severity for i in firing)
-        else:
-            severity = items[0].severity
+        if not storm:  # the first observation is the one the header shows
+            items = [batch.prepare_one(self.policy, part, 0, raw, opened=True), *items[1:]]
+        severity = batch.opening_severity(items)
         title = rules.storm_title(source, self.policy.rate_limit_per_minute) if storm else batch.group_title(part)
         links = await self._links(part)
-        services = list(dict.fromkeys(s.service for s in part.signals if s.service))
         probe = ScopeState(scope="incident/new", severity=severity, version=1)
         chosen = Chosen()
         then = batch.decide_batch(probe, items, group=part.group, chosen=chosen, links=links)
+        claimed = await self._claim_ahead(part, title, items[0].key)
         result = await self.service.declare(
             title=title,
             actor=Actor.system(source),
             severity=severity,
-            services=services,
+            services=list(dict.fromkeys(s.service for s in part.signals if s.service)),
             summary=first.summary,
             via="alert",
             idempotency_key=items[0].key,
@@ -375,19 +253,28 @@ class AlertRouter:
         )
         scope = result.state.scope
         if result.duplicate:
-            seq = result.entries[-1].seq if result.entries else 0
-            return [
-                (i.index, AlertOutcome(i.signal.fingerprint, i.signal.status, "duplicate", scope, seq, i.severity))
-                for i in items
-            ]
-        await self._claim(part, scope)
+            return outcomes.duplicates(scope, items, result.entries[-1].seq if result.entries else 0)
+        if claimed != scope:
+            await self._claim(part, scope)
         if storm:
             self._storms[source] = scope
         for sibling in part.siblings:
             other = self._groups.get(sibling)
             if other is not None and other != scope:
-                await self.store.append(other, [batch.link_entry(scope, "related", _split_reason(part), source)])
+                await self.store.append(other, [batch.link_entry(scope, "related", batch.split_reason(part), source)])
         return self._outcomes(scope, part, chosen, result.entries[1:], joined=True, storm=storm, opened=True)
+
+    async def _claim_ahead(self, part: Part, title: str, key: str | None) -> str | None:
+        """Reserve the new incident's id (under the notification's identity, which ``declare`` then finds) and
+        claim the group for it *before* the declaration commits: once it commits, delivering its entries keeps
+        the index busy, and the claim would wait behind that. Only for a group with a notification identity."""
+        if not part.group or not key:
+            return None
+        sid = await self.index.reserve_scope(
+            "incident", slugify(" ".join(title.split())), exact=False, on_disk=self.store.holds, inbound_key=key
+        )
+        await self._claim(part, str(sid))
+        return str(sid)
 
     async def _links(self, part: Part) -> list[NewEntry]:
         """Links of a new incident: to the incident the vendor reopened, and to its siblings of a split
@@ -405,7 +292,7 @@ class AlertRouter:
         for sibling in part.siblings:
             other = self._groups.get(sibling)
             if other is not None:
-                out.append(batch.link_entry(other, "related", _split_reason(part), first.source))
+                out.append(batch.link_entry(other, "related", batch.split_reason(part), first.source))
         return out
 
     async def _claim(self, part: Part, scope: str) -> None:
@@ -496,7 +383,3 @@ class AlertRouter:
         for source, storm in list(self._storms.items()):
             if storm == scope:
                 del self._storms[source]
-
-
-def _split_reason(part: Part) -> str:
-    return f"the same {batch.source_name(part.first.source)} notification, another service"

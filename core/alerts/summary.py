@@ -6,7 +6,10 @@ repeat, a resolve, an acknowledgement) is folded into at most one summary a minu
 as one line: "+37 alerts in the last minute: 2 new (…), 33 repeats, 2 resolved · 3 of 5 firing".
 
 ``AlertSummarizer`` arms a per-scope alarm when an unsummarised alert is appended; where it got to lives in the
-scope's memo (topic ``alerts``) and in the summaries themselves, so a restart re-arms from the log.
+scope's memo (topic ``alerts``) and in the summaries themselves, so a restart re-arms from the log. While alerts
+keep coming, the gap between summaries doubles (two intervals after the first, then four, at most ``BACKOFF_MAX``):
+a storm of a couple of minutes gives its incident a header and two summaries, not one a minute; the header's
+counters (updated in place) stay live meanwhile.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 MEMO_TOPIC = "alerts"
 MEMO_KEY = "summary"
 TITLES_SHOWN = 3
+BACKOFF_MAX = 8  # at most this many intervals between two summaries of an incident that keeps alerting
 
 
 def is_alert(entry: Entry) -> bool:
@@ -146,6 +150,7 @@ class AlertSummarizer:
         self._wall = wall
         self._now = clock
         self._last: dict[str, float] = {}  # scope → wall time of its last summary (this process)
+        self._streak: dict[str, int] = {}  # scope → consecutive summaries (each within twice its gap of the last)
         self._running: set[str] = set()
         self._dirty: set[str] = set()
         self.appended = 0
@@ -158,6 +163,11 @@ class AlertSummarizer:
     def key(self, scope: str) -> str:
         return f"alerts:summary:{scope}"
 
+    def gap(self, streak: int) -> float:
+        """The least time between a summary and the next, after ``streak`` consecutive ones: one interval after
+        none, then two, four, at most ``BACKOFF_MAX`` intervals."""
+        return float(self.interval * min(1 << streak, BACKOFF_MAX))
+
     def notice(self, scope: str) -> None:
         """An alert that needs summarising was appended to ``scope``: make sure a summary run is scheduled."""
         if scope in self._running:
@@ -167,7 +177,8 @@ class AlertSummarizer:
         if self.alarm.pending(key):
             return
         last = self._last.get(scope)
-        delay = self.coalesce if last is None else max(self.coalesce, last + self.interval - self._wall())
+        gap = self.gap(self._streak.get(scope, 0))
+        delay = self.coalesce if last is None else max(self.coalesce, last + gap - self._wall())
         self.alarm.set(key, delay, partial(self.run, scope))
 
     async def run(self, scope: str) -> None:
@@ -190,15 +201,18 @@ class AlertSummarizer:
         memo = await self.store.memo_get(scope, MEMO_TOPIC, MEMO_KEY) or {}
         if "at" in memo:
             self._last[scope] = max(self._last.get(scope, 0.0), float(memo["at"]))
+            self._streak[scope] = int(memo.get("streak", 1))
         newest = max((a.last_seq for a in state.alerts.values()), default=0)
         return newest > int(memo.get("through", 0))
 
     async def _summarise(self, scope: str) -> None:
         memo = await self.store.memo_get(scope, MEMO_TOPIC, MEMO_KEY) or {}
         last_at = float(memo.get("at", 0.0))
-        wait = last_at + self.interval - self._wall()
-        if wait > 0:  # a summary went out less than an interval ago (e.g. before a restart): not yet
+        streak = int(memo.get("streak", 1 if last_at else 0))
+        wait = last_at + self.gap(streak) - self._wall()
+        if wait > 0:  # a summary went out less than its gap ago (e.g. before a restart): not yet
             self._last[scope] = last_at
+            self._streak[scope] = streak
             self.alarm.set(self.key(scope), max(wait, self.coalesce), partial(self.run, scope))
             return
         through = int(memo.get("through", 0))
@@ -228,8 +242,10 @@ class AlertSummarizer:
         )
         self.appended += 1
         at = self._wall()
+        streak = streak + 1 if last_at and at - last_at < 2 * self.gap(streak) else 1  # still alerting: back off
         self._last[scope] = at
-        await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, {"through": upto, "at": at})
+        self._streak[scope] = streak
+        await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, {"through": upto, "at": at, "streak": streak})
 
     async def rearm(self, scopes: Iterable[str]) -> int:
         """Schedule a run for each scope with alert observations past the memo's mark; returns how many."""

@@ -206,7 +206,136 @@ def alertmonitor_icmp(status: str) -> list[AlertSignal]:
     ]
 
 
+def ocean_elb(status: str, priority: str, event_id: str, occurred: datetime, summary: str = "") -> list[AlertSignal]:
+    """The captured PagerDuty incident Q19Z7CCJDTBD40 (nudgebee's tests) and the events derived from it."""
+    labels = {"urgency": "high", "priority": priority, "incident_number": "320681", "service_id": "PZ55WG8"}
+    if not priority:
+        del labels["priority"]
+    return [
+        AlertSignal(
+            source="pagerduty",
+            fingerprint="Q19Z7CCJDTBD40",
+            status=status,
+            title="ALARM: CRITICAL | AWS APP | ELB | mm-carrier-updates-worker-stg-al2-r2... in US East (N. Virginia)",
+            service="Event_Catchall_ocean",
+            source_severity=priority or "high",
+            summary=summary,
+            labels={**labels, "escalation_policy": "SRE-ISBU-Ocean"},
+            links=(Link(url="https://example-inc.pagerduty.com/incidents/Q19Z7CCJDTBD40", title="PagerDuty incident"),),
+            started_at=utc(2025, 8, 2, 15, 45, 53),
+            ended_at=occurred if status == "resolved" else None,
+            event_id=event_id,
+            occurred_at=occurred,
+        )
+    ]
+
+
+GRAFANA_CLOUD = "https://pytorchci.grafana.net"
+GRAFANA_NODATA = AlertSignal(
+    source="grafana",
+    fingerprint="c50ae7bba42b3626",
+    status="firing",
+    title="TEST MODE: this is summary: Viable/strict is broken",
+    summary="TEST MODE: You should have a description Fix HUD",  # valueString "": no Value line
+    labels={
+        "alertname": "DatasourceNoData",
+        "datasource_uid": "grafanacloud-prom",
+        "grafana_folder": "GrafanaCloud",
+        "ref_id": "A",
+        "rulename": "viable/strict is broken",
+    },
+    links=(
+        Link(url=f"{GRAFANA_CLOUD}/alerting/grafana/eewi8oa4ccef4e/view?orgId=1", title="Source"),
+        Link(url="https://hud.pytorch.org", title="Runbook"),
+        Link(
+            url=f"{GRAFANA_CLOUD}/alerting/silence/new?alertmanager=grafana&matcher=__alert_rule_uid__%3Deewi8oa4ccef4e"
+            "&matcher=datasource_uid%3Dgrafanacloud-prom&matcher=ref_id%3DA&matcher=rulename%3Dviable%2Fstrict+is+broken"
+            "&orgId=1",
+            title="Silence",
+        ),
+        Link(
+            url=f"{GRAFANA_CLOUD}/d/e9a2a2e9-66d8-4ae3-ac6a-db76ab17321c?from=1758039140000&orgId=1&to=1758042776758",
+            title="Dashboard",
+        ),
+        Link(
+            url=f"{GRAFANA_CLOUD}/d/e9a2a2e9-66d8-4ae3-ac6a-db76ab17321c?from=1758039140000&orgId=1&to=1758042776758"
+            "&viewPanel=1",
+            title="Panel",
+        ),
+    ),
+    started_at=utc(2025, 9, 16, 17, 12, 20),
+)
+GRAFANA_TEST = AlertSignal(
+    source="grafana",
+    fingerprint="57c6d9296de2ad39",
+    status="firing",
+    title="Notification test",
+    summary="Value: [ metric='foo' labels={instance=bar} value=10 ]",
+    labels={"alertname": "TestAlert", "instance": "Grafana"},
+    links=(
+        Link(
+            url="https://alertmanager-prod-us-west-0.grafana.net/alertmanager/alerting/silence/new?alertmanager=grafana"
+            "&matcher=alertname%3DTestAlert&matcher=instance%3DGrafana",
+            title="Silence",
+        ),
+    ),
+    started_at=utc(2025, 9, 16, 17, 11, 19, 283071),
+)
+
+
 EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
+    ("alertmanager", "alertmonitor_icmp_truncated.json"): alertmonitor_icmp("firing")[:2],
+    ("grafana", "cloud_datasource_nodata.json"): [GRAFANA_NODATA],
+    ("grafana", "cloud_test_notification.json"): [GRAFANA_TEST],
+    ("pagerduty", "ocean_elb_triggered.json"): ocean_elb(
+        "firing", "", "01FVSY3TYZRNGRHL3BIQ1RTDG1", utc(2025, 8, 2, 15, 45, 53, 839000)
+    ),
+    ("pagerduty", "ocean_elb_priority_p1.json"): ocean_elb(
+        "firing",
+        "P1",
+        "01FVSY5C2W8JQK0D3N7HXB4M6P",
+        utc(2025, 8, 2, 15, 48, 10, 214000),
+        "Priority updated by user@example.com",
+    ),
+    ("pagerduty", "ocean_elb_priority_p3.json"): ocean_elb(
+        "firing",
+        "P3",
+        "01FVSY9R7T1ZV6E2K4QWN8C3JD",
+        utc(2025, 8, 2, 15, 55, 41, 67000),
+        "Priority updated by user@example.com",
+    ),
+    ("pagerduty", "ocean_elb_resolved.json"): ocean_elb(
+        "resolved",
+        "P3",
+        "01FVSYH0B5XG2P9R6T3KDM7QWE",
+        utc(2025, 8, 2, 16, 21, 2, 493000),
+        "Resolved by user@example.com",
+    ),
+    ("pagerduty", "ocean_elb_reopened.json"): ocean_elb(
+        "firing", "P3", "01FVT0A4N8QC5L2W7H9ZJ3XR6B", utc(2025, 8, 2, 17, 3, 27, 880000), "Reopened by user@example.com"
+    ),
+    ("pagerduty", "nginx_400s_resolved.json"): [
+        AlertSignal(
+            source="pagerduty",
+            fingerprint="QEXAMPLE1",
+            status="resolved",
+            title="NGINXTooMany400s triggered on nudgebee-api-alerts",  # the trailing space is cleaned
+            service="Test-Service",
+            source_severity="high",
+            summary="Resolved by Test User",
+            labels={
+                "urgency": "high",
+                "incident_number": "29",
+                "service_id": "PEXAMPLE",
+                "escalation_policy": "Default",
+            },
+            links=(Link(url="https://example-inc.pagerduty.com/incidents/QEXAMPLE2", title="PagerDuty incident"),),
+            started_at=utc(2025, 2, 12, 10, 15, 8),
+            ended_at=utc(2025, 2, 15, 14, 42, 34, 992000),
+            event_id="01EXAMPLE2AAAAAAAAAAAAAAAA",
+            occurred_at=utc(2025, 2, 15, 14, 42, 34, 992000),
+        )
+    ],
     ("alertmanager", "alertmonitor_icmp_firing.json"): alertmonitor_icmp("firing"),
     ("alertmanager", "alertmonitor_icmp_resolved.json"): alertmonitor_icmp("resolved"),
     ("alertmanager", "probe_failure_firing.json"): [AlertSignal(**AM_PROBE, status="firing")],
@@ -619,6 +748,33 @@ GROUPING: dict[tuple[str, str], tuple[str, bool, str, int, bool, bool, str]] = {
     ("pagerduty", "incident_resolved.json"): ("pagerduty:PGR0VU2", True, "", 0, True, False, ""),
     ("pagerduty", "incident_triggered.json"): ("pagerduty:PGR0VU2", True, "", 0, False, False, ""),
     ("pagerduty", "payments_5xx_triggered.json"): ("pagerduty:Q2P5X8M4K1RZ7B", True, "", 0, True, False, ""),
+    ("alertmanager", "alertmonitor_icmp_truncated.json"): (*ALERTMONITOR_GROUP[:3], 1, *ALERTMONITOR_GROUP[4:]),
+    ("grafana", "cloud_datasource_nodata.json"): (
+        'key:TEST AWS dev webhook alerting system:{}/{__grafana_autogenerated__="true"}/'
+        '{__grafana_receiver__="TEST AWS dev webhook alerting system"}:'
+        '{alertname="DatasourceNoData", grafana_folder="GrafanaCloud"}',
+        False,
+        "TEST MODE: this is summary: Viable/strict is broken",
+        0,
+        False,
+        False,
+        "",
+    ),
+    ("grafana", "cloud_test_notification.json"): (
+        "key:test:test-57c6d9296de2ad39-1758042679",
+        False,
+        "Notification test",
+        0,
+        False,
+        False,
+        "",
+    ),
+    ("pagerduty", "ocean_elb_triggered.json"): ("pagerduty:Q19Z7CCJDTBD40", True, "", 0, False, False, ""),
+    ("pagerduty", "ocean_elb_priority_p1.json"): ("pagerduty:Q19Z7CCJDTBD40", True, "", 0, True, False, ""),
+    ("pagerduty", "ocean_elb_priority_p3.json"): ("pagerduty:Q19Z7CCJDTBD40", True, "", 0, True, False, ""),
+    ("pagerduty", "ocean_elb_resolved.json"): ("pagerduty:Q19Z7CCJDTBD40", True, "", 0, True, False, ""),
+    ("pagerduty", "ocean_elb_reopened.json"): ("pagerduty:Q19Z7CCJDTBD40", True, "", 0, True, True, ""),
+    ("pagerduty", "nginx_400s_resolved.json"): ("pagerduty:QEXAMPLE1", True, "", 0, False, False, ""),
 }
 NOTIFICATION_FIELDS = ("group", "vendor_incident", "group_title", "left_out", "sets_severity", "reopened", "note_id")
 

@@ -340,3 +340,31 @@ async def test_a_summary_is_never_sooner_than_the_interval_even_across_restarts(
 async def _summaries(world: World, scope: str, at_least: int = 1) -> list[Entry]:
     found = [e for e in await world.entries(scope, "observation") if e.payload.source == SUMMARY_SOURCE]
     return found if len(found) >= at_least else []
+
+
+async def test_while_alerts_keep_coming_the_gap_between_summaries_doubles_and_is_kept_across_restarts(
+    world: World,
+) -> None:
+    alarm = AsyncioAlarm()
+    now = [1_000_000.0]
+    (first,) = await world.send(alert("fp-5xx"))
+    scope = first.scope
+    summarizer = AlertSummarizer(world.store, alarm, interval=60, wall=lambda: now[0])
+    assert [summarizer.gap(n) for n in (0, 1, 2, 3, 4)] == [60, 120, 240, 480, 480]
+    made = []
+    for n, at in enumerate([0, 120, 360, 840]):  # each run exactly when the gap after the last one has passed
+        now[0] = 1_000_000.0 + at
+        await world.send(alert("fp-5xx", event_id=f"r{n}"))
+        await summarizer.run(scope)
+        made.append(len(await _summaries(world, scope, 0)))
+    assert made == [1, 2, 3, 4]
+    now[0] += 479  # sooner than the gap after four consecutive summaries (8 intervals): not yet, also after a restart
+    await world.send(alert("fp-5xx", event_id="r9"))
+    restarted = AlertSummarizer(world.store, alarm, interval=60, wall=lambda: now[0])
+    await restarted.run(scope)
+    assert len(await _summaries(world, scope, 0)) == 4 and alarm.pending(restarted.key(scope))
+    now[0] += 2 * 480 + 1  # a quiet spell longer than twice the gap: the next summary starts a new streak
+    await restarted.run(scope)
+    memo = await world.store.memo_get(scope, "alerts", "summary")
+    assert len(await _summaries(world, scope, 0)) == 5 and memo is not None and memo["streak"] == 1
+    await alarm.shutdown()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from adapters import payload_fields as f
@@ -86,6 +87,20 @@ def _status(value: str, path: str) -> str:
     return status
 
 
+@dataclass(frozen=True)
+class _Notification:
+    """What every alert of one notification shares."""
+
+    source: str
+    status: str  # the group's status ("" when absent)
+    base_url: str  # externalURL: relative generatorURLs resolve against it
+    external_link: tuple[str, str]  # (url, title) of the notification's own link, or ("", "")
+    group: str
+    group_title: str
+    left_out: int
+    extras: Extras | None
+
+
 def parse_group(
     payload: object,
     *,
@@ -96,81 +111,72 @@ def parse_group(
     """Parse an Alertmanager-shaped notification (a group of alerts)."""
     top = f.root(payload)
     group_status_raw = f.opt_str(top, "status", "", 20)
-    group_status = _status(group_status_raw, "status") if group_status_raw else ""
     alerts = f.req_list(top, "alerts", "")
     base_url = f.opt_url(top, "externalURL", "")
-    external_url = base_url if group_link_title else ""
     group, group_title, left_out = _group(top)
+    shared = _Notification(
+        source=source,
+        status=_status(group_status_raw, "status") if group_status_raw else "",
+        base_url=base_url,
+        external_link=(base_url, group_link_title) if group_link_title else ("", ""),
+        group=group,
+        group_title=group_title,
+        left_out=left_out,
+        extras=extras,
+    )
+    return [_alert(raw, f.item("alerts", index), shared) for index, raw in enumerate(alerts)]
 
-    signals: list[AlertSignal] = []
-    for index, raw in enumerate(alerts):
-        path = f.item("alerts", index)
-        alert = f.as_object(raw, path)
-        labels = f.str_map(alert, "labels", path)
-        annotations = f.str_map(alert, "annotations", path, value_limit=f.SUMMARY_MAX)
 
-        status_raw = f.opt_str(alert, "status", path, 20)
-        if status_raw:
-            status = _status(status_raw, f.child(path, "status"))
-        elif group_status:
-            status = group_status
-        else:
-            raise PayloadError(f.child(path, "status"), "is required")
-
-        fingerprint = f.opt_str(alert, "fingerprint", path, 100_000)
-        if not fingerprint:
-            if not labels:
-                raise PayloadError(f.child(path, "fingerprint"), "is required when the alert has no labels")
-            fingerprint = f.labels_fingerprint(labels)
-        fingerprint = f.bounded_id(fingerprint, f.FINGERPRINT_MAX)
-
-        started_at = f.opt_time(alert, "startsAt", path)
-        ends_at = f.opt_time(alert, "endsAt", path)
-        generator_url = f.resolve_url(f.opt_str(alert, "generatorURL", path, f.URL_MAX + 1), base_url)
-
-        extra_links: list[tuple[str, str]] = []
-        addendum = ""
-        if extras is not None:
-            extra_links, addendum = extras(alert, path)
-
-        summary = f.first(annotations.get("description", ""), annotations.get("message", ""))
-        if addendum:
-            summary = f"{summary}\n{addendum}" if summary else addendum
-
-        signals.append(
-            f.build(
-                AlertSignal,
-                path,
-                source=source,
-                fingerprint=fingerprint,
-                status=status,
-                title=f.clean(
-                    f.first(annotations.get("summary", ""), labels.get("alertname", ""), f"Alert {fingerprint}"),
-                    f.TITLE_MAX,
-                ),
-                service=f.clean(
-                    f.first(
-                        *(labels.get(name, "") for name in SERVICE_LABELS), labels.get("job", ""), labels.get("app", "")
-                    ),
-                    f.SERVICE_MAX,
-                ),
-                source_severity=f.clean(labels.get("severity", ""), f.SHORT_MAX),
-                summary=f.clean(summary, f.SUMMARY_MAX),
-                labels=labels,
-                links=f.links(
-                    (generator_url, "Source"),
-                    (annotations.get("runbook_url", ""), "Runbook"),
-                    *extra_links,
-                    (external_url, group_link_title or ""),
-                ),
-                started_at=started_at,
-                ended_at=ends_at if status == "resolved" else None,
-                group=group,
-                group_title=group_title,
-                left_out=left_out,
-            )
-        )
-    return signals
+def _alert(raw: object, path: str, shared: _Notification) -> AlertSignal:
+    alert = f.as_object(raw, path)
+    labels = f.str_map(alert, "labels", path)
+    annotations = f.str_map(alert, "annotations", path, value_limit=f.SUMMARY_MAX)
+    status_raw = f.opt_str(alert, "status", path, 20)
+    if status_raw:
+        status = _status(status_raw, f.child(path, "status"))
+    elif shared.status:
+        status = shared.status
+    else:
+        raise PayloadError(f.child(path, "status"), "is required")
+    fingerprint = f.opt_str(alert, "fingerprint", path, 100_000)
+    if not fingerprint:
+        if not labels:
+            raise PayloadError(f.child(path, "fingerprint"), "is required when the alert has no labels")
+        fingerprint = f.labels_fingerprint(labels)
+    fingerprint = f.bounded_id(fingerprint, f.FINGERPRINT_MAX)
+    started_at = f.opt_time(alert, "startsAt", path)
+    ends_at = f.opt_time(alert, "endsAt", path)
+    generator_url = f.resolve_url(f.opt_str(alert, "generatorURL", path, f.URL_MAX + 1), shared.base_url)
+    extra_links, addendum = shared.extras(alert, path) if shared.extras is not None else ([], "")
+    summary = f.first(annotations.get("description", ""), annotations.get("message", ""))
+    if addendum:
+        summary = f"{summary}\n{addendum}" if summary else addendum
+    service = f.first(*(labels.get(name, "") for name in SERVICE_LABELS), labels.get("job", ""), labels.get("app", ""))
+    return f.build(
+        AlertSignal,
+        path,
+        source=shared.source,
+        fingerprint=fingerprint,
+        status=status,
+        title=f.clean(
+            f.first(annotations.get("summary", ""), labels.get("alertname", ""), f"Alert {fingerprint}"), f.TITLE_MAX
+        ),
+        service=f.clean(service, f.SERVICE_MAX),
+        source_severity=f.clean(labels.get("severity", ""), f.SHORT_MAX),
+        summary=f.clean(summary, f.SUMMARY_MAX),
+        labels=labels,
+        links=f.links(
+            (generator_url, "Source"),
+            (annotations.get("runbook_url", ""), "Runbook"),
+            *extra_links,
+            shared.external_link,
+        ),
+        started_at=started_at,
+        ended_at=ends_at if status == "resolved" else None,
+        group=shared.group,
+        group_title=shared.group_title,
+        left_out=shared.left_out,
+    )
 
 
 def parse(payload: object) -> list[AlertSignal]:

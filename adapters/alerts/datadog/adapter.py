@@ -134,6 +134,24 @@ def _tags(obj: Mapping[str, object], key: str) -> dict[str, str]:
     return out
 
 
+def _labels(top: Mapping[str, object], alert_id: str, transition: str, alert_type: str) -> dict[str, str]:
+    """The alerting group's tags (multi-alert monitors), then the monitor's tags, then a few fields as labels."""
+    labels = _tags(top, "scope")
+    for name, value in _tags(top, "tags").items():
+        if len(labels) < f.LABELS_MAX:
+            labels.setdefault(name, value)
+    for name, value in (
+        ("host", _value(top, "hostname", f.LABEL_VALUE_MAX)),
+        ("metric", _value(top, "metric", f.LABEL_VALUE_MAX)),
+        ("monitor_id", alert_id),
+        ("transition", transition),
+        ("alert_type", alert_type),
+    ):
+        if value and len(labels) < f.LABELS_MAX:
+            labels.setdefault(name, value)
+    return labels
+
+
 def parse(payload: object) -> list[AlertSignal]:
     """A Datadog webhook built from ``RECOMMENDED_PAYLOAD_TEMPLATE`` → ``[AlertSignal]``."""
     top = f.root(payload)
@@ -157,21 +175,7 @@ def parse(payload: object) -> list[AlertSignal]:
         status = "resolved" if transition.lower() in _RESOLVED_TRANSITIONS else "firing"
     else:
         status = "resolved" if alert_type.lower() == "success" else "firing"
-
-    labels = _tags(top, "scope")  # the alerting group (multi-alert monitors) wins over the monitor's tags
-    for name, value in _tags(top, "tags").items():
-        if len(labels) < f.LABELS_MAX:
-            labels.setdefault(name, value)
-    for name, value in (
-        ("host", _value(top, "hostname", f.LABEL_VALUE_MAX)),
-        ("metric", _value(top, "metric", f.LABEL_VALUE_MAX)),
-        ("monitor_id", alert_id),
-        ("transition", transition),
-        ("alert_type", alert_type),
-    ):
-        if value and len(labels) < f.LABELS_MAX:
-            labels.setdefault(name, value)
-
+    labels = _labels(top, alert_id, transition, alert_type)
     event_id = _value(top, "id", 100_000)
     date_key = "date" if _value(top, "date", 100) else "last_updated"
     when = _value(top, date_key, 100)

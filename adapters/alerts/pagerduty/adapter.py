@@ -90,6 +90,38 @@ def _reference_summary(obj: Mapping[str, object], key: str, path: str) -> str:
     return f.opt_str(ref, "summary", f.child(path, key)) if ref is not None else ""
 
 
+def _status(event_type: str, data: Mapping[str, object], dpath: str) -> AlertStatus:
+    """The alert status an event means: fixed by its type, else read from the incident's ``status``."""
+    data_status = f.opt_str(data, "status", dpath, 50)
+    if event_type in _FIXED:
+        return _FIXED[event_type]
+    if data_status in _DATA_STATUS:
+        return _DATA_STATUS[data_status]
+    if not data_status:
+        raise PayloadError(f.child(dpath, "status"), f"is required for {event_type}")
+    raise PayloadError(f.child(dpath, "status"), f"expected triggered, acknowledged or resolved, got {data_status!r}")
+
+
+def _incident(event: Mapping[str, object], data: Mapping[str, object], dpath: str) -> dict[str, str]:
+    """The incident's fields decklog keeps (labels and what the signal is built from), "" when absent."""
+    number = f.opt_str(data, "number", dpath, 50, numbers=True)
+    service_ref = f.opt_object(data, "service", dpath)
+    spath = f.child(dpath, "service")
+    got = {
+        "number": number,
+        "service": f.opt_str(service_ref, "summary", spath, f.SERVICE_MAX) if service_ref is not None else "",
+        "service_id": f.opt_str(service_ref, "id", spath, f.SHORT_MAX) if service_ref is not None else "",
+        "priority": _reference_summary(data, "priority", dpath),
+        "urgency": f.opt_str(data, "urgency", dpath, 50),
+    }
+    bridge = f.opt_object(data, "conference_bridge", dpath)
+    got["bridge_url"] = f.opt_url(bridge, "conference_url", f.child(dpath, "conference_bridge")) if bridge else ""
+    got["agent"] = _reference_summary(event, "agent", "event")
+    got["incident_key"] = f.opt_str(data, "incident_key", dpath, f.LABEL_VALUE_MAX)
+    got["escalation_policy"] = _reference_summary(data, "escalation_policy", dpath)
+    return got
+
+
 def parse(payload: object) -> list[AlertSignal]:
     """A PagerDuty V3 webhook → ``[AlertSignal]`` for incident state events, ``[]`` for any other event."""
     top = f.root(payload)
@@ -105,37 +137,16 @@ def parse(payload: object) -> list[AlertSignal]:
         raise PayloadError(f.child(dpath, "type"), f"expected 'incident' for {event_type}, got {data_type!r}")
     incident_id = f.bounded_id(f.req_str(data, "id", dpath, 100_000, numbers=True), f.FINGERPRINT_MAX)
 
-    data_status = f.opt_str(data, "status", dpath, 50)
-    status: AlertStatus
-    if event_type in _FIXED:
-        status = _FIXED[event_type]
-    elif data_status in _DATA_STATUS:
-        status = _DATA_STATUS[data_status]
-    elif not data_status:
-        raise PayloadError(f.child(dpath, "status"), f"is required for {event_type}")
-    else:
-        raise PayloadError(
-            f.child(dpath, "status"), f"expected triggered, acknowledged or resolved, got {data_status!r}"
-        )
-
-    number = f.opt_str(data, "number", dpath, 50, numbers=True)
-    service_ref = f.opt_object(data, "service", dpath)
-    spath = f.child(dpath, "service")
-    service = f.opt_str(service_ref, "summary", spath, f.SERVICE_MAX) if service_ref is not None else ""
-    service_id = f.opt_str(service_ref, "id", spath, f.SHORT_MAX) if service_ref is not None else ""
-    priority = _reference_summary(data, "priority", dpath)
-    urgency = f.opt_str(data, "urgency", dpath, 50)
-    bridge = f.opt_object(data, "conference_bridge", dpath)
-    bridge_url = f.opt_url(bridge, "conference_url", f.child(dpath, "conference_bridge")) if bridge else ""
-    agent = _reference_summary(event, "agent", "event")
-
+    status = _status(event_type, data, dpath)
+    got = _incident(event, data, dpath)
+    number, priority, urgency, agent = got["number"], got["priority"], got["urgency"], got["agent"]
     labels = {
         "urgency": urgency,
         "priority": priority,
         "incident_number": number,
-        "incident_key": f.opt_str(data, "incident_key", dpath, f.LABEL_VALUE_MAX),
-        "service_id": service_id,
-        "escalation_policy": _reference_summary(data, "escalation_policy", dpath),
+        "incident_key": got["incident_key"],
+        "service_id": got["service_id"],
+        "escalation_policy": got["escalation_policy"],
     }
     occurred_at = f.opt_time(event, "occurred_at", "event")
     title = f.opt_str(data, "title", dpath, f.TITLE_MAX)
@@ -151,13 +162,13 @@ def parse(payload: object) -> list[AlertSignal]:
                 f.first(title, f"PagerDuty incident #{number}" if number else f"PagerDuty incident {incident_id}"),
                 f.TITLE_MAX,
             ),
-            service=service,
+            service=got["service"],
             source_severity=f.first(priority, urgency),
             summary=f"{_VERB[event_type]} by {agent}" if agent else "",
             labels={key: value for key, value in labels.items() if value},
             links=f.links(
                 (f.opt_url(data, "html_url", dpath), "PagerDuty incident"),
-                (bridge_url, "Conference bridge"),
+                (got["bridge_url"], "Conference bridge"),
             ),
             started_at=f.opt_time(data, "created_at", dpath),
             ended_at=occurred_at if status == "resolved" else None,

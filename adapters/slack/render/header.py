@@ -17,6 +17,7 @@ from adapters.slack.render.blocks import (
     severity_label,
     severity_options,
 )
+from core.alerts.batch import source_name
 from core.entries import Entry
 from core.state import ScopeState
 
@@ -88,11 +89,24 @@ def _fields(state: ScopeState, sev: str) -> list[Block]:
     if state.alerts:
         repeats = f" · {state.alert_repeats} repeats" if state.alert_repeats else ""
         firing = len(state.firing_alerts)
-        fields.append({"type": "mrkdwn", "text": f"*Alerts*\n{firing} firing of {len(state.alerts)}{repeats}"})
+        text = f"*Alerts*\n{firing} firing of {len(state.alerts)}{repeats}" + "".join(
+            f"\n:warning: {line}" for line in left_out_lines(state)
+        )
+        fields.append({"type": "mrkdwn", "text": text})
     waiting = [p for p in state.proposals.values() if p.status == "waiting_for_approval"]
     if waiting:
         fields.append({"type": "mrkdwn", "text": f"*Awaiting approval*\n{', '.join(p.id for p in waiting)}"})
     return fields
+
+
+def left_out_lines(state: ScopeState) -> list[str]:
+    """What the senders said they left out of their last notification (``truncatedAlerts``), one line per source:
+    "7 more alerts not sent by Alertmanager"."""
+    return [
+        f"{count} more alert{'s' if count != 1 else ''} not sent by {esc(source_name(source))}"
+        for source, count in sorted(state.alerts_left_out.items())
+        if count > 0
+    ]
 
 
 def _controls(state: ScopeState) -> Block:
