@@ -133,53 +133,11 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
         else:
             now = request_now if floor is None else max(request_now, floor)
         floor, at_text = now, iso(now)
-        seq = state.version + 1
-        for ref in ne.refs:
-            if not 0 < ref < seq:
-                raise InvalidInput(f"ref {ref} does not point to an earlier entry of {b.scope}", field="refs")
-        entry_id, actor_text = look.new_id(), actor_json(ne.actor)
-        payload_text, refs_json = payload_json(ne.payload), canonical_json(list(ne.refs))
-        digest = link_hash(
-            key,
-            prev_hash=head_hash,
-            seq=seq,
-            entry_id=entry_id,
-            kind=ne.kind,
-            at=at_text,
-            actor_json=actor_text,
-            payload=payload_text,
-            refs_json=refs_json,
-            idempotency_key=ne.idempotency_key,
-        )
-        row = {
-            "seq": seq,
-            "id": entry_id,
-            "kind": ne.kind,
-            "at": at_text,
-            "actor": actor_text,
-            "payload": payload_text,
-            "refs": refs_json,
-            "idempotency_key": ne.idempotency_key,
-            "prev_hash": head_hash,
-            "hash": digest,
-        }
-        entry = trusted_entry(  # every field comes from a validated NewEntry or was just made here
-            scope=b.scope,
-            seq=seq,
-            id=entry_id,
-            kind=ne.kind,
-            at=now,
-            actor=ne.actor,
-            payload=ne.payload,
-            refs=ne.refs,
-            idempotency_key=ne.idempotency_key,
-            prev_hash=head_hash,
-            hash=digest,
-        )
+        row, entry = _link(b.scope, ne, state.version + 1, now, at_text, head_hash, key, look)
         state = fold(state, entry)
         rows.append(row)
-        outbox_rows.extend({"topic": topic, "seq": seq} for topic in look.topics_for(ne.kind))
-        head_hash = digest
+        outbox_rows.extend({"topic": topic, "seq": entry.seq} for topic in look.topics_for(ne.kind))
+        head_hash = entry.hash
         made.append(entry)
     b.state, b.head_hash, b.head_at = state, head_hash, at_text
     b.entry_rows.extend(rows)
@@ -188,3 +146,59 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
         if entry.idempotency_key:
             b.staged_keys[entry.idempotency_key] = entry
     return AppendResult(tuple(made), state)
+
+
+def _link(
+    scope: str,
+    ne: NewEntry,
+    seq: int,
+    now: datetime,
+    at_text: str,
+    prev_hash: str,
+    key: ChainKey | None,
+    look: Lookups,
+) -> tuple[dict[str, Any], Entry]:
+    """One new entry as its stored row (hashed onto ``prev_hash``) and as the ``Entry`` the fold sees."""
+    for ref in ne.refs:
+        if not 0 < ref < seq:
+            raise InvalidInput(f"ref {ref} does not point to an earlier entry of {scope}", field="refs")
+    entry_id, actor_text = look.new_id(), actor_json(ne.actor)
+    payload_text, refs_json = payload_json(ne.payload), canonical_json(list(ne.refs))
+    digest = link_hash(
+        key,
+        prev_hash=prev_hash,
+        seq=seq,
+        entry_id=entry_id,
+        kind=ne.kind,
+        at=at_text,
+        actor_json=actor_text,
+        payload=payload_text,
+        refs_json=refs_json,
+        idempotency_key=ne.idempotency_key,
+    )
+    row = {
+        "seq": seq,
+        "id": entry_id,
+        "kind": ne.kind,
+        "at": at_text,
+        "actor": actor_text,
+        "payload": payload_text,
+        "refs": refs_json,
+        "idempotency_key": ne.idempotency_key,
+        "prev_hash": prev_hash,
+        "hash": digest,
+    }
+    entry = trusted_entry(  # every field comes from a validated NewEntry or was just made here
+        scope=scope,
+        seq=seq,
+        id=entry_id,
+        kind=ne.kind,
+        at=now,
+        actor=ne.actor,
+        payload=ne.payload,
+        refs=ne.refs,
+        idempotency_key=ne.idempotency_key,
+        prev_hash=prev_hash,
+        hash=digest,
+    )
+    return row, entry
