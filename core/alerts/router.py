@@ -13,8 +13,9 @@ Routing of one alert (``AlertRouter.receive``), in order:
 
 Appends are ``decide`` callables (``rules.append_alert``): "is this still an open incident?" and "is this the
 all-clear?" are answered inside the append's transaction. Known fingerprints take a lock-free fast path; anything
-that may declare or join runs under in-process locks on the fingerprint and the service, and claims the
-fingerprint in the index before the lock is released, so concurrent first alerts open one incident.
+that may declare or join runs under locks on the fingerprint and the service (in-process, or across replicas:
+``locks``, core/alerts/route_locks.py), and claims the fingerprint in the index before the lock is released, so
+concurrent first alerts open one incident.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Generic, TypeVar
 from core.alerts import batch, rules
 from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.locks import KeyedLocks
+from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Entry, NewEntry
@@ -108,6 +110,7 @@ class AlertRouter:
         policy: AlertPolicy,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        locks: RouteLocks | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -115,7 +118,7 @@ class AlertRouter:
         self.clock = clock
         self.policy = policy
         self.rate = RateLimiter(policy.rate_limit_per_minute, monotonic=monotonic)
-        self._locks = KeyedLocks()
+        self._locks: RouteLocks = locks or KeyedLocks()  # several replicas: locks that span them
         self._fingerprints: Recent[str, str] = Recent()  # fingerprint → the open incident it was routed to
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
         self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately

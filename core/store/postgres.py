@@ -29,6 +29,7 @@ from core.state import ScopeState, empty_state
 from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
 from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport
+from core.store.postgres_locks import AdvisoryLocks
 from core.store.postgres_outbox import PostgresOutbox, scope_key
 from core.store.staging import Batch, Lookups, new_entry_id, stage
 from core.store.statements import row_to_entry
@@ -75,6 +76,7 @@ class PostgresLogStore(PostgresOutbox):
         self._pending: dict[str, list[_Request]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._schema_checked = False
+        self._route_locks: AdvisoryLocks | None = None
         self.appended_total = 0
         self.transactions = 0  # append transactions committed (group commit: fewer than the requests)
 
@@ -107,6 +109,12 @@ class PostgresLogStore(PostgresOutbox):
         """Create or check the schema now (refusing a newer one); otherwise the first use does it."""
         await asyncio.get_running_loop().run_in_executor(self.executor, self._check_schema)
 
+    def route_locks(self) -> AdvisoryLocks:
+        """Keyed locks every replica on this database respects (the alert router's), closed with the store."""
+        if self._route_locks is None:
+            self._route_locks = AdvisoryLocks(self.url)
+        return self._route_locks
+
     def refill_spares(self) -> None:
         """Nothing to prepare: a declaration inserts a row (the SQLite backend keeps spare files ready)."""
 
@@ -137,6 +145,8 @@ class PostgresLogStore(PostgresOutbox):
         writers = list(self._writers.values())
         if writers:
             await asyncio.gather(*writers, return_exceptions=True)
+        if self._route_locks is not None:
+            await self._route_locks.close()
         self.executor.shutdown(wait=True)
         if self._own_engine:
             self.engine.dispose()
