@@ -1,0 +1,82 @@
+"""Several replicas on one database: the dispatcher's (scope, topic) delivery cursors (a mixin of ``Dispatcher``).
+
+Each drain holds the cursor row (``claim_cursor``/``take_cursor``, core/store/postgres_outbox.py) under a lease
+on the database clock, renewed before every batch; it is released after its done marks are written, so the next
+holder never reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
+mid-delivery) is told to the sender (``handed_over(scope, died=True)``): it reconciles before it posts again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from core.outbox_marks import DoneMarks
+from core.outbox_types import Sender
+
+log = logging.getLogger("core.outbox")
+
+#: How long a drainer's (scope, topic) cursor stays its own without renewal (renewed before every batch), and how
+#: soon a drain that found the cursor taken looks again.
+CURSOR_LEASE_S = 10.0
+CLAIM_RETRY_S = 0.25
+
+
+class SharedCursors:
+    store: Any
+    owner: str
+    senders: dict[str, Sender]
+    marks: DoneMarks
+    claims_lost: int
+    takeovers: int
+
+    def _arm(self, scope: str, topic: str, delay: float) -> None:
+        raise NotImplementedError
+
+    async def _claim(self, scope: str, topic: str) -> bool:
+        try:
+            ok = await self._take(scope, topic)
+        except Exception:
+            log.exception("dispatcher: claiming %s/%s failed", scope, topic)
+            ok = False
+        if not ok:  # another replica drains it now; look again soon in case it finished before our rows landed
+            self.claims_lost += 1
+            self._arm(scope, topic, CLAIM_RETRY_S)
+        return ok
+
+    async def _take(self, scope: str, topic: str) -> bool:
+        """Take or renew the (scope, topic) cursor. When another replica drained it last, the sender is told
+        (``handed_over``): its cached memos may be stale, and if that replica died mid-delivery, it reconciles
+        before it posts again."""
+        take = getattr(self.store, "take_cursor", None)
+        if take is None:
+            return bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+        claim = await take(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
+        if claim is None:
+            return False
+        if claim.previous:
+            if claim.died:
+                self.takeovers += 1
+                log.info("dispatcher: took %s/%s over from %s (its lease ran out)", scope, topic, claim.previous)
+            handed_over = getattr(self.senders.get(topic), "handed_over", None)
+            if callable(handed_over):
+                handed_over(scope, died=claim.died)
+        return True
+
+    async def _release(self, scope: str, topic: str) -> None:
+        """Our done marks go first, so the next holder does not read what we delivered as pending."""
+        try:
+            await asyncio.shield(self.marks.flush(scope))
+            await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the lease runs out on its own
+            log.exception("dispatcher: releasing %s/%s failed", scope, topic)
+
+    async def _claim_more(self, scope: str, topic: str) -> bool:
+        """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""
+        if await self._take(scope, topic):
+            return True
+        self.claims_lost += 1
+        return False
