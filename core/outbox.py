@@ -83,6 +83,7 @@ class Dispatcher(SharedCursors):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.claims_lost = 0  # drains that found another replica holding the cursor
         self.takeovers = 0  # cursors taken from a replica whose lease ran out
+        self._quiet: set[tuple[str, str]] = set()  # drains woken by another replica's commit (``remote_commit``)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -98,6 +99,9 @@ class Dispatcher(SharedCursors):
     def start(self) -> None:
         if not self._started:
             self.store.subscribe(self._on_commit)
+            listen = getattr(self.store, "on_remote_commit", None)
+            if self.shared and callable(listen):  # several replicas: their commits wake this one too
+                listen(self.remote_commit)
             self._started = True
 
     def _on_commit(self, scope: str, entries: Sequence[Entry]) -> None:

@@ -31,8 +31,25 @@ class SharedCursors:
     claims_lost: int
     takeovers: int
 
+    _running: dict[tuple[str, str], asyncio.Task[None]]
+    _quiet: set[tuple[str, str]]
+
     def _arm(self, scope: str, topic: str, delay: float) -> None:
         raise NotImplementedError
+
+    def _start(self, key: tuple[str, str]) -> None:
+        raise NotImplementedError
+
+    def remote_commit(self, scope: str, topics: tuple[str, ...]) -> None:
+        """Another replica committed rows for ``topics`` of ``scope`` (LISTEN/NOTIFY): drain them now. A drain
+        already running here goes round once more; a new one that finds the cursor held gives up quietly (the
+        holder, or the committer's own retry, delivers the rows: no retry timer per replica per commit)."""
+        for name in topics or tuple(self.senders):
+            if name in self.senders:
+                key = (scope, name)
+                if key not in self._running:
+                    self._quiet.add(key)
+                self._start(key)
 
     async def _claim(self, scope: str, topic: str) -> bool:
         try:
@@ -40,9 +57,12 @@ class SharedCursors:
         except Exception:
             log.exception("dispatcher: claiming %s/%s failed", scope, topic)
             ok = False
+        quiet = (scope, topic) in self._quiet
+        self._quiet.discard((scope, topic))
         if not ok:  # another replica drains it now; look again soon in case it finished before our rows landed
             self.claims_lost += 1
-            self._arm(scope, topic, CLAIM_RETRY_S)
+            if not quiet:
+                self._arm(scope, topic, CLAIM_RETRY_S)
         return ok
 
     async def _take(self, scope: str, topic: str) -> bool:

@@ -30,6 +30,7 @@ from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
 from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport
 from core.store.postgres_locks import AdvisoryLocks
+from core.store.postgres_notify import CommitFeed, RemoteCommit
 from core.store.postgres_outbox import PostgresOutbox, scope_key
 from core.store.staging import Batch, Lookups, new_entry_id, stage
 from core.store.statements import row_to_entry
@@ -62,8 +63,10 @@ class PostgresLogStore(PostgresOutbox):
         threads: int = 8,
         engine: sa.Engine | None = None,
         log_key: str | bytes | None = None,
+        notify: bool = True,
     ) -> None:
         self.url = url
+        self.notify = notify  # False: other replicas find this one's commits only by their poll (a bench baseline)
         self.chain_key = ChainKey.of(log_key)  # DECKLOG_LOG_KEY: new scopes get a keyed chain (core/store/chain.py)
         self._own_engine = engine is None
         self.engine = engine or pg.make_engine(url, pool_size=threads)
@@ -77,6 +80,7 @@ class PostgresLogStore(PostgresOutbox):
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._schema_checked = False
         self._route_locks: AdvisoryLocks | None = None
+        self.feed = CommitFeed(url)  # NOTIFY after each commit, LISTEN for the other replicas' (postgres_notify.py)
         self.appended_total = 0
         self.transactions = 0  # append transactions committed (group commit: fewer than the requests)
 
@@ -140,6 +144,14 @@ class PostgresLogStore(PostgresOutbox):
                 listener(scope, entries)
             except Exception:
                 log.exception("a log listener failed on %s (the append itself committed)", scope)
+        topics = {t for e in entries for t in self.topics_for(e.kind)} if entries else set(self.topics)
+        if topics and self.notify:
+            self.feed.publish(scope, topics)
+
+    def on_remote_commit(self, callback: RemoteCommit) -> None:
+        """``callback(scope, topics)`` for each commit another replica makes (LISTEN; a poll stays the safety net)."""
+        if self.notify:
+            self.feed.listen(callback)
 
     async def close(self) -> None:
         writers = list(self._writers.values())
@@ -147,6 +159,7 @@ class PostgresLogStore(PostgresOutbox):
             await asyncio.gather(*writers, return_exceptions=True)
         if self._route_locks is not None:
             await self._route_locks.close()
+        await self.feed.close()
         self.executor.shutdown(wait=True)
         if self._own_engine:
             self.engine.dispose()

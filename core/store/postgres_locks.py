@@ -47,6 +47,7 @@ class AdvisoryLocks:
         self._local = KeyedLocks()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="decklog-pg-locks")
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._closed = False
         self.waits = 0  # attempts that found a key held by another replica
 
     @asynccontextmanager
@@ -60,6 +61,10 @@ class AdvisoryLocks:
                 await asyncio.shield(self._call(self._unlock, ids))
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
         def shut() -> None:
             if self._conn is not None:
                 self._conn.close()  # the session's locks go with it
