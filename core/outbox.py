@@ -215,7 +215,11 @@ class Dispatcher(SharedCursors):
         try:
             claimed = await self._claim(scope, topic)
             if claimed:
-                await self._drain_local(scope, topic)
+                beat = asyncio.get_running_loop().create_task(self._keep_lease(scope, topic))
+                try:
+                    await self._drain_local(scope, topic)
+                finally:
+                    beat.cancel()
         finally:
             if claimed:
                 await self._release(scope, topic)

@@ -1,7 +1,7 @@
 """Several replicas on one database: the dispatcher's (scope, topic) delivery cursors (a mixin of ``Dispatcher``).
 
 Each drain holds the cursor row (``claim_cursor``/``take_cursor``, core/store/postgres_outbox.py) under a lease
-on the database clock, renewed before every batch; it is released after its done marks are written, so the next
+on the database clock, renewed before every batch and every third of the lease while a batch is delivered; it is released after its done marks are written, so the next
 holder never reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
 mid-delivery) is told to the sender (``handed_over(scope, died=True)``): it reconciles before it posts again.
 """
@@ -83,6 +83,16 @@ class SharedCursors:
             if callable(handed_over):
                 handed_over(scope, died=claim.died)
         return True
+
+    async def _keep_lease(self, scope: str, topic: str) -> None:
+        """While a drain runs, renew its cursor lease every third of the lease: a live replica stalled in a slow
+        delivery (a Slack call taking seconds) keeps its cursor; only a dead one (or a frozen process) loses it."""
+        while True:
+            await asyncio.sleep(CURSOR_LEASE_S / 3)
+            try:  # a False (the row was being looked at by another replica right now) is retried at the next beat
+                await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
+            except Exception:
+                log.warning("dispatcher: renewing the lease of %s/%s failed", scope, topic, exc_info=True)
 
     async def _release(self, scope: str, topic: str) -> None:
         """Our done marks go first, so the next holder does not read what we delivered as pending."""

@@ -431,7 +431,7 @@ class SlackSender:
         if memo and memo.get("ts"):
             self.stats.skipped_duplicates += 1
             return memo
-        if self._maybe_posted(scope, key, entry):
+        if self._maybe_posted(scope, key, entry) or (memo or {}).get("state") == "posting":  # (another replica's)
             where = (memo or {}).get("channel", channel)
             since = float((memo or {}).get("at") or entry.at.timestamp())
             found = await self._find_posted(where, thread_ts, entry.id, key, since)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+
 from core.entries import Entry
 from core.outbox import Dispatcher
+from core.store import postgres_schema as pg
 from core.store.postgres import PostgresLogStore
 from core.store.postgres_outbox import CursorClaim
 from tests.store_contract import SCOPE, declare, message
@@ -67,3 +70,47 @@ async def test_the_dispatcher_tells_the_sender_it_took_over_from_a_dead_replica(
     finally:
         await dead.close()
         await live.close()
+
+
+class Stalled(Recording):
+    """A delivery that takes as long as the test wants (a Slack call stuck for seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
+        self.entered.set()
+        await self.release.wait()
+        await super().deliver(scope, entries)
+
+
+async def test_a_live_holder_stuck_in_a_slow_delivery_keeps_its_cursor(pg_url: str) -> None:
+    holder, other = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        sender = Stalled()
+        dispatcher = Dispatcher(holder, [sender])
+        dispatcher.start()
+        await declare(holder)
+        await asyncio.wait_for(sender.entered.wait(), 30)
+        first = await _lease_until(holder)
+        deadline = asyncio.get_running_loop().time() + 30
+        while await _lease_until(holder) == first:  # renewed while the delivery is still stuck
+            assert asyncio.get_running_loop().time() < deadline, "the lease was never renewed"
+            await asyncio.sleep(0.1)
+        assert not await other.claim_cursor(SCOPE, "slack", "other", lease_s=60)
+        sender.release.set()
+        while sender.seqs != [1]:
+            assert asyncio.get_running_loop().time() < deadline, sender.seqs
+            await asyncio.sleep(0.02)
+        await dispatcher.stop()
+    finally:
+        await holder.close()
+        await other.close()
+
+
+async def _lease_until(store: PostgresLogStore) -> object:
+    c = pg.outbox_cursors
+    stmt = sa.select(c.c.lease_until).where(c.c.scope_id == SCOPE, c.c.topic == "slack")
+    return await store.run(lambda conn: conn.execute(stmt).scalar())
