@@ -84,6 +84,7 @@ class Dispatcher(SharedCursors):
         self.claims_lost = 0  # drains that found another replica holding the cursor
         self.takeovers = 0  # cursors taken from a replica whose lease ran out
         self._quiet: set[tuple[str, str]] = set()  # drains woken by another replica's commit (``remote_commit``)
+        self._released: dict[tuple[str, str], float] = {}  # cursors this replica let go of lately (monotonic)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 

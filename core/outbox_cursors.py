@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from core.outbox_marks import DoneMarks
@@ -21,6 +22,8 @@ log = logging.getLogger("core.outbox")
 #: soon a drain that found the cursor taken looks again.
 CURSOR_LEASE_S = 10.0
 CLAIM_RETRY_S = 0.25
+#: A replica that released a cursor this recently is the one another replica's commit may have collided with.
+RECENT_S = 1.0
 
 
 class SharedCursors:
@@ -33,6 +36,7 @@ class SharedCursors:
 
     _running: dict[tuple[str, str], asyncio.Task[None]]
     _quiet: set[tuple[str, str]]
+    _released: dict[tuple[str, str], float]
 
     def _arm(self, scope: str, topic: str, delay: float) -> None:
         raise NotImplementedError
@@ -40,15 +44,21 @@ class SharedCursors:
     def _start(self, key: tuple[str, str]) -> None:
         raise NotImplementedError
 
-    def remote_commit(self, scope: str, topics: tuple[str, ...]) -> None:
-        """Another replica committed rows for ``topics`` of ``scope`` (LISTEN/NOTIFY): drain them now. A drain
-        already running here goes round once more; a new one that finds the cursor held gives up quietly (the
-        holder, or the committer's own retry, delivers the rows: no retry timer per replica per commit)."""
+    def remote_commit(self, scope: str, topics: tuple[str, ...], drained: bool = False) -> None:
+        """Another process committed rows for ``topics`` of ``scope`` (LISTEN/NOTIFY). Not ``drained`` (the CLI):
+        drain them now. ``drained`` (a replica): it drains them itself unless it found the cursor held — by the
+        replica draining it now, or by the one that just let it go — so only those act: a drain running here goes
+        round once more; one that ended here within ``RECENT_S`` runs again, quietly (if the cursor is held, no
+        retry timer is set: the holder delivers)."""
+        now = time.monotonic()
         for name in topics or tuple(self.senders):
-            if name in self.senders:
-                key = (scope, name)
-                if key not in self._running:
-                    self._quiet.add(key)
+            key = (scope, name)
+            if name not in self.senders:
+                continue
+            if key in self._running or not drained:
+                self._start(key)
+            elif now - self._released.get(key, -RECENT_S) < RECENT_S:
+                self._quiet.add(key)
                 self._start(key)
 
     async def _claim(self, scope: str, topic: str) -> bool:
@@ -99,10 +109,18 @@ class SharedCursors:
         try:
             await asyncio.shield(self.marks.flush(scope))
             await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))
+            self._remember_release((scope, topic))
         except asyncio.CancelledError:
             raise
         except Exception:  # the lease runs out on its own
             log.exception("dispatcher: releasing %s/%s failed", scope, topic)
+
+    def _remember_release(self, key: tuple[str, str]) -> None:
+        now = time.monotonic()
+        self._released[key] = now
+        if len(self._released) > 4096:
+            for old in [k for k, at in self._released.items() if now - at > RECENT_S]:
+                del self._released[old]
 
     async def _claim_more(self, scope: str, topic: str) -> bool:
         """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""

@@ -149,7 +149,7 @@ class PostgresLogStore(PostgresOutbox):
             self.feed.publish(scope, topics)
 
     def on_remote_commit(self, callback: RemoteCommit) -> None:
-        """``callback(scope, topics)`` for each commit another replica makes (LISTEN; a poll stays the safety net)."""
+        """``callback(scope, topics, drained)`` for each commit another process makes (LISTEN; a poll stays the net)."""
         if self.notify:
             self.feed.listen(callback)
 

@@ -7,7 +7,8 @@ and sent on a dedicated autocommit connection, *outside* the append transaction:
 take PostgreSQL's notification-queue lock at commit and serialise every appender's commit behind it.
 
 ``CommitFeed.listen(callback)`` starts a thread that ``LISTEN``s on another dedicated connection and calls
-``callback(scope, topics)`` on the event loop for every other replica's commit (its own are skipped by token).
+``callback(scope, topics, drained)`` on the event loop for every other replica's commit (its own are skipped by
+token); ``drained`` says whether the committer delivers them itself (a server does; the CLI does not).
 A notification can be lost (the committer died between commit and NOTIFY, the listening connection dropped):
 the dispatcher's periodic sweep of pending rows (bot/ops.py, ``Sweeps.pending``) stays the safety net.
 """
@@ -29,16 +30,17 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "decklog_outbox"
 PAYLOAD_MAX = 7000  # bytes; PostgreSQL's limit is 8000
-RemoteCommit = Callable[[str, tuple[str, ...]], None]
+RemoteCommit = Callable[[str, tuple[str, ...], bool], None]  # (scope, topics, the committer drains them itself)
 
 
-def encode(token: str, pending: dict[str, set[str]]) -> list[str]:
-    """Payloads (each under ``PAYLOAD_MAX`` bytes) naming every scope and its topics."""
+def encode(token: str, pending: dict[str, set[str]], *, drains: bool = False) -> list[str]:
+    """Payloads (each under ``PAYLOAD_MAX`` bytes) naming every scope and its topics; ``drains``: the committer
+    runs a dispatcher that delivers them (a server), else nobody there will (the CLI)."""
     out: list[str] = []
     lines: list[str] = []
     size = 0
     for scope, topics in pending.items():
-        line = f"{token}\t{scope}\t{','.join(sorted(topics))}"
+        line = f"{token}\t{scope}\t{','.join(sorted(topics))}\t{'d' if drains else '-'}"
         if lines and size + len(line.encode()) + 1 > PAYLOAD_MAX:
             out.append("\n".join(lines))
             lines, size = [], 0
@@ -49,13 +51,13 @@ def encode(token: str, pending: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def decode(payload: str, own: str) -> list[tuple[str, tuple[str, ...]]]:
-    """(scope, topics) of each line of another replica (malformed lines are dropped)."""
-    found: list[tuple[str, tuple[str, ...]]] = []
+def decode(payload: str, own: str) -> list[tuple[str, tuple[str, ...], bool]]:
+    """(scope, topics, the committer drains them) of each line of another replica (malformed lines are dropped)."""
+    found: list[tuple[str, tuple[str, ...], bool]] = []
     for line in payload.split("\n"):
         parts = line.split("\t")
-        if len(parts) == 3 and parts[0] != own and parts[1]:
-            found.append((parts[1], tuple(t for t in parts[2].split(",") if t)))
+        if len(parts) == 4 and parts[0] != own and parts[1]:
+            found.append((parts[1], tuple(t for t in parts[2].split(",") if t), parts[3] == "d"))
     return found
 
 
@@ -86,7 +88,8 @@ class CommitFeed:
         while self._pending:
             pending, self._pending = self._pending, {}
             try:
-                await loop.run_in_executor(self._executor, self._send, encode(self.token, pending))
+                payloads = encode(self.token, pending, drains=self._listener is not None)
+                await loop.run_in_executor(self._executor, self._send, payloads)
             except Exception:  # the sweep delivers what this notification would have woken
                 log.warning("commit feed: NOTIFY failed; other replicas find these rows by their poll", exc_info=True)
 
@@ -108,7 +111,7 @@ class CommitFeed:
     # -- listening --------------------------------------------------------------------------------------------
 
     def listen(self, callback: RemoteCommit) -> None:
-        """Call ``callback(scope, topics)`` on this event loop for each commit another replica notifies."""
+        """Call ``callback(scope, topics, drained)`` on this event loop for each commit another replica notifies."""
         if self._listener is not None:
             return
         loop = asyncio.get_running_loop()
@@ -125,9 +128,9 @@ class CommitFeed:
                     pause = 0.1
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=0.5):
-                            for scope, topics in decode(n.payload, self.token):
+                            for scope, topics, drained in decode(n.payload, self.token):
                                 self.received += 1
-                                loop.call_soon_threadsafe(callback, scope, topics)
+                                loop.call_soon_threadsafe(callback, scope, topics, drained)
             except psycopg.Error:
                 log.warning("commit feed: the LISTEN connection failed; reconnecting (the poll covers the gap)")
                 self._stop.wait(pause)

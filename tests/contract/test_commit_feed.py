@@ -26,7 +26,7 @@ class Recording:
         self.seqs.extend(e.seq for e in entries)
 
 
-async def test_another_replicas_commit_wakes_this_dispatcher_without_a_poll(pg_url: str) -> None:
+async def test_a_commit_by_a_process_without_a_dispatcher_wakes_the_replicas_without_a_poll(pg_url: str) -> None:
     committer, drainer = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:
         sender = Recording()
@@ -51,6 +51,8 @@ def test_payloads_name_every_scope_and_topic_stay_small_and_skip_our_own() -> No
     payloads = encode("tok", pending)
     assert len(payloads) > 1 and all(len(p.encode()) <= PAYLOAD_MAX for p in payloads)
     seen = [found for p in payloads for found in decode(p, own="other")]
-    assert [s for s, _ in seen] == list(pending) and all(t == ("index", "slack") for _, t in seen)
+    assert [s for s, _t, _d in seen] == list(pending) and all(t == ("index", "slack") for _s, t, _d in seen)
+    assert not any(d for _s, _t, d in seen)  # the committer runs no dispatcher (the CLI)
+    assert all(d for _s, _t, d in decode(encode("tok", {"incident/x": {"slack"}}, drains=True)[0], own="z"))
     assert decode(payloads[0], own="tok") == []  # a replica's own commits are not news to it
     assert decode("garbage\nx\ty", own="z") == []
