@@ -1,9 +1,11 @@
 """``bench/append.py --backend postgresql``: the PostgreSQL log store against raw psycopg doing the same transaction.
 
 Subjects: ``PostgresLogStore`` (group commit under the scope row's ``FOR UPDATE``), 1 producer / 1 scope,
-16 / 1 and 16 / 16. Baselines, raw psycopg 3 on the same database, per append one transaction of the same shape:
-``SELECT head FOR UPDATE; INSERT entry; INSERT 2 outbox rows; UPDATE head; COMMIT`` — with 1 thread, and with 16
-threads on one hot scope (one transaction each). A fresh database ``decklog_bench_<pid>`` is made on the server of
+16 / 1, 16 / 16, and 3 replicas × 16 producers on one hot scope (three processes, each its own store, competing
+for the scope row). Baselines, raw psycopg 3 on the same database, the same transaction
+``SELECT head FOR UPDATE; INSERT entries; INSERT 2 outbox rows each; UPDATE head; COMMIT``: one per append with
+1 thread and with 16 threads on one hot scope, and *batched* — 16 threads hand their appends to one writer thread
+that commits everything waiting in one transaction (hand-written group commit: the baseline for decklog's). A fresh database ``decklog_bench_<pid>`` is made on the server of
 ``--database-url`` (default ``DECKLOG_DATABASE_URL``, else 127.0.0.1:5432/test) and dropped at the end.
 """
 
@@ -40,7 +42,9 @@ TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})
 DECLARED = NewEntry.make("declared", Actor.human("U0ALICE", "alice"), {"title": "bench"})
 RAW1, RAW16 = "raw psycopg (1 thread)", "raw psycopg (16 threads / 1 scope)"
+RAWB = "raw psycopg batched (16 threads / 1 writer)"
 ONE, SIXTEEN, SPREAD = "decklog pg 1 producer / 1 scope", "decklog pg 16 producers / 1 scope", "decklog pg 16 / 16"
+REPLICAS = "decklog pg 3 replicas × 16 / 1 scope"
 
 
 def _scratch(server: str) -> tuple[str, Callable[[], None]]:
@@ -144,6 +148,153 @@ def _raw(url: str, threads: int, seconds: float, warmup: float) -> Sample:
     return Sample(len(flat), seconds, flat, time.process_time() - cpu)
 
 
+def _raw_tx(conn: psycopg.Connection[Any], scope: str, row: str, n: int) -> None:
+    """One transaction appending ``n`` entries to ``scope`` (the shape of decklog's, by hand)."""
+    with conn.transaction():
+        (version,) = conn.execute(
+            "SELECT version FROM scope_heads WHERE scope_id = %s FOR UPDATE", (scope,)
+        ).fetchone() or (0,)
+        seqs = range(int(version) + 1, int(version) + 1 + n)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO entries (scope_id, seq, id, kind, at, actor, payload, refs, prev_hash, hash) "
+                "VALUES (%s, %s, %s, 'message', '', '{}', %s, '[]', '', '')",
+                [(scope, seq, f"{scope}-{seq}", row) for seq in seqs],
+            )
+            cur.executemany(
+                "INSERT INTO outbox (scope_id, topic, seq) VALUES (%s, 'index', %s), (%s, 'slack', %s)",
+                [(scope, seq, scope, seq) for seq in seqs],
+            )
+        conn.execute("UPDATE scope_heads SET version = %s, body = %s WHERE scope_id = %s", (seqs[-1], row, scope))
+
+
+def _raw_batched(url: str, threads: int, seconds: float, warmup: float) -> Sample:
+    """16 producer threads, one writer thread committing every append waiting in one transaction."""
+    scope = f"rawb/{time.monotonic_ns()}"
+    row = MESSAGE.model_dump_json()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO scope_heads (scope_id, version, head_hash, head_at, body) VALUES (%s, 0, '', '', '{}')",
+            (scope,),
+        )
+    waiting: list[threading.Event] = []
+    ready = threading.Condition()
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    window: dict[str, float] = {}
+    barrier = threading.Barrier(threads + 2)
+
+    def writer() -> None:
+        with psycopg.connect(url) as conn:
+            barrier.wait()
+            while not stop.is_set():
+                with ready:
+                    while not waiting and not stop.is_set():
+                        ready.wait(0.05)
+                    batch = waiting[:]
+                    waiting.clear()
+                if batch:
+                    _raw_tx(conn, scope, row, len(batch))
+                    for done in batch:
+                        done.set()
+
+    def producer(i: int) -> None:
+        barrier.wait()
+        while True:
+            now = time.perf_counter()
+            if now >= window["end"]:
+                return
+            done = threading.Event()
+            with ready:
+                waiting.append(done)
+                ready.notify()
+            done.wait()
+            if now >= window["start"]:
+                latencies[i].append(time.perf_counter() - now)
+
+    pool = [threading.Thread(target=producer, args=(i,)) for i in range(threads)]
+    w = threading.Thread(target=writer)
+    for t in [w, *pool]:
+        t.start()
+    window["start"] = time.perf_counter() + warmup
+    window["end"] = window["start"] + seconds
+    cpu = time.process_time()
+    barrier.wait()
+    for t in pool:
+        t.join()
+    stop.set()
+    w.join()
+    flat = [x for per in latencies for x in per]
+    return Sample(len(flat), seconds, flat, time.process_time() - cpu)
+
+
+def _replica_child(url: str, scope: str, producers: int, warmup: float, seconds: float, ready: Any, out: Any) -> None:
+    """In a child process: ``producers`` appenders on a store of its own; once every replica is connected
+    (``ready``, a barrier), ``warmup`` seconds unmeasured, then ``seconds`` measured. Puts (latencies, CPU s)."""
+
+    async def go() -> tuple[list[float], float]:
+        store = PostgresLogStore(url, topics=("index", "slack"))
+        latencies: list[float] = []
+        try:
+            await store.append(scope, [MESSAGE])  # connections made, schema checked
+            await asyncio.get_running_loop().run_in_executor(None, ready.wait)
+            start_at = time.perf_counter() + warmup
+            end = start_at + seconds
+
+            async def producer() -> None:
+                while (now := time.perf_counter()) < end:
+                    await store.append(scope, [MESSAGE])
+                    if now >= start_at:
+                        latencies.append(time.perf_counter() - now)
+
+            cpu = time.process_time()
+            await asyncio.gather(*(producer() for _ in range(producers)))
+            cpu = time.process_time() - cpu
+        finally:
+            await store.close()
+        return latencies, cpu
+
+    out.put(asyncio.run(go()))
+
+
+def _replicas(url: str, replicas: int, producers: int, seconds: float, warmup: float) -> Sample:
+    """``replicas`` processes × ``producers`` on one hot scope, all competing for its row lock."""
+    import multiprocessing
+
+    scope = f"incident/r{time.monotonic_ns()}"
+
+    async def declare() -> None:
+        store = PostgresLogStore(url, topics=("index", "slack"))
+        try:
+            await store.append(scope, [DECLARED], create=True)
+        finally:
+            await store.close()
+
+    asyncio.run(declare())
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Barrier(replicas), ctx.Queue()
+    procs = [
+        ctx.Process(target=_replica_child, args=(url, scope, producers, warmup, seconds, ready, out))
+        for _ in range(replicas)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for proc in procs:
+        proc.join()
+
+    async def check() -> None:
+        store = PostgresLogStore(url, topics=("index", "slack"))
+        try:
+            assert (await store.verify(scope)).ok
+        finally:
+            await store.close()
+
+    asyncio.run(check())
+    flat = [x for lat, _cpu in results for x in lat]
+    return Sample(len(flat), seconds, flat, sum(cpu for _lat, cpu in results))
+
+
 def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
     url, drop = _scratch(server)
     warmup = min(0.5, seconds / 4)
@@ -151,9 +302,11 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
         cases: dict[str, Callable[[], Sample]] = {
             RAW1: lambda: _raw(url, 1, seconds, warmup),
             RAW16: lambda: _raw(url, 16, seconds, warmup),
+            RAWB: lambda: _raw_batched(url, 16, seconds, warmup),
             ONE: lambda: _decklog(url, 1, 1, seconds, warmup),
             SIXTEEN: lambda: _decklog(url, 16, 1, seconds, warmup),
             SPREAD: lambda: _decklog(url, 16, 16, seconds, warmup),
+            REPLICAS: lambda: _replicas(url, 3, 16, seconds, warmup),
         }
         results = interleave(
             cases,
@@ -162,7 +315,7 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
         )
     finally:
         drop()
-    baseline = {ONE: RAW1, SIXTEEN: RAW16, SPREAD: RAW16}
+    baseline = {ONE: RAW1, SIXTEEN: RAWB, SPREAD: RAW16, REPLICAS: RAWB}
     rows: list[list[Any]] = []
     for name, samples in results.items():
         p99 = median_percentile_ms(samples, 99)
@@ -170,7 +323,7 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
         if name in baseline:
             ratio = paired_ratio(samples, results[baseline[name]])
             target = f"p99 ≤ 20 ms {verdict(p99 <= 20.0)}" + (
-                f", ≥ 0.8× raw {verdict(ratio >= 0.8)}" if name == SIXTEEN else ""
+                f", ≥ 0.8× raw batched {verdict(ratio >= 0.8)}" if name == SIXTEEN else ""
             )
             row += [f"{fmt_ratio(ratio)} (vs {baseline[name]})", target]
         else:

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from bot.settings import Settings
+from core.alerts.route_locks import RouteLocks
 from core.clock import Clock
 from core.inbox import Inbox
 from core.index import Index
@@ -55,3 +56,9 @@ async def open_inbox(settings: Settings, store: SqliteLogStore | PostgresLogStor
 
         return PostgresInbox(store.engine, store.executor)
     return await SqliteInbox.open(settings.data_dir)
+
+
+def route_locks(store: SqliteLogStore | PostgresLogStore) -> RouteLocks | None:
+    """The alert router's locks: across every replica on a shared database (advisory locks), else None (the
+    router's own in-process locks: one process owns a SQLite data directory)."""
+    return store.route_locks() if isinstance(store, PostgresLogStore) else None

@@ -40,6 +40,7 @@ from pydantic import SecretStr
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES, github
 from adapters.payload_fields import header_value
+from bot.backends import route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
@@ -353,7 +354,7 @@ def build_receivers(rt: Runtime) -> ReceiversPart:
         default_severity=cfg.default_severity,
         severity=cfg.severity,
     )
-    alerts = AlertRouter(rt.store, rt.index, rt.service, rt.clock, policy)
+    alerts = AlertRouter(rt.store, rt.index, rt.service, rt.clock, policy, locks=route_locks(rt.store))
     changes = ChangeService(
         rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)
     )

@@ -3,193 +3,47 @@
 Everything here is derived from the scope logs, fed through the outbox by ``IndexSender``, and can be rebuilt from
 the scope files alone (``decklog reindex``). The only writes that do not come from the log are reservations made
 *before* an append (a scope id, an inbound event id, an alert fingerprint); they are re-derived on reindex.
+Its tables and rows are core/index_schema.py, applying entries is core/index_apply.py (both re-exported here).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from core.clock import parse_iso
-from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
+from core.entries import Entry
 from core.errors import Conflict
 from core.ids import ScopeId
-from core.insights import apply_milestones, milestones, milestones_md
+from core.index_apply import apply_entries as _apply
+from core.index_apply import set_position as _set_position
+from core.index_schema import FTS_DDL as FTS_DDL
+from core.index_schema import INDEX_SUBSCRIBER as INDEX_SUBSCRIBER
+from core.index_schema import IndexFile as IndexFile
+from core.index_schema import ScopeRow as ScopeRow
+from core.index_schema import SearchHit as SearchHit
+from core.index_schema import fingerprints as fingerprints
+from core.index_schema import fts_query as fts_query
+from core.index_schema import inbound as inbound
+from core.index_schema import md as md
+from core.index_schema import route_key as route_key
+from core.index_schema import routes as routes
+from core.index_schema import scope_row
+from core.index_schema import scopes as scopes
+from core.index_schema import searchable_text as searchable_text
+from core.index_schema import subscriptions as subscriptions
+from core.insights import milestones, milestones_md
 from core.state import ScopeState
 from core.store.sqlite_file import SqliteFile
 
 T = TypeVar("T")
-
-
-class IndexFile(Protocol):
-    """Where the index's transactions run: an ``SqliteFile`` (index.db), or PostgreSQL (core/index_postgres.py)."""
-
-    async def open(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def read(self, fn: Callable[[Connection], T], *, small: bool = False) -> T: ...
-
-    async def write(
-        self, fn: Callable[[Connection, None], T], *, savepoint: bool = True, durable: bool = True
-    ) -> T: ...
-
-
-md = sa.MetaData()
-
-scopes = sa.Table(
-    "scopes",
-    md,
-    sa.Column("id", sa.String, primary_key=True),
-    sa.Column("kind", sa.String, nullable=False),
-    sa.Column("title", sa.String, nullable=False, server_default=""),
-    sa.Column("status", sa.String, nullable=False, server_default="reserved"),
-    sa.Column("severity", sa.Integer, nullable=True),
-    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
-    sa.Column("created_at", sa.String, nullable=False, server_default=""),
-    sa.Column("updated_at", sa.String, nullable=False, server_default=""),
-    sa.Column("resolved_at", sa.String, nullable=False, server_default=""),
-    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("thread_channel", sa.String, nullable=False, server_default=""),
-    sa.Column("thread_ts", sa.String, nullable=False, server_default=""),
-    sa.Column("permalink", sa.String, nullable=False, server_default=""),
-    sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("reserved_at", sa.Float, nullable=False, server_default="0"),
-)
-
-routes = sa.Table(
-    "routes",
-    md,
-    sa.Column("key", sa.String, primary_key=True),  # slack:<channel>:<thread_ts> or slack:<channel>
-    sa.Column("scope", sa.String, nullable=False),
-)
-
-fingerprints = sa.Table(
-    "fingerprints",
-    md,
-    sa.Column("fingerprint", sa.String, primary_key=True),
-    sa.Column("scope", sa.String, primary_key=True),
-    sa.Column("service", sa.String, nullable=False, server_default=""),
-    sa.Column("status", sa.String, nullable=False, server_default="firing"),
-    sa.Column("updated", sa.Float, nullable=False, server_default="0"),
-)
-
-subscriptions = sa.Table(
-    "subscriptions",
-    md,
-    sa.Column("scope", sa.String, primary_key=True),
-    sa.Column("subscriber", sa.String, primary_key=True),
-    sa.Column("position", sa.Integer, nullable=False, server_default="0"),
-)
-
-inbound = sa.Table(
-    "inbound",
-    md,
-    sa.Column("key", sa.String, primary_key=True),
-    sa.Column("scope", sa.String, nullable=False),
-    sa.Column("at", sa.Float, nullable=False),
-)
-
-FTS_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope UNINDEXED, seq UNINDEXED, kind UNINDEXED, text)"
-)
-INDEX_SUBSCRIBER = "index"
-
-
-@dataclass(frozen=True)
-class ScopeRow:
-    id: str
-    kind: str
-    title: str
-    status: str
-    severity: int | None
-    services: tuple[str, ...]
-    created_at: str
-    updated_at: str
-    resolved_at: str
-    version: int
-    thread_channel: str
-    thread_ts: str
-    permalink: str
-    pending_approvals: int
-
-    @property
-    def is_open(self) -> bool:
-        return self.status not in ("resolved", "reserved")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "title": self.title,
-            "status": self.status,
-            "severity": self.severity,
-            "services": list(self.services),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "resolved_at": self.resolved_at or None,
-            "version": self.version,
-            "thread": {"channel": self.thread_channel, "ts": self.thread_ts, "permalink": self.permalink}
-            if self.thread_channel
-            else None,
-            "pending_approvals": self.pending_approvals,
-        }
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    scope: str
-    seq: int
-    kind: str
-    snippet: str
-    rank: float
-
-
-def _scope_row(r: Any) -> ScopeRow:
-    return ScopeRow(
-        id=r.id,
-        kind=r.kind,
-        title=r.title,
-        status=r.status,
-        severity=r.severity,
-        services=tuple(json.loads(r.services or "[]")),
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-        resolved_at=r.resolved_at,
-        version=r.version,
-        thread_channel=r.thread_channel,
-        thread_ts=r.thread_ts,
-        permalink=r.permalink,
-        pending_approvals=r.pending_approvals,
-    )
-
-
-def fts_query(text: str) -> str:
-    """Turn free text into a safe FTS5 query: each word quoted, OR-ed (ranked by bm25)."""
-    words = [w for w in re.findall(r"[\w.-]+", text.lower()) if len(w) > 1][:32]
-    return " OR ".join(f'"{w}"' for w in words)
-
-
-def searchable_text(entry: Entry) -> str:
-    parts = [entry.text]
-    p = entry.payload
-    if isinstance(p, Observation):
-        parts.extend([p.service, *(f"{k}={v}" for k, v in sorted(p.labels.items()))])
-    return " ".join(x for x in parts if x)
-
-
-def route_key(channel: str, thread_ts: str = "") -> str:
-    return f"slack:{channel}:{thread_ts}" if thread_ts else f"slack:{channel}"
 
 
 class Index:
@@ -347,7 +201,7 @@ class Index:
     async def get(self, scope: str) -> ScopeRow | None:
         def q(conn: Connection) -> ScopeRow | None:
             r = conn.execute(sa.select(scopes).where(scopes.c.id == scope)).first()
-            return _scope_row(r) if r else None
+            return scope_row(r) if r else None
 
         return await self.file.read(q)
 
@@ -378,7 +232,7 @@ class Index:
                 pattern = f"%{text.lower()}%"
                 stmt = stmt.where(sa.or_(sa.func.lower(scopes.c.title).like(pattern), scopes.c.id.like(pattern)))
             stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id).limit(limit)
-            return [_scope_row(r) for r in conn.execute(stmt)]
+            return [scope_row(r) for r in conn.execute(stmt)]
 
         return await self.file.read(q)
 
@@ -515,90 +369,3 @@ class Index:
             return {r[0]: int(r[1]) for r in rows}
 
         return await self.file.read(q)
-
-
-def _set_position(conn: Connection, scope: str, subscriber: str, position: int, *, only_forward: bool) -> None:
-    current = conn.execute(
-        sa.select(subscriptions.c.position).where(
-            subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber
-        )
-    ).scalar()
-    if current is None:
-        conn.execute(subscriptions.insert().values(scope=scope, subscriber=subscriber, position=position))
-    elif not only_forward or position > current:
-        conn.execute(
-            subscriptions.update()
-            .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber)
-            .values(position=position)
-        )
-
-
-def _apply(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> None:
-    scope = state.scope
-    position = conn.execute(
-        sa.select(subscriptions.c.position).where(
-            subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER
-        )
-    ).scalar()
-    position = int(position or 0)
-    fresh = [e for e in entries if e.seq > position]
-    fts_rows = [{"scope": scope, "seq": e.seq, "kind": e.kind, "text": searchable_text(e)} for e in fresh]
-    if fts_rows:
-        conn.execute(
-            sa.text("INSERT INTO entries_fts(scope, seq, kind, text) VALUES (:scope, :seq, :kind, :text)"),
-            fts_rows,
-        )
-    for e in fresh:
-        p = e.payload
-        if isinstance(p, ThreadLinked):
-            keys = [route_key(p.channel, p.ts)] if p.ts else []
-            if p.dedicated_channel or not p.ts:
-                keys.append(route_key(p.channel))
-            for key in keys:
-                conn.execute(routes.delete().where(routes.c.key == key))
-                conn.execute(routes.insert().values(key=key, scope=scope))
-        elif isinstance(p, Message | Evidence) and p.channel and p.ts:
-            key = route_key(p.channel, p.ts)
-            conn.execute(routes.delete().where(routes.c.key == key))
-            conn.execute(routes.insert().values(key=key, scope=scope))
-        elif isinstance(p, Observation) and p.fingerprint:
-            conn.execute(
-                fingerprints.delete().where(fingerprints.c.fingerprint == p.fingerprint, fingerprints.c.scope == scope)
-            )
-            conn.execute(
-                fingerprints.insert().values(
-                    fingerprint=p.fingerprint,
-                    scope=scope,
-                    service=p.service,
-                    status=p.alert_status or "firing",
-                    updated=e.at.timestamp(),
-                )
-            )
-        if e.kind == "declared" and e.idempotency_key:
-            conn.execute(inbound.delete().where(inbound.c.key == e.idempotency_key))
-            conn.execute(inbound.insert().values(key=e.idempotency_key, scope=scope, at=e.at.timestamp()))
-    if fresh:
-        _set_position(conn, scope, INDEX_SUBSCRIBER, fresh[-1].seq, only_forward=True)
-    values = {
-        "kind": state.kind,
-        "title": state.title,
-        "status": state.status,
-        "severity": state.severity,
-        "services": json.dumps(list(state.services)),
-        "created_at": state.created_at,
-        "updated_at": state.updated_at,
-        "resolved_at": state.resolved_at,
-        "version": state.version,
-        "thread_channel": state.thread.channel if state.thread else "",
-        "thread_ts": state.thread.ts if state.thread else "",
-        "permalink": state.thread.permalink if state.thread else "",
-        "pending_approvals": sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval"),
-    }
-    existing = conn.execute(sa.select(scopes.c.version).where(scopes.c.id == scope)).first()
-    if existing is None:
-        conn.execute(scopes.insert().values(id=scope, **values))
-    elif existing[0] <= state.version:
-        conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
-    else:
-        return  # an older state than the one applied already
-    apply_milestones(conn, state)

@@ -22,13 +22,19 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from core.alarm import Alarm, AsyncioAlarm
 from core.entries import Entry
 from core.errors import NotFound
+from core.outbox_cursors import CURSOR_LEASE_S as CURSOR_LEASE_S
+from core.outbox_cursors import SharedCursors
 from core.outbox_marks import DoneMarks
+from core.outbox_types import DispatchStats as DispatchStats
+from core.outbox_types import OneByOne
+from core.outbox_types import PermanentFailure as PermanentFailure
+from core.outbox_types import RetryAfter as RetryAfter
+from core.outbox_types import RetryPolicy as RetryPolicy
+from core.outbox_types import Sender as Sender
 from core.store import LogStore, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -37,63 +43,12 @@ log = logging.getLogger(__name__)
 CLEAN_TTL_S = 10.0
 #: Entries queued in memory for one pair beyond which it reads from the store instead.
 FRESH_MAX = 4096
-#: Replicas on one database (a store with ``claim_cursor``): how long a drainer's (scope, topic) cursor stays its
-#: own without renewal (renewed before every batch), and how soon a drain that found the cursor taken looks again.
-CURSOR_LEASE_S = 10.0
-CLAIM_RETRY_S = 0.25
 #: The only topics a fork (a scope with a ``forked`` entry, core/fork.py) is delivered to: its other rows are
 #: marked done without calling their senders, so a fork never reaches Slack, executors, agents or change links.
 FORK_TOPICS = frozenset({"index"})
 
 
-class Sender(Protocol):
-    """An idempotent side effect keyed by (scope, entry seq). ``name`` is its outbox topic."""
-
-    name: str
-    batch_size: int
-
-    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
-        """Deliver entries (in seq order). Raise ``RetryAfter`` to be called again later without penalty,
-        ``PermanentFailure`` to park at once, anything else to retry with backoff."""
-
-
-class RetryAfter(Exception):
-    def __init__(self, seconds: float, reason: str = "rate limited") -> None:
-        super().__init__(f"{reason}; retry after {seconds:.1f}s")
-        self.seconds = seconds
-
-
-class PermanentFailure(Exception):
-    """Retrying cannot help (e.g. the channel is gone): park the row now."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 8
-    base_delay: float = 0.5
-    max_delay: float = 300.0
-
-    def delay(self, attempts: int, rng: random.Random) -> float:
-        """Exponential backoff with full jitter: uniform(0, min(max, base * 2**(attempts-1)))."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** max(0, attempts - 1)))
-        return max(0.05, rng.uniform(ceiling / 2, ceiling))
-
-
-@dataclass
-class DispatchStats:
-    delivered: int = 0
-    failures: int = 0
-    parked: int = 0
-    rate_limited: int = 0
-    latencies: list[float] = field(default_factory=list)  # commit → delivered, seconds (bounded ring)
-
-    def observe(self, seconds: float) -> None:
-        self.latencies.append(seconds)
-        if len(self.latencies) > 4096:
-            del self.latencies[:2048]
-
-
-class Dispatcher:
+class Dispatcher(SharedCursors):
     def __init__(
         self,
         store: LogStore,
@@ -127,6 +82,9 @@ class Dispatcher:
         self.shared = callable(getattr(store, "claim_cursor", None))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.claims_lost = 0  # drains that found another replica holding the cursor
+        self.takeovers = 0  # cursors taken from a replica whose lease ran out
+        self._quiet: set[tuple[str, str]] = set()  # drains woken by another replica's commit (``remote_commit``)
+        self._released: dict[tuple[str, str], float] = {}  # cursors this replica let go of lately (monotonic)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -142,6 +100,9 @@ class Dispatcher:
     def start(self) -> None:
         if not self._started:
             self.store.subscribe(self._on_commit)
+            listen = getattr(self.store, "on_remote_commit", None)
+            if self.shared and callable(listen):  # several replicas: their commits wake this one too
+                listen(self.remote_commit)
             self._started = True
 
     def _on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
@@ -255,31 +216,14 @@ class Dispatcher:
         try:
             claimed = await self._claim(scope, topic)
             if claimed:
-                await self._drain_local(scope, topic)
+                beat = asyncio.get_running_loop().create_task(self._keep_lease(scope, topic))
+                try:
+                    await self._drain_local(scope, topic)
+                finally:
+                    beat.cancel()
         finally:
             if claimed:
                 await self._release(scope, topic)
-
-    async def _claim(self, scope: str, topic: str) -> bool:
-        try:
-            ok = bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))  # type: ignore[attr-defined]
-        except Exception:
-            log.exception("dispatcher: claiming %s/%s failed", scope, topic)
-            ok = False
-        if not ok:  # another replica drains it now; look again soon in case it finished before our rows landed
-            self.claims_lost += 1
-            self._arm(scope, topic, CLAIM_RETRY_S)
-        return ok
-
-    async def _release(self, scope: str, topic: str) -> None:
-        """Our done marks go first, so the next holder does not read what we delivered as pending."""
-        try:
-            await asyncio.shield(self.marks.flush(scope))
-            await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))  # type: ignore[attr-defined]
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # the lease runs out on its own
-            log.exception("dispatcher: releasing %s/%s failed", scope, topic)
 
     async def _drain_local(self, scope: str, topic: str) -> None:
         sender = self.senders[topic]
@@ -315,13 +259,6 @@ class Dispatcher:
             self._dirty(key)
             log.exception("dispatcher: draining %s to %s failed; the sweep will retry", scope, topic)
             self._arm(scope, topic, 5.0)
-
-    async def _claim_more(self, scope: str, topic: str) -> bool:
-        """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""
-        if await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S):  # type: ignore[attr-defined]
-            return True
-        self.claims_lost += 1
-        return False
 
     async def _deliver_items(self, scope: str, sender: Sender, items: list[OutboxItem]) -> bool:
         """Deliver ready items in order. False when the drain must stop (waiting for a retry)."""
@@ -361,7 +298,7 @@ class Dispatcher:
             except Exception as exc:
                 if len(chunk) > 1:
                     # A poison entry hides in the batch: deliver one by one to find it.
-                    ok = await self._deliver_items(scope, _OneByOne(sender), chunk)
+                    ok = await self._deliver_items(scope, OneByOne(sender), chunk)
                     if not ok:
                         return False
                     i += len(chunk)
@@ -428,15 +365,3 @@ class Dispatcher:
             self.wake(scope, [topic])
 
         self.alarm.set(f"dispatch:{scope}:{topic}", delay, job)
-
-
-class _OneByOne:
-    """A view of a sender with batch size 1 (used to isolate a poison entry in a failed batch)."""
-
-    def __init__(self, sender: Sender) -> None:
-        self._sender = sender
-        self.name = sender.name
-        self.batch_size = 1
-
-    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
-        await self._sender.deliver(scope, entries)

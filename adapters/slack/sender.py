@@ -72,6 +72,7 @@ class SlackSender:
         # it could say so; those, and posts whose answer was lost in this process, are looked up before posting.
         self.started_at = time.time()
         self._uncertain: set[tuple[str, str]] = set()
+        self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox.py)
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
@@ -290,7 +291,7 @@ class SlackSender:
         if memo and memo.get("ts"):
             self.stats.skipped_duplicates += 1
             return memo
-        if self._maybe_posted(scope, key, entry):
+        if self._maybe_posted(scope, key, entry) or (memo or {}).get("state") == "posting":  # (another replica's)
             where = (memo or {}).get("channel", channel)
             since = float((memo or {}).get("at") or entry.at.timestamp())
             found = await self._find_posted(where, thread_ts, entry.id, key, since)
@@ -353,8 +354,16 @@ class SlackSender:
         """The incident's dedicated channel was archived (adapters/slack/lifecycle.py): Slack refuses posts there."""
         return bool((await self.memo_get(scope, "header") or {}).get("archived"))
 
+    def handed_over(self, scope: str, *, died: bool) -> None:
+        """Another replica drained ``scope`` last: its memos are reloaded; if it died holding the cursor, what was
+        committed before now may have been posted by it and is looked up first (as after a restart)."""
+        self._memos.pop(scope, None)
+        if died:
+            self._suspect[scope] = time.time()
+
     def _maybe_posted(self, scope: str, key: str, entry: Entry) -> bool:
-        return (scope, key) in self._uncertain or entry.at.timestamp() < self.started_at
+        since = max(self.started_at, self._suspect.get(scope, 0.0))
+        return (scope, key) in self._uncertain or entry.at.timestamp() < since
 
     async def _find_posted(
         self, channel: str, thread_ts: str | None, entry_id: str, key: str, since: float

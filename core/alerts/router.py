@@ -10,8 +10,9 @@ labels differ, else a lone alert); each part, in order:
 4. else a ``new`` incident is declared with the part's observations in the same transaction.
 
 Appends are ``decide`` callables (``batch.decide_batch``), answered inside the append's transaction. Known groups
-and fingerprints take a lock-free fast path; what may declare or join runs under in-process locks and claims its
-group (or fingerprint) in the index before the lock is released, so concurrent first alerts open one incident.
+and fingerprints take a lock-free fast path; what may declare or join runs under locks on its keys (in-process, or
+across replicas: ``locks``, core/alerts/route_locks.py) and claims its group (or fingerprint) in the index before the
+lock is released, so concurrent first alerts open one incident.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from core.alerts import batch, outcomes, rules
 from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.caches import RateLimiter, Recent
 from core.alerts.locks import KeyedLocks
+from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Entry, NewEntry
@@ -56,6 +58,7 @@ class AlertRouter:
         policy: AlertPolicy,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        locks: RouteLocks | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -63,7 +66,7 @@ class AlertRouter:
         self.clock = clock
         self.policy = policy
         self.rate = RateLimiter(policy.rate_limit_per_minute, monotonic=monotonic)
-        self._locks = KeyedLocks()
+        self._locks: RouteLocks = locks or KeyedLocks()  # several replicas: locks that span them
         self._fingerprints: Recent[str, str] = Recent()  # fingerprint → the open incident it was routed to
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
         self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately

@@ -29,6 +29,8 @@ from core.state import ScopeState, empty_state
 from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
 from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport
+from core.store.postgres_locks import AdvisoryLocks
+from core.store.postgres_notify import CommitFeed, RemoteCommit
 from core.store.postgres_outbox import PostgresOutbox, scope_key
 from core.store.staging import Batch, Lookups, new_entry_id, stage
 from core.store.statements import row_to_entry
@@ -61,8 +63,10 @@ class PostgresLogStore(PostgresOutbox):
         threads: int = 8,
         engine: sa.Engine | None = None,
         log_key: str | bytes | None = None,
+        notify: bool = True,
     ) -> None:
         self.url = url
+        self.notify = notify  # False: other replicas find this one's commits only by their poll (a bench baseline)
         self.chain_key = ChainKey.of(log_key)  # DECKLOG_LOG_KEY: new scopes get a keyed chain (core/store/chain.py)
         self._own_engine = engine is None
         self.engine = engine or pg.make_engine(url, pool_size=threads)
@@ -75,6 +79,8 @@ class PostgresLogStore(PostgresOutbox):
         self._pending: dict[str, list[_Request]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._schema_checked = False
+        self._route_locks: AdvisoryLocks | None = None
+        self.feed = CommitFeed(url)  # NOTIFY after each commit, LISTEN for the other replicas' (postgres_notify.py)
         self.appended_total = 0
         self.transactions = 0  # append transactions committed (group commit: fewer than the requests)
 
@@ -107,6 +113,12 @@ class PostgresLogStore(PostgresOutbox):
         """Create or check the schema now (refusing a newer one); otherwise the first use does it."""
         await asyncio.get_running_loop().run_in_executor(self.executor, self._check_schema)
 
+    def route_locks(self) -> AdvisoryLocks:
+        """Keyed locks every replica on this database respects (the alert router's), closed with the store."""
+        if self._route_locks is None:
+            self._route_locks = AdvisoryLocks(self.url)
+        return self._route_locks
+
     def refill_spares(self) -> None:
         """Nothing to prepare: a declaration inserts a row (the SQLite backend keeps spare files ready)."""
 
@@ -132,11 +144,22 @@ class PostgresLogStore(PostgresOutbox):
                 listener(scope, entries)
             except Exception:
                 log.exception("a log listener failed on %s (the append itself committed)", scope)
+        topics = {t for e in entries for t in self.topics_for(e.kind)} if entries else set(self.topics)
+        if topics and self.notify:
+            self.feed.publish(scope, topics)
+
+    def on_remote_commit(self, callback: RemoteCommit) -> None:
+        """``callback(scope, topics, drained)`` for each commit another process makes (LISTEN; a poll stays the net)."""
+        if self.notify:
+            self.feed.listen(callback)
 
     async def close(self) -> None:
         writers = list(self._writers.values())
         if writers:
             await asyncio.gather(*writers, return_exceptions=True)
+        if self._route_locks is not None:
+            await self._route_locks.close()
+        await self.feed.close()
         self.executor.shutdown(wait=True)
         if self._own_engine:
             self.engine.dispose()

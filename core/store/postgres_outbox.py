@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -28,6 +29,16 @@ from core.store.statements import row_to_entry
 T = TypeVar("T")
 OB, E, M, C = pg.outbox, pg.entries, pg.sender_memos, pg.outbox_cursors
 DB_NOW = sa.func.extract("epoch", sa.func.clock_timestamp())
+
+
+@dataclass(frozen=True)
+class CursorClaim:
+    """A cursor taken. ``previous``: the replica that drained it last, when not the taker; ``died``: its lease
+    ran out while it held the cursor (it died or stalled mid-delivery, so its last posts may lack memos and marks).
+    """
+
+    previous: str | None = None
+    died: bool = False
 
 
 def scope_key(scope: ScopeRef) -> str:
@@ -198,24 +209,34 @@ class PostgresOutbox:
         """Take the (scope, topic) cursor for ``owner`` until the database clock passes ``lease_s`` from now.
 
         False when another owner holds an unexpired lease, or is taking the row right now (``SKIP LOCKED``)."""
+        return await self.take_cursor(scope, topic, owner, lease_s=lease_s) is not None
+
+    async def take_cursor(
+        self, scope: ScopeRef, topic: str, owner: str, *, lease_s: float = 30.0
+    ) -> CursorClaim | None:
+        """``claim_cursor`` that says which replica drained last (``CursorClaim``). A release keeps the owner and
+        clears the lease, so a claim tells a clean handover (no lease) from a dead holder's (an expired lease)."""
         key = _key(scope)
         now = sa.func.clock_timestamp()
 
-        def w(conn: Connection) -> bool:
+        def w(conn: Connection) -> CursorClaim | None:
             row = conn.execute(
                 sa.select(C.c.owner, C.c.lease_until, now.label("now"))
                 .where(C.c.scope_id == key, C.c.topic == topic)
                 .with_for_update(skip_locked=True)
             ).first()
             if row is None:
-                return False
-            if row.owner not in (None, owner) and row.lease_until is not None and row.lease_until > row.now:
-                return False
+                return None
+            other = row.owner not in (None, owner)
+            if other and row.lease_until is not None and row.lease_until > row.now:
+                return None
             until = now + sa.func.make_interval(0, 0, 0, 0, 0, 0, lease_s)
             conn.execute(
                 C.update().where(C.c.scope_id == key, C.c.topic == topic).values(owner=owner, lease_until=until)
             )
-            return True
+            if not other:
+                return CursorClaim()
+            return CursorClaim(previous=str(row.owner), died=row.lease_until is not None)
 
         return await self.run(w)
 
@@ -235,7 +256,7 @@ class PostgresOutbox:
         stmt = (
             C.update()
             .where(C.c.scope_id == key, C.c.topic == topic, C.c.owner == owner)
-            .values(owner=None, lease_until=None)
+            .values(lease_until=None)  # the owner stays: who drained last (``take_cursor``)
         )
         await self.run(lambda conn: conn.execute(stmt))
 

@@ -152,7 +152,11 @@ def _count(lost: list[str], dups: list[str], what: str, n: int) -> None:
 
 
 def judge(data_dir: Path, fake: FakeSlack, acked: Acked) -> Verdict:
-    log = read_log(data_dir)
+    return judge_log(read_log(data_dir), fake, acked)
+
+
+def judge_log(log: dict[str, ScopeFile], fake: FakeSlack, acked: Acked) -> Verdict:
+    """``judge`` over scopes read from anywhere (a data directory, or a PostgreSQL database: tests/helpers/pg_view.py)."""
     v = Verdict(scopes=len(log), entries=sum(len(f.rows) for f in log.values()))
     incidents = {s: f for s, f in log.items() if s.startswith("incident/")}
     titles = Counter(r.payload.get("title") for f in incidents.values() for r in f.rows if r.kind == "declared")
@@ -187,8 +191,12 @@ def judge(data_dir: Path, fake: FakeSlack, acked: Acked) -> Verdict:
 
 def linked_threads(data_dir: Path) -> dict[str, str]:
     """Incident scope → its thread ts, for incidents whose ``thread_linked`` is committed (the server routes it)."""
+    return threads_of(read_log(data_dir))
+
+
+def threads_of(log: dict[str, ScopeFile]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for scope, f in read_log(data_dir).items():
+    for scope, f in log.items():
         if not scope.startswith("incident/"):
             continue
         if any(r.kind == "resolved" for r in f.rows):

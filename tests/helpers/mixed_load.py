@@ -100,7 +100,7 @@ class CrashRun:
         """Polls until every acked effect is in the log and Slack and the outbox is empty; the last verdict."""
         deadline = time.monotonic() + timeout
         while True:
-            verdict = await asyncio.to_thread(judge, self.data_dir, self.fake, self.acked)
+            verdict = await self.verdict()
             if verdict.complete or time.monotonic() > deadline:
                 return verdict
             await asyncio.sleep(0.1)
@@ -112,13 +112,23 @@ class CrashRun:
             verdict = await self.wait_complete(timeout)
         finally:
             await asyncio.to_thread(served.stop)
-        verdict = await asyncio.to_thread(judge, self.data_dir, self.fake, self.acked)
+        verdict = await self.verdict()
         return verdict, served
+
+    async def verdict(self) -> Verdict:
+        return await asyncio.to_thread(judge, self.data_dir, self.fake, self.acked)
+
+    async def threads(self) -> dict[str, str]:
+        """Incident → thread ts of the incidents the server has linked (where the clients send messages)."""
+        return await asyncio.to_thread(linked_threads, self.data_dir)
+
+    def alerts_url(self, served: Served) -> str:
+        return served.url
 
     # -- the clients ------------------------------------------------------------------------------------------
 
     async def _worker(self, served: Served, http: aiohttp.ClientSession, cycle: Cycle, w: int) -> None:
-        threads = await asyncio.to_thread(linked_threads, self.data_dir)
+        threads = await self.threads()
         clicked: set[str] = set(self.acked.clicks)
         while True:
             roll = self.rng.random()
@@ -141,7 +151,7 @@ class CrashRun:
             if not ok:
                 await asyncio.sleep(0.02)  # the server is going down: do not spin
             if self.rng.random() < 0.1:
-                threads = await asyncio.to_thread(linked_threads, self.data_dir)
+                threads = await self.threads()
 
     def _next(self) -> int:
         self._serial += 1
@@ -184,7 +194,7 @@ class CrashRun:
         body = alert_payload(fingerprint, self.rng.choice(SERVICES))
         try:
             async with http.post(
-                f"{served.url}/alerts/alertmanager",
+                f"{self.alerts_url(served)}/alerts/alertmanager",
                 json=body,
                 headers={"Authorization": f"Bearer {ALERT_TOKEN}"},
                 timeout=aiohttp.ClientTimeout(total=10),

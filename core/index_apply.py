@@ -1,0 +1,123 @@
+"""Applying log entries to the index (``Index.apply`` and ``rebuild``, core/index.py): full-text rows, routes,
+alert fingerprints and inbound ids from the fresh entries, the subscriber position, and the scope's row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
+from core.index_schema import (
+    INDEX_SUBSCRIBER,
+    fingerprints,
+    inbound,
+    route_key,
+    routes,
+    scopes,
+    searchable_text,
+    subscriptions,
+)
+from core.insights import apply_milestones
+from core.state import ScopeState
+
+
+def set_position(conn: Connection, scope: str, subscriber: str, position: int, *, only_forward: bool) -> None:
+    current = conn.execute(
+        sa.select(subscriptions.c.position).where(
+            subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber
+        )
+    ).scalar()
+    if current is None:
+        conn.execute(subscriptions.insert().values(scope=scope, subscriber=subscriber, position=position))
+    elif not only_forward or position > current:
+        conn.execute(
+            subscriptions.update()
+            .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == subscriber)
+            .values(position=position)
+        )
+
+
+def apply_entries(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> None:
+    """Index the entries the index has not seen yet, then the scope's row (unless an newer state is there)."""
+    scope = state.scope
+    position = conn.execute(
+        sa.select(subscriptions.c.position).where(
+            subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER
+        )
+    ).scalar()
+    fresh = [e for e in entries if e.seq > int(position or 0)]
+    fts_rows = [{"scope": scope, "seq": e.seq, "kind": e.kind, "text": searchable_text(e)} for e in fresh]
+    if fts_rows:
+        conn.execute(
+            sa.text("INSERT INTO entries_fts(scope, seq, kind, text) VALUES (:scope, :seq, :kind, :text)"),
+            fts_rows,
+        )
+    for e in fresh:
+        _index_entry(conn, scope, e)
+    if fresh:
+        set_position(conn, scope, INDEX_SUBSCRIBER, fresh[-1].seq, only_forward=True)
+    existing = conn.execute(sa.select(scopes.c.version).where(scopes.c.id == scope)).first()
+    if existing is None:
+        conn.execute(scopes.insert().values(id=scope, **_scope_values(state)))
+    elif existing[0] <= state.version:
+        conn.execute(scopes.update().where(scopes.c.id == scope).values(**_scope_values(state)))
+    else:
+        return  # an older state than the one applied already
+    apply_milestones(conn, state)
+
+
+def _route(conn: Connection, key: str, scope: str) -> None:
+    conn.execute(routes.delete().where(routes.c.key == key))
+    conn.execute(routes.insert().values(key=key, scope=scope))
+
+
+def _index_entry(conn: Connection, scope: str, e: Entry) -> None:
+    """The routes, fingerprint and inbound id one entry gives."""
+    p = e.payload
+    if isinstance(p, ThreadLinked):
+        keys = [route_key(p.channel, p.ts)] if p.ts else []
+        if p.dedicated_channel or not p.ts:
+            keys.append(route_key(p.channel))
+        for key in keys:
+            _route(conn, key, scope)
+    elif isinstance(p, Message | Evidence) and p.channel and p.ts:
+        _route(conn, route_key(p.channel, p.ts), scope)
+    elif isinstance(p, Observation) and p.fingerprint:
+        conn.execute(
+            fingerprints.delete().where(fingerprints.c.fingerprint == p.fingerprint, fingerprints.c.scope == scope)
+        )
+        conn.execute(
+            fingerprints.insert().values(
+                fingerprint=p.fingerprint,
+                scope=scope,
+                service=p.service,
+                status=p.alert_status or "firing",
+                updated=e.at.timestamp(),
+            )
+        )
+    if e.kind == "declared" and e.idempotency_key:
+        conn.execute(inbound.delete().where(inbound.c.key == e.idempotency_key))
+        conn.execute(inbound.insert().values(key=e.idempotency_key, scope=scope, at=e.at.timestamp()))
+
+
+def _scope_values(state: ScopeState) -> dict[str, Any]:
+    return {
+        "kind": state.kind,
+        "title": state.title,
+        "status": state.status,
+        "severity": state.severity,
+        "services": json.dumps(list(state.services)),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+        "resolved_at": state.resolved_at,
+        "version": state.version,
+        "thread_channel": state.thread.channel if state.thread else "",
+        "thread_ts": state.thread.ts if state.thread else "",
+        "permalink": state.thread.permalink if state.thread else "",
+        "pending_approvals": sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval"),
+    }

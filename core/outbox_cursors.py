@@ -1,0 +1,130 @@
+"""Several replicas on one database: the dispatcher's (scope, topic) delivery cursors (a mixin of ``Dispatcher``).
+
+Each drain holds the cursor row (``claim_cursor``/``take_cursor``, core/store/postgres_outbox.py) under a lease
+on the database clock, renewed before every batch and every third of the lease while a batch is delivered; it is released after its done marks are written, so the next
+holder never reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
+mid-delivery) is told to the sender (``handed_over(scope, died=True)``): it reconciles before it posts again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from core.outbox_marks import DoneMarks
+from core.outbox_types import Sender
+
+log = logging.getLogger("core.outbox")
+
+#: How long a drainer's (scope, topic) cursor stays its own without renewal (renewed before every batch), and how
+#: soon a drain that found the cursor taken looks again.
+CURSOR_LEASE_S = 10.0
+CLAIM_RETRY_S = 0.25
+#: A replica that released a cursor this recently is the one another replica's commit may have collided with.
+RECENT_S = 1.0
+
+
+class SharedCursors:
+    store: Any
+    owner: str
+    senders: dict[str, Sender]
+    marks: DoneMarks
+    claims_lost: int
+    takeovers: int
+
+    _running: dict[tuple[str, str], asyncio.Task[None]]
+    _quiet: set[tuple[str, str]]
+    _released: dict[tuple[str, str], float]
+
+    def _arm(self, scope: str, topic: str, delay: float) -> None:
+        raise NotImplementedError
+
+    def _start(self, key: tuple[str, str]) -> None:
+        raise NotImplementedError
+
+    def remote_commit(self, scope: str, topics: tuple[str, ...], drained: bool = False) -> None:
+        """Another process committed rows for ``topics`` of ``scope`` (LISTEN/NOTIFY). Not ``drained`` (the CLI):
+        drain them now. ``drained`` (a replica): it drains them itself unless it found the cursor held — by the
+        replica draining it now, or by the one that just let it go — so only those act: a drain running here goes
+        round once more; one that ended here within ``RECENT_S`` runs again, quietly (if the cursor is held, no
+        retry timer is set: the holder delivers)."""
+        now = time.monotonic()
+        for name in topics or tuple(self.senders):
+            key = (scope, name)
+            if name not in self.senders:
+                continue
+            if key in self._running or not drained:
+                self._start(key)
+            elif now - self._released.get(key, -RECENT_S) < RECENT_S:
+                self._quiet.add(key)
+                self._start(key)
+
+    async def _claim(self, scope: str, topic: str) -> bool:
+        try:
+            ok = await self._take(scope, topic)
+        except Exception:
+            log.exception("dispatcher: claiming %s/%s failed", scope, topic)
+            ok = False
+        quiet = (scope, topic) in self._quiet
+        self._quiet.discard((scope, topic))
+        if not ok:  # another replica drains it now; look again soon in case it finished before our rows landed
+            self.claims_lost += 1
+            if not quiet:
+                self._arm(scope, topic, CLAIM_RETRY_S)
+        return ok
+
+    async def _take(self, scope: str, topic: str) -> bool:
+        """Take or renew the (scope, topic) cursor. When another replica drained it last, the sender is told
+        (``handed_over``): its cached memos may be stale, and if that replica died mid-delivery, it reconciles
+        before it posts again."""
+        take = getattr(self.store, "take_cursor", None)
+        if take is None:
+            return bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+        claim = await take(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
+        if claim is None:
+            return False
+        if claim.previous:
+            if claim.died:
+                self.takeovers += 1
+                log.info("dispatcher: took %s/%s over from %s (its lease ran out)", scope, topic, claim.previous)
+            handed_over = getattr(self.senders.get(topic), "handed_over", None)
+            if callable(handed_over):
+                handed_over(scope, died=claim.died)
+        return True
+
+    async def _keep_lease(self, scope: str, topic: str) -> None:
+        """While a drain runs, renew its cursor lease every third of the lease: a live replica stalled in a slow
+        delivery (a Slack call taking seconds) keeps its cursor; only a dead one (or a frozen process) loses it."""
+        while True:
+            await asyncio.sleep(CURSOR_LEASE_S / 3)
+            try:  # a False (the row was being looked at by another replica right now) is retried at the next beat
+                await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
+            except Exception:
+                log.warning("dispatcher: renewing the lease of %s/%s failed", scope, topic, exc_info=True)
+
+    async def _release(self, scope: str, topic: str) -> None:
+        """Our done marks go first, so the next holder does not read what we delivered as pending."""
+        try:
+            await asyncio.shield(self.marks.flush(scope))
+            await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))
+            self._remember_release((scope, topic))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the lease runs out on its own
+            log.exception("dispatcher: releasing %s/%s failed", scope, topic)
+
+    def _remember_release(self, key: tuple[str, str]) -> None:
+        now = time.monotonic()
+        self._released[key] = now
+        if len(self._released) > 4096:
+            for old in [k for k, at in self._released.items() if now - at > RECENT_S]:
+                del self._released[old]
+
+    async def _claim_more(self, scope: str, topic: str) -> bool:
+        """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""
+        if await self._take(scope, topic):
+            return True
+        self.claims_lost += 1
+        return False
