@@ -21,6 +21,7 @@ TOKEN = "experiment-alert-token"
 
 class HttpInputs:
     def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
         self.part = build_receivers(rt)
         for sender in self.part.provides.senders:  # the change links (outbox topic ``changes``)
             rt.dispatcher.register(sender)
@@ -52,7 +53,10 @@ class HttpInputs:
             answer: dict[str, Any] = await resp.json()
             if resp.status >= 400:
                 raise RuntimeError(f"POST {path} → {resp.status}: {answer.get('error')}")
-            return answer
+        # What the input's commit sets off (change links through the ``changes`` topic, the index) lands before
+        # the next turn reads the state: otherwise a turn's view depends on delivery timing, and runs differ.
+        await self.rt.dispatcher.idle()
+        return answer
 
     async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]:
         scopes: list[str] = []
