@@ -218,23 +218,23 @@ class SqliteFile(Generic[C]):
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append(_Request(fn, future, savepoint, durable))
         if not self._in_flight:
-            self._submit(loop)
+            self._in_flight = True  # the batch is formed a loop turn from now (below)
+            loop.call_soon(self._submit, loop)
         return await future
 
     # Group commit without a writer task: at most one batch per file is in flight on a worker thread; requests that
     # arrive meanwhile wait in ``_pending`` and form the next batch, which the finished batch's callback submits
-    # (one hop to the worker and one back per batch; measured in bench/append.py, docs/decisions.md).
+    # (one hop to the worker and one back per batch; measured in bench/append.py, docs/decisions.md). A batch is
+    # formed one loop turn after the first request of an idle file: the callers that the last commit woke all run
+    # in that turn, so they share the next commit instead of the first of them committing alone.
 
     def _submit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the next batch to a worker (``_in_flight`` is already set and stays set until it is done)."""
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-        self._in_flight = True
         try:
             self._executor.submit(self._run_and_report, batch, loop)
         except RuntimeError as exc:  # the executor is shut down: nobody will ever run them
-            self._in_flight = False
-            self._settle(batch, StorageError(f"{self.path.name}: {exc}"))
-            if self._pending:
-                self._submit(loop)
+            self._batch_done(batch, StorageError(f"{self.path.name}: {exc}"), loop)
 
     def _run_and_report(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> None:
         """On the worker thread: run the batch, then hand the outcome back to the event loop."""
@@ -251,10 +251,11 @@ class SqliteFile(Generic[C]):
     def _batch_done(
         self, batch: list[_Request[C]], error: BaseException | None, loop: asyncio.AbstractEventLoop
     ) -> None:
-        self._in_flight = False
         self._settle(batch, error)
         if self._pending:
             self._submit(loop)
+        else:
+            self._in_flight = False
 
     @staticmethod
     def _settle(batch: list[_Request[C]], error: BaseException | None) -> None:
