@@ -32,7 +32,6 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from core.agents.context import ContextAgents
@@ -40,93 +39,27 @@ from core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer, T
 from core.agents.reasoner import Reasoner, ReasonerError, TurnInput, TurnOutput
 from core.agents.tools import ToolBox
 from core.agents.triggers import QUIET_KINDS, only_agents, warranting
+from core.agents.turn_fences import Fences, claim_verified, release_fences
+from core.agents.turn_parts import TurnRaced, TurnResult, TurnStats, TurnViews, ask_key, failed_output, quietly
+from core.agents.turn_record import TurnFacts, turn_entries
 from core.clock import Clock, SystemClock
 from core.entries import PAYLOADS as ENTRY_KINDS
 from core.entries import (
     Actor,
     AgentTurn,
-    Answer,
     Entry,
     NewEntry,
-    ObligationClaimed,
     Question,
-    Suggestion,
-    Verification,
 )
-from core.errors import Conflict, InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound
 from core.index import Index
-from core.obligations import claim, fulfil, open_obligation, release
 from core.state import ScopeState
 from core.store import LogStore
-from core.views import DEFAULT_BUDGET, View, ViewCache, build_view
+from core.views import DEFAULT_BUDGET, ViewCache
 
 log = logging.getLogger(__name__)
 
 WARRANT_KINDS = tuple(sorted(set(ENTRY_KINDS) - QUIET_KINDS))
-_TEXT_MAX = 3000
-
-
-class TurnRaced(Conflict):
-    """Another runtime recorded a turn over this range first; this turn's outputs are discarded."""
-
-
-class TurnViews:
-    """The views of one turn: each built at most once, all accounted for in the turn's provenance."""
-
-    def __init__(self, store: LogStore, state: ScopeState, budget: int, cache: ViewCache | None = None) -> None:
-        self.store = store
-        self.state = state
-        self.budget = budget
-        self.cache = cache
-        self._built: dict[tuple[str, str | None], View] = {}
-
-    async def view(self, name: str, *, obligation_id: str | None = None) -> View:
-        key = (name, obligation_id)
-        if key not in self._built:
-            self._built[key] = await build_view(
-                self.store,
-                self.state.scope,
-                name,
-                budget=self.budget,
-                obligation_id=obligation_id,
-                state=self.state,
-                cache=self.cache,
-            )
-        return self._built[key]
-
-    @property
-    def built(self) -> list[View]:
-        return list(self._built.values())
-
-    @property
-    def names(self) -> str:
-        return "+".join(dict.fromkeys(v.name for v in self._built.values()))
-
-
-@dataclass
-class TurnResult:
-    """What ``run_turn`` / ``ask`` did: ``recorded`` (``output.outcome`` ``ok`` or ``nothing``) | ``failed`` /
-    ``refused`` — all recorded as an ``agent_turn`` — or ``skipped`` | ``raced`` | ``duplicate`` (nothing recorded)."""
-
-    scope: str
-    status: str
-    reason: str = ""
-    turn_seq: int = 0
-    appended: tuple[int, ...] = ()
-    output: TurnOutput | None = None
-    proposals: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TurnStats:
-    runs: int = 0
-    recorded: int = 0
-    failed: int = 0
-    noop: int = 0
-    skipped: int = 0
-    raced: int = 0
-    asks: int = 0
-    reasoner_calls: int = 0
 
 
 class TurnRuntime:
@@ -213,14 +146,14 @@ class TurnRuntime:
         finally:
             if shown.is_set():
                 await asyncio.gather(task, return_exceptions=True)  # let "working" finish, then undo it
-                await _quietly(progress.done(scope), f"progress done on {scope}")
+                await quietly(progress.done(scope), f"progress done on {scope}")
             else:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
     async def recover_progress(self, scope: str) -> None:
         if self.progress is not None:
-            await _quietly(self.progress.recover(scope), f"progress recovery on {scope}")
+            await quietly(self.progress.recover(scope), f"progress recovery on {scope}")
 
     async def _run_turn(self, scope: str, trigger: str, force: bool) -> TurnResult:
         state = await self.store.get_state(scope)
@@ -284,7 +217,7 @@ class TurnRuntime:
 
     async def answered(self, scope: str, key: str) -> bool:
         """Has the question with this key been answered (or tried) already? (a probe that appends nothing)"""
-        probe = await self.store.append(scope, lambda _s: [], idempotency_key=_ask_key(key))
+        probe = await self.store.append(scope, lambda _s: [], idempotency_key=ask_key(key))
         return probe.duplicate
 
     async def answer(self, scope: str, question: Entry) -> TurnResult:
@@ -296,7 +229,7 @@ class TurnRuntime:
             return TurnResult(scope, "duplicate", "this question was already answered")
         where = p.message_ts
         if self.progress is not None:
-            shown = await _quietly(self.progress.working(scope, question_seq=question.seq), f"ask on {scope}")
+            shown = await quietly(self.progress.working(scope, question_seq=question.seq), f"ask on {scope}")
             where = shown or where
         result = await self.ask(scope, p.text, question.actor, key=p.key, question_ts=where, question_seq=question.seq)
         log.info("ask on %s#%d: %s %s", scope, question.seq, result.status, result.reason)
@@ -332,7 +265,7 @@ class TurnRuntime:
                     current, turn, views, out, {}, duration_ms, question_ts=question_ts, question_seq=question_seq
                 )
 
-            result = await self.store.append(scope, decide, idempotency_key=_ask_key(key))
+            result = await self.store.append(scope, decide, idempotency_key=ask_key(key))
             if result.duplicate:
                 return TurnResult(scope, "duplicate", "this question was already answered")
             return await self._after_record(scope, result.entries, out)
@@ -373,53 +306,27 @@ class TurnRuntime:
         try:
             out = await asyncio.wait_for(self.reasoner.run(turn), timeout=self.timeout_s)
         except TimeoutError:
-            out = _failed(TurnOutput(), f"the turn timed out after {self.timeout_s:g}s")
+            out = failed_output(TurnOutput(), f"the turn timed out after {self.timeout_s:g}s")
         except ReasonerError as exc:
-            out = _failed(exc.partial or TurnOutput(), exc.message)
+            out = failed_output(exc.partial or TurnOutput(), exc.message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("reasoner %s failed on %s", self.reasoner.name, turn.scope)
-            out = _failed(TurnOutput(), f"{exc.__class__.__name__}: {exc}")
+            out = failed_output(TurnOutput(), f"{exc.__class__.__name__}: {exc}")
         if turn.tools is not None:
             out.tool_calls = [*turn.tools.calls, *out.tool_calls]
         return out
 
+    @property
+    def _fences(self) -> Fences:  # read at call time: tests change the clock or the lease on a built runtime
+        return Fences(self.store, self.clock, self.actor, self.holder, self.lease_seconds)
+
     async def _claim(self, scope: str, out: TurnOutput) -> dict[str, int]:
-        """Claim each obligation a verification is about (a fenced lease); skip those someone else holds."""
-        fences: dict[str, int] = {}
-        for v in out.verifications:
-            try:
-                result = await self.store.append(scope, self._claiming(v.obligation_id))
-            except (Conflict, NotFound) as exc:
-                note = {"tool": "claim", "obligation_id": v.obligation_id, "status": "error", "error": str(exc)}
-                out.tool_calls.append(note)
-                continue
-            payload = result.entries[0].payload if result.entries else None
-            if isinstance(payload, ObligationClaimed):
-                fences[v.obligation_id] = payload.fence
-        return fences
-
-    def _claiming(self, obligation_id: str) -> Callable[[ScopeState], list[NewEntry]]:
-        def decide(state: ScopeState) -> list[NewEntry]:
-            now = self.clock.now()
-            return claim(
-                state, obligation_id, holder=self.holder, now=now, lease_seconds=self.lease_seconds, actor=self.actor
-            )
-
-        return decide
+        return await claim_verified(self._fences, scope, out)
 
     async def _release(self, scope: str, fences: dict[str, int]) -> None:
-        for oid, fence in fences.items():
-
-            def decide(state: ScopeState, oid: str = oid, fence: int = fence) -> list[NewEntry]:
-                now = self.clock.now()
-                return release(state, oid, fence=fence, now=now, actor=self.actor, reason="lost the turn race")
-
-            try:
-                await self.store.append(scope, decide)
-            except (Conflict, NotFound):
-                pass
+        await release_fences(self._fences, scope, fences)
 
     def _entries(
         self,
@@ -434,122 +341,17 @@ class TurnRuntime:
         question_seq: int = 0,
     ) -> list[NewEntry]:
         """The turn's outputs as entries, then its ``agent_turn`` (runs inside the append's transaction)."""
-        made: list[NewEntry] = []
-        notes: list[dict[str, Any]] = []
-        base = current.version
-
-        def refs(values: Sequence[int]) -> tuple[int, ...]:
-            return tuple(sorted({r for r in values if 0 < r <= base}))
-
-        def add(kind: str, payload: Any, refs_: tuple[int, ...] = ()) -> int:
-            try:
-                made.append(NewEntry.make(kind, self.actor, payload, refs=refs_))
-            except InvalidInput as exc:
-                notes.append({"tool": "record", "kind": kind, "status": "error", "error": str(exc)})
-                return 0
-            return base + len(made)
-
-        hypothesis_seqs: list[int] = []
-        for h in out.hypotheses:
-            payload = {"text": h.text[:_TEXT_MAX], "confidence": h.confidence, "suspect_scope": h.suspect_scope}
-            hypothesis_seqs.append(add("hypothesis", payload, refs(h.refs)) if h.text.strip() else 0)
-        for o in out.obligations:
-            extra = []
-            if o.hypothesis_index is not None and 0 <= o.hypothesis_index < len(hypothesis_seqs):
-                extra = [hypothesis_seqs[o.hypothesis_index]]
-            try:
-                opened = open_obligation(
-                    current,
-                    text=o.text[:_TEXT_MAX],
-                    actor=self.actor,
-                    purpose=o.purpose,
-                    conditions=o.conditions,
-                    action=o.action,
-                    params=dict(o.params),
-                    expected_outcome=o.expected_outcome,
-                    obligation_id=o.obligation_id or None,
-                    refs=sorted({*refs(o.refs), *(r for r in extra if r)}),
-                )
-            except InvalidInput as exc:
-                notes.append({"tool": "record", "kind": "obligation_opened", "status": "error", "error": str(exc)})
-                continue
-            made.extend(opened)
-        now = self.clock.now()
-        for v in out.verifications:
-            fence = fences.get(v.obligation_id)
-            if fence is None:
-                continue
-            verification = NewEntry.make(
-                "verification",
-                self.actor,
-                Verification(
-                    obligation_id=v.obligation_id,
-                    run_id=v.run_id,
-                    outcome=v.outcome,
-                    expected=v.expected,
-                    observed=v.observed[:_TEXT_MAX],
-                ),
-                refs=refs(v.refs),
-            )
-            try:
-                made.extend(
-                    fulfil(
-                        current,
-                        v.obligation_id,
-                        fence=fence,
-                        now=now,
-                        actor=self.actor,
-                        note=f"verification {v.outcome}",
-                        run_id=v.run_id,
-                        before=[verification],
-                    )
-                )
-            except (Conflict, NotFound) as exc:
-                notes.append({"tool": "verify", "obligation_id": v.obligation_id, "status": "error", "error": str(exc)})
-        for sg in out.suggestions:
-            if sg.text.strip():
-                sid = sg.suggestion_id or f"sg-{secrets.token_hex(4)}"
-                add(
-                    "suggestion",
-                    Suggestion(
-                        suggestion_id=sid, text=sg.text[:_TEXT_MAX], action=sg.action, rationale=sg.rationale[:1000]
-                    ),
-                    refs(sg.refs),
-                )
-        if turn.question and out.answer:
-            add(
-                "answer",
-                Answer(question=turn.question[:_TEXT_MAX], text=out.answer[:_TEXT_MAX], question_ts=question_ts),
-                refs((question_seq,)),
-            )
-        made = _with_turn(made, base + len(made) + 1)
-        appended = tuple(range(base + 1, base + len(made) + 1))
-        proposals = [
-            {"tool": "propose", "action": p.action, "params": p.params, "obligation_id": p.obligation_id}
-            for p in out.proposals
-        ]
-        turn_entry = AgentTurn(
+        facts = TurnFacts(
             reasoner=self.reasoner.name,
-            model=out.model or self.reasoner.model,
-            view=views.names,
+            model=self.reasoner.model,
+            views=views.names,
             view_bytes=sum(v.bytes for v in views.built),
             view_tokens=sum(v.tokens for v in views.built),
-            seq_from=turn.seq_from,
-            seq_to=turn.seq_to,
-            trigger=turn.trigger,
-            tool_calls=tuple([*out.tool_calls, *proposals, *notes]),
-            input_tokens=out.usage.input_tokens,
-            output_tokens=out.usage.output_tokens,
-            cache_read_input_tokens=out.usage.cache_read_input_tokens,
-            cache_creation_input_tokens=out.usage.cache_creation_input_tokens,
-            cost_usd=round(out.cost_usd, 6),
             duration_ms=duration_ms,
-            outcome=out.outcome,
-            error=out.error[:1000],
-            appended=appended,
+            question_ts=question_ts,
+            question_seq=question_seq,
         )
-        turn_refs = refs((question_seq,)) if question_seq else ()
-        return [*made, NewEntry.make("agent_turn", self.actor, turn_entry, refs=turn_refs)]
+        return turn_entries(current, turn, out, fences, actor=self.actor, now=self.clock.now(), facts=facts)
 
     async def _after_record(self, scope: str, entries: Sequence[Any], out: TurnOutput) -> TurnResult:
         turn_entry = entries[-1] if entries else None
@@ -590,42 +392,6 @@ class TurnRuntime:
     def _wake(self, scope: str, out: TurnOutput) -> None:
         if out.wake_after is not None and self.on_wake is not None:
             self.on_wake(scope, out.wake_after)
-
-
-FINDING_KINDS = ("hypothesis", "suggestion", "obligation_opened")  # what a turn finds (each names its turn)
-
-
-def _with_turn(made: list[NewEntry], turn_seq: int) -> list[NewEntry]:
-    """Provenance (issue 15): each finding of the turn names the seq its ``agent_turn`` gets in the same append."""
-    return [
-        e.model_copy(update={"payload": e.payload.model_copy(update={"turn": turn_seq})})
-        if e.kind in FINDING_KINDS and hasattr(e.payload, "turn")
-        else e
-        for e in made
-    ]
-
-
-def _failed(out: TurnOutput, error: str) -> TurnOutput:
-    """A failed turn records its provenance (usage, tool calls) and nothing else."""
-    out.hypotheses, out.suggestions, out.obligations, out.proposals, out.verifications = [], [], [], [], []
-    out.answer = None
-    out.outcome, out.error = "failed", error
-    return out
-
-
-async def _quietly(call: Any, what: str) -> Any:
-    """Await a progress call; progress is cosmetic, so its failure is logged and never fails the turn."""
-    try:
-        return await call
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.warning("%s failed", what, exc_info=True)
-        return None
-
-
-def _ask_key(key: str) -> str:
-    return f"ask:{key}"[:480]
 
 
 __all__ = ["TurnRaced", "TurnResult", "TurnRuntime", "TurnStats", "TurnViews"]

@@ -1,0 +1,103 @@
+"""The vocabulary of a turn: its views (each built once, all accounted for), its result, the runtime's counters,
+and the small helpers the runtime shares (core/agents/runtime.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.agents.reasoner import TurnOutput
+from core.errors import Conflict
+from core.state import ScopeState
+from core.store import LogStore
+from core.views import View, ViewCache, build_view
+
+log = logging.getLogger(__name__)
+
+
+class TurnRaced(Conflict):
+    """Another runtime recorded a turn over this range first; this turn's outputs are discarded."""
+
+
+class TurnViews:
+    """The views of one turn: each built at most once, all accounted for in the turn's provenance."""
+
+    def __init__(self, store: LogStore, state: ScopeState, budget: int, cache: ViewCache | None = None) -> None:
+        self.store = store
+        self.state = state
+        self.budget = budget
+        self.cache = cache
+        self._built: dict[tuple[str, str | None], View] = {}
+
+    async def view(self, name: str, *, obligation_id: str | None = None) -> View:
+        key = (name, obligation_id)
+        if key not in self._built:
+            self._built[key] = await build_view(
+                self.store,
+                self.state.scope,
+                name,
+                budget=self.budget,
+                obligation_id=obligation_id,
+                state=self.state,
+                cache=self.cache,
+            )
+        return self._built[key]
+
+    @property
+    def built(self) -> list[View]:
+        return list(self._built.values())
+
+    @property
+    def names(self) -> str:
+        return "+".join(dict.fromkeys(v.name for v in self._built.values()))
+
+
+@dataclass
+class TurnResult:
+    """What ``run_turn`` / ``ask`` did: ``recorded`` (``output.outcome`` ``ok`` or ``nothing``) | ``failed`` /
+    ``refused`` — all recorded as an ``agent_turn`` — or ``skipped`` | ``raced`` | ``duplicate`` (nothing recorded)."""
+
+    scope: str
+    status: str
+    reason: str = ""
+    turn_seq: int = 0
+    appended: tuple[int, ...] = ()
+    output: TurnOutput | None = None
+    proposals: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TurnStats:
+    runs: int = 0
+    recorded: int = 0
+    failed: int = 0
+    noop: int = 0
+    skipped: int = 0
+    raced: int = 0
+    asks: int = 0
+    reasoner_calls: int = 0
+
+
+def failed_output(out: TurnOutput, error: str) -> TurnOutput:
+    """A failed turn records its provenance (usage, tool calls) and nothing else."""
+    out.hypotheses, out.suggestions, out.obligations, out.proposals, out.verifications = [], [], [], [], []
+    out.answer = None
+    out.outcome, out.error = "failed", error
+    return out
+
+
+async def quietly(call: Any, what: str) -> Any:
+    """Await a progress call; progress is cosmetic, so its failure is logged and never fails the turn."""
+    try:
+        return await call
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.warning("%s failed", what, exc_info=True)
+        return None
+
+
+def ask_key(key: str) -> str:
+    return f"ask:{key}"[:480]
