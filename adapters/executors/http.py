@@ -53,6 +53,31 @@ def reason_of(body: Mapping[str, Any], status: int) -> str:
     return f"HTTP {status}"
 
 
+async def exchange(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    data: bytes,
+    headers: Mapping[str, str],
+    timeout: float,
+) -> tuple[int, bytes] | ExecutionOutcome:
+    """One request: its status and body, or the outcome a transport failure means. ``failed`` only when nothing was
+    sent (no connection); ``uncertain`` whenever the effect may have been applied (a timeout, a lost connection),
+    so that the runner reconciles instead of retrying."""
+    try:
+        async with session.request(
+            method, url, data=data, headers=dict(headers), timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as resp:
+            return resp.status, await resp.read()
+    except TimeoutError:
+        return ExecutionOutcome("uncertain", error=f"no answer within {timeout:g}s")
+    except aiohttp.ClientConnectorError as exc:
+        return ExecutionOutcome("failed", error=f"could not connect to {url}: {exc.os_error or exc}; nothing was sent")
+    except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
+        return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
+
+
 def outcome_of(status: int, raw: bytes) -> ExecutionOutcome:
     """DESIGN §7: 2xx applied (the body's sha256 is the effect digest), 4xx refused, anything else uncertain."""
     parsed = parse_body(raw)
@@ -104,21 +129,10 @@ class HttpExecutor:
             "Content-Type": "application/json",
             "Idempotency-Key": request.idempotency_key,
         }
-        try:
-            async with self.session.post(
-                self.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
-            ) as resp:
-                raw = await resp.read()
-                status = resp.status
-        except TimeoutError:
-            return ExecutionOutcome("uncertain", error=f"no answer within {self.timeout:g}s")
-        except aiohttp.ClientConnectorError as exc:
-            return ExecutionOutcome(
-                "failed", error=f"could not connect to {self.url}: {exc.os_error or exc}; nothing was sent"
-            )
-        except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
-            return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
-        return outcome_of(status, raw)
+        answer = await exchange(self.session, "POST", self.url, data=body, headers=headers, timeout=self.timeout)
+        if isinstance(answer, ExecutionOutcome):
+            return answer
+        return outcome_of(*answer)
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:
         if not self.reconcile_url:

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from adapters.executors.http import egress_refused, outcome_of, parse_body, reason_of
+from adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome
 from core.egress import EgressPolicy, check
 from core.entries import ActionResult, Entry, StatusChanged
@@ -76,20 +76,11 @@ class PagerDutyExecutor:
         if refusal is not None:
             return egress_refused(refusal)
         body = json.dumps(event, separators=(",", ":")).encode()
-        try:
-            async with self.session.post(
-                self.url,
-                data=body,
-                headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-            ) as resp:
-                raw, status = await resp.read(), resp.status
-        except TimeoutError:
-            return ExecutionOutcome("uncertain", error=f"no answer within {self.timeout:g}s")
-        except aiohttp.ClientConnectorError as exc:
-            return ExecutionOutcome("failed", error=f"could not connect: {exc.os_error or exc}; nothing was sent")
-        except (aiohttp.ClientError, ConnectionError) as exc:
-            return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
+        headers = {"Content-Type": "application/json"}
+        answer = await exchange(self.session, "POST", self.url, data=body, headers=headers, timeout=self.timeout)
+        if isinstance(answer, ExecutionOutcome):
+            return answer
+        status, raw = answer
         if status == 429:  # throttled: the event was not accepted, but a retry (same dedup_key) is what helps
             return ExecutionOutcome("uncertain", status, parse_body(raw), error=reason_of(parse_body(raw), status))
         return outcome_of(status, raw)

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
-from adapters.executors.http import egress_refused, outcome_of, parse_body, reason_of
+from adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
 from core.egress import EgressPolicy, check
 
@@ -126,21 +126,11 @@ class StatuspageExecutor:
             method, url = "POST", f"{self.base}/incidents"
             fields["name"] = p.get("name") or f"Incident {request.scope.split('/', 1)[-1]}"
         body = json.dumps({"incident": fields}, separators=(",", ":")).encode()
-        try:
-            async with self.session.request(
-                method,
-                url,
-                data=body,
-                headers=self._headers(request.idempotency_key),
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-            ) as resp:
-                raw, status = await resp.read(), resp.status
-        except TimeoutError:
-            return ExecutionOutcome("uncertain", error=f"no answer within {self.timeout:g}s")
-        except aiohttp.ClientConnectorError as exc:
-            return ExecutionOutcome("failed", error=f"could not connect: {exc.os_error or exc}; nothing was sent")
-        except (aiohttp.ClientError, ConnectionError) as exc:
-            return ExecutionOutcome("uncertain", error=f"the connection was lost ({exc.__class__.__name__})")
+        headers = self._headers(request.idempotency_key)
+        answer = await exchange(self.session, method, url, data=body, headers=headers, timeout=self.timeout)
+        if isinstance(answer, ExecutionOutcome):
+            return answer
+        status, raw = answer
         return outcome_of(status, raw)
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome:

@@ -39,6 +39,7 @@ from core.store.ports import (
     ParkedItem,
     ScopeRef,
     VerifyReport,
+    notify_listeners,
 )
 from core.store.scope_files import ScopeFile, ScopeFiles
 from core.store.spares import SpareFiles
@@ -205,11 +206,7 @@ class SqliteLogStore(SqliteOutbox):
 
     def _notify(self, scope: str, entries: tuple[Entry, ...]) -> None:
         """Tell every listener; the append has committed, so a failing listener is logged, never raised."""
-        for listener in self._listeners:
-            try:
-                listener(scope, entries)
-            except Exception:
-                log.exception("a log listener failed on %s (the append itself committed)", scope)
+        notify_listeners(self._listeners, scope, entries)
 
     def holds(self, scope: ScopeRef) -> bool:
         return self.path_for(_scope_key(scope)).exists()

@@ -31,6 +31,7 @@ from core.store.ports import (
     ParkedItem,
     ScopeRef,
     VerifyReport,
+    notify_listeners,
 )
 from core.store.staging import Batch, Lookups, stage
 from core.store.statements import row_to_entry
@@ -307,11 +308,7 @@ class MemoryLogStore:
         self._listeners.append(listener)
 
     def _notify(self, scope: str, entries: tuple[Entry, ...]) -> None:
-        for listener in self._listeners:
-            try:
-                listener(scope, entries)
-            except Exception:
-                log.exception("a log listener failed on %s (the append itself committed)", scope)
+        notify_listeners(self._listeners, scope, entries)
 
     async def close(self) -> None:
         return None

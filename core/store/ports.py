@@ -10,6 +10,7 @@ Backends: ``SqliteLogStore`` (core/store/log_store.py, the embedded default) and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -220,3 +221,14 @@ class IndexPort(Protocol):
     async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None: ...
 
     async def counts(self) -> dict[str, int]: ...
+
+
+def notify_listeners(listeners: Sequence[Listener], scope: str, entries: tuple[Entry, ...]) -> None:
+    """Tell every commit-feed listener; the append has committed, so a failing listener is logged, never raised."""
+    for listener in listeners:
+        try:
+            listener(scope, entries)
+        except Exception:
+            logging.getLogger("core.store").exception(
+                "a log listener failed on %s (the append itself committed)", scope
+            )

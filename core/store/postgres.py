@@ -28,7 +28,7 @@ from core.ids import ScopeId
 from core.state import ScopeState, empty_state
 from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
-from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport
+from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport, notify_listeners
 from core.store.postgres_locks import AdvisoryLocks
 from core.store.postgres_notify import CommitFeed, RemoteCommit
 from core.store.postgres_outbox import PostgresOutbox, scope_key
@@ -139,11 +139,7 @@ class PostgresLogStore(PostgresOutbox):
         self._listeners.append(listener)
 
     def _notify(self, scope: str, entries: tuple[Entry, ...]) -> None:
-        for listener in self._listeners:
-            try:
-                listener(scope, entries)
-            except Exception:
-                log.exception("a log listener failed on %s (the append itself committed)", scope)
+        notify_listeners(self._listeners, scope, entries)
         topics = {t for e in entries for t in self.topics_for(e.kind)} if entries else set(self.topics)
         if topics and self.notify:
             self.feed.publish(scope, topics)
