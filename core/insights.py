@@ -116,7 +116,7 @@ def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
     out = []
     for scope, declared, ack, mit, res, status, severity, services, source in conn.execute(
         stmt.order_by(m.c.declared, m.c.scope)
-    ).tuples():
+    ):
         names = tuple(json.loads(services)) if services and services != "[]" else ()
         out.append(
             Milestones(
