@@ -166,3 +166,28 @@ async def _due_now(r: Replica, scope: str) -> bool:
 
 async def _no_rows(r: Replica) -> bool:
     return not await r.due.rows()
+
+
+async def test_a_renewed_lease_keeps_a_long_turn_and_an_unrenewed_one_moves(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    a.due.lease_s = b.due.lease_s = 3.0
+    gate = asyncio.Event()
+    a.reasoner.gate = gate
+    scope = "incident/long"
+    await declare(a, scope)
+    await a.scheduler.arm_pending()
+    await eventually(lambda: len(a.reasoner.calls) == 1, timeout=20, what="a's turn started")
+    b.scheduler.due_turns.start(b.scheduler.run_due, b.scheduler.due_in, b.scheduler._spawn)  # type: ignore[union-attr]
+    [first] = await a.due.rows()
+    await eventually(lambda: _lease_moved(a, float(first["lease_in"])), timeout=20, what="a renewal")  # type: ignore[arg-type]
+    assert await b.due.poll() == 0  # renewed: still a's
+    a.due.renewing = False  # a hangs: its lease runs out, and b runs the turn
+    await eventually(lambda: len(b.reasoner.calls) == 1, timeout=20, what="b's turn after a's lease")
+    gate.set()
+    await eventually(lambda: _no_rows(a), timeout=20, what="no due row left")
+    assert (await a.store.get_state(scope)).last_turn_seq > 0
+
+
+async def _lease_moved(r: Replica, lease_in: float) -> bool:
+    [row] = await r.due.rows()
+    return float(row["lease_in"]) > lease_in  # type: ignore[arg-type]
