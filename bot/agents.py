@@ -5,6 +5,9 @@
 ``agents`` outbox sender that arms debounced turns, the re-arm of pending turns at boot, the stop of its turns).
 The root plugs the action desk in with ``turns.use_proposer(...)`` / ``turns.use_catalog(...)``.
 
+On PostgreSQL the due turns are rows every replica shares (core/store/due_turns_postgres.py): one replica runs
+each due turn, and a dead replica's turn is taken over once its lease runs out.
+
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
 60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
 ``ANTHROPIC_BASE_URL``) select Claude. Progress (:fire:) goes through ``SlackProgress``, which is also a Slack
@@ -30,6 +33,8 @@ from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, 
 from core.agents.catchup import ModelCatchUp
 from core.agents.scheduler import AgentsSender
 from core.prompts import PromptLibrary
+from core.store.due_turns_postgres import PostgresDueTurns
+from core.store.postgres import PostgresLogStore
 
 if TYPE_CHECKING:
     from bot.config import AgentsConfig
@@ -38,6 +43,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FIRST_TURN_DELAY = 60.0
 DEFAULT_TURN_DEBOUNCE = 13.0
+#: On PostgreSQL: how long a replica holds a due turn without renewing it (renewed every third of it while the
+#: turn runs), and how often each replica looks for due turns (besides the due times it armed itself).
+TURN_LEASE_S = 30.0
+DUE_POLL_S = 1.0
 
 
 def turn_delays(settings: Settings, config: AgentsConfig) -> tuple[float, float]:
@@ -126,8 +135,19 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agen
         change_window_hours=rt.config.changes.link_window_hours,
         progress=progress,
     )
+    due_turns = None
+    if isinstance(rt.store, PostgresLogStore):  # replicas: one turn per due scope, due times in the database
+        due_turns = PostgresDueTurns(
+            rt.store, rt.alarm, rt.dispatcher.owner, max_wait=max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
+        )
     scheduler = TurnScheduler(
-        turns, rt.alarm, first_delay=first_delay, debounce=debounce, max_wait=max_wait, clock=rt.clock
+        turns,
+        rt.alarm,
+        first_delay=first_delay,
+        debounce=debounce,
+        max_wait=max_wait,
+        clock=rt.clock,
+        due_turns=due_turns,
     )
     provides = Provides(
         senders=[AgentsSender(scheduler)],

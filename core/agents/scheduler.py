@@ -19,6 +19,11 @@ it), so a restart arms the same due times as the process that died:
   is a separate timer (``agents:wake:<scope>``) and a forced turn.
 - ``question`` entries (``ask``) are answered by a prompt turn armed at once (``agents:ask:<scope>:<seq>``);
   the answer is appended under the question's key, so a redelivery or a re-run answers once.
+- Where the due turns wait is a port (core/agents/due_turns.py). Without one (SQLite, one process) they are the
+  timers above, in memory. On PostgreSQL (``PostgresDueTurns``) they are ``due_turns`` rows on the database clock:
+  one replica at a time claims a due scope under a lease and runs its turn, a dead holder's turn is taken over
+  when its lease runs out, and entries delivered during a turn (on any replica) re-arm the scope from the log.
+  Wakes and answers stay timers of the process that armed them.
 - Timers live in memory. At boot every incident is looked at: progress a dead process left shown is cleared
   (``TurnProgress.recover``), unanswered questions are answered, and every open incident whose log has warranting
   entries after ``last_turn_seq`` gets its turn armed at its due time (and, for reasoners that use timers, a wake).
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from core.agents.due_turns import DueTurns
 from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
 from core.agents.triggers import warranting
 from core.alarm import Alarm
@@ -67,8 +73,10 @@ class TurnScheduler:
         debounce: float = 13.0,
         max_wait: float = 60.0,
         clock: Clock | None = None,
+        due_turns: DueTurns | None = None,
     ) -> None:
         self.runtime = runtime
+        self.due_turns = due_turns  # None: in-memory timers (one process)
         self.store = runtime.store
         self.alarm = alarm
         self.first_delay = first_delay
@@ -161,6 +169,22 @@ class TurnScheduler:
     def arm_due(self, scope: str, due: Due, trigger: str | None = None) -> None:
         self.arm(scope, (due.at - self.clock.now()).total_seconds(), trigger or due.trigger)
 
+    async def want(self, scope: str, due: Due, trigger: str | None = None) -> None:
+        """Arm the turn of ``scope`` at ``due``: a timer, or the durable due turns shared by replicas."""
+        if self.due_turns is None:
+            self.arm_due(scope, due, trigger)
+        elif not self._stopped:
+            self.armed += 1
+            await self.due_turns.want(scope, (due.at - self.clock.now()).total_seconds(), trigger or due.trigger)
+
+    async def due_in(self, scope: str) -> float | None:
+        """Seconds until the next turn of ``scope`` is due, from the log (None: nothing pending)."""
+        due = await self.due(scope)
+        return None if due is None else (due.at - self.clock.now()).total_seconds()
+
+    async def run_due(self, scope: str, trigger: str) -> TurnResult:
+        return await self.runtime.run_turn(scope, trigger=trigger)
+
     def wake(self, scope: str, delay: float) -> None:
         if self._stopped:
             return
@@ -211,15 +235,18 @@ class TurnScheduler:
                 self.answer_later(scope, entry)
         if not warranting(entries):
             return
-        if self._running.get(scope):
+        if self.due_turns is None and self._running.get(scope):
             self._dirty.add(scope)  # armed from the log when the running turn ends
             return
         due = await self.due(scope, batch=entries)
         if due is not None:
-            self.arm_due(scope, due)
+            await self.want(scope, due)
 
     async def arm_pending(self) -> int:
-        """At boot: clear stale progress, answer unanswered questions, arm every pending turn at its due time."""
+        """At boot: clear stale progress, answer unanswered questions, arm every pending turn at its due time
+        (with durable due turns: start claiming them; arming again is an upsert that keeps a row's max wait)."""
+        if self.due_turns is not None and not self._stopped:
+            self.due_turns.start(self.run_due, self.due_in, self._spawn)
         armed = 0
         for sid in await self.store.scope_ids():
             if sid.kind != "incident":
@@ -239,7 +266,7 @@ class TurnScheduler:
                 continue
             due = await self.due(scope)
             if due is not None:
-                self.arm_due(scope, due, "boot")
+                await self.want(scope, due, "boot")
                 armed += 1
             elif self.runtime.reasoner.wants_wakes:
                 self.wake(scope, self.debounce)
@@ -271,6 +298,8 @@ class TurnScheduler:
     async def stop(self) -> None:
         """Cancel running turns (an unrecorded turn simply runs again after a restart)."""
         self._stopped = True
+        if self.due_turns is not None:
+            await self.due_turns.stop()
         for key in self._keys:
             self.alarm.cancel(key)
         tasks = list(self._tasks)

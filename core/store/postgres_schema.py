@@ -197,8 +197,25 @@ leases = sa.Table(
     sa.Column("lease_until", sa.Float(precision=53), nullable=False),
 )
 
+# Agent turns that are due (core/store/due_turns_postgres.py): one row per scope with a pending turn, its due time
+# and the start of its max wait on the database clock (epoch seconds), ``wants`` counting the deliveries that
+# asked for it (a turn's holder re-arms the row when it changed meanwhile), and the replica holding it until
+# ``lease_until``.
+due_turns = sa.Table(
+    "due_turns",
+    metadata,
+    key("scope_id", primary_key=True),
+    sa.Column("due_at", sa.Float(precision=53), nullable=False),
+    sa.Column("first_wanted_at", sa.Float(precision=53), nullable=False),
+    sa.Column("trigger", sa.Text, nullable=False),
+    sa.Column("wants", sa.BigInteger, nullable=False, server_default="1"),
+    key("holder", nullable=True),
+    sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+)
+sa.Index("due_turns_due", due_turns.c.due_at)
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
-REPLICA_TABLES = (inbox, leases)
+REPLICA_TABLES = (inbox, leases, due_turns)
 
 # issue 18 (insights): one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(
