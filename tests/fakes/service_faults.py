@@ -1,4 +1,4 @@
-"""Faults a test programs into the fake deploy service and the fake status page (adapters/local/services.py),
+"""Faults a test programs into the fake deploy service and the fake status page (adapters/local/services/),
 through their one hook ``inject(Fault(...))``: ``service_faults(svc).fail_next(500)`` and so on."""
 
 from __future__ import annotations
