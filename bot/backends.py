@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from adapters.slack.sender_support import PaceSlots
 from bot.settings import Settings
 from core.alerts.route_locks import RouteLocks
 from core.clock import Clock
@@ -62,3 +63,12 @@ def route_locks(store: SqliteLogStore | PostgresLogStore) -> RouteLocks | None:
     """The alert router's locks: across every replica on a shared database (advisory locks), else None (the
     router's own in-process locks: one process owns a SQLite data directory)."""
     return store.route_locks() if isinstance(store, PostgresLogStore) else None
+
+
+def pace_slots(store: SqliteLogStore | PostgresLogStore) -> PaceSlots | None:
+    """Slack's per-channel post slots across replicas (on a shared database), else None (one process paces)."""
+    if not isinstance(store, PostgresLogStore):
+        return None
+    from core.store.postgres_pace import PostgresPaceSlots
+
+    return PostgresPaceSlots(store)

@@ -25,7 +25,8 @@ from adapters.slack.intake import SlackIntake
 from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import ChannelPacer, SlackSender
-from bot.backends import open_inbox
+from adapters.slack.sender_support import SharedChannelPacer
+from bot.backends import open_inbox, pace_slots
 from bot.parts import Job, Provides, Route, Stopper
 from bot.runtime import Runtime
 from bot.settings import Settings, SlackMode
@@ -73,7 +74,7 @@ def build_slack_out(rt: Runtime, endpoint: SlackEndpoint, mode: SlackMode, *, ht
         rt.store,
         rt.index,
         alerts_channel=alerts_channel,
-        pacer=ChannelPacer(rt.config.slack.pace_per_channel_s),
+        pacer=channel_pacer(rt, rt.config.slack.pace_per_channel_s),
         channel_prefix=rt.config.slack.dedicated_channel_prefix,
         alarm=rt.alarm,
         header_interval=rt.config.slack.header_update_interval_s,
@@ -141,3 +142,9 @@ async def start_socket_mode(slack: SlackIn, settings: Settings, base_url: str) -
     await handler.connect_async()  # type: ignore[no-untyped-call]
     close: Stopper = handler.close_async
     return close
+
+
+def channel_pacer(rt: Runtime, interval: float) -> ChannelPacer:
+    """Per-channel pacing: across every replica on a shared database, else in this process."""
+    slots = pace_slots(rt.store)
+    return ChannelPacer(interval) if slots is None else SharedChannelPacer(slots, interval)

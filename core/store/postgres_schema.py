@@ -214,8 +214,17 @@ due_turns = sa.Table(
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 
+# issue 16: Slack's per-channel pace, shared by every replica's sender (core/store/postgres_pace.py): the next
+# free post slot of each channel, on the database clock (epoch seconds).
+channel_pace = sa.Table(
+    "channel_pace",
+    metadata,
+    key("channel", primary_key=True),
+    sa.Column("next_at", sa.Float(precision=53), nullable=False),
+)
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
-REPLICA_TABLES = (inbox, leases, due_turns)
+REPLICA_TABLES = (inbox, leases, due_turns, channel_pace)
 
 # issue 18 (insights): one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(
