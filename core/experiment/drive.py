@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.experiment.hands import LEASE, deliver_resolutions, execute
+from core.experiment import desk_hands
+from core.experiment.desk_hands import deliver_resolutions
+from core.experiment.hands import LEASE, execute
 from core.experiment.run import Killed, Run
 from core.obligations import lease_live
 
@@ -101,6 +103,9 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
     if not run.paused or not (force or run.world.applied.total()):
         return
     scope, p = run.paused.pop()
+    if "task" in p:
+        await desk_hands.resume(run, p)
+        return
     await execute(run, scope, p["oid"], p["fence"], p["action"], p["params"], p["agent"])
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.entries import Actor, NewEntry
 from core.errors import Conflict, NotFound, StaleFence
+from core.experiment import desk_hands
+from core.experiment.desk_hands import deliver_resolutions
 from core.experiment.scenario import action_key
 from core.obligations import claim, fulfil, open_obligation, reject_stale, release
 
@@ -65,6 +67,10 @@ async def hands(run: Run, scope: str, d: dict[str, Any], usage: dict[str, int], 
         )
     await run.store.append(scope, [*new, turn])
     await run.maybe("kill_after_append", scope)
+    if run.desk is not None:  # on the real desk: its runner reconciles an uncertain outcome itself
+        if p := d.get("propose"):
+            await desk_hands.run_obligation(run, scope, p["obligation_id"], p["conditions"])
+        return bool(d)
     if r := d.get("reconcile"):
         await reconcile(run, scope, r)
     if p := d.get("propose"):
@@ -206,10 +212,3 @@ async def execute(run: Run, scope: str, oid: str, fence: int, action: str, param
     if run.world.mitigated:
         run.world.schedule_resolution(run.clock.now())
     await deliver_resolutions(run)
-
-
-async def deliver_resolutions(run: Run) -> None:
-    """The world resolves its alerts once a mitigation has had ``resolve_after`` seconds to work."""
-    for fp in run.world.due_resolutions(run.clock.now()):
-        body = {"title": fp, "fingerprint": fp, "status": "resolved", "event_id": f"{fp}:resolved:world"}
-        await run.inputs.alert(body)

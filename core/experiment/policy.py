@@ -51,8 +51,9 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if suspects and not v.get("HYPOTHESIS"):
         entity = suspects.most_common(1)[0][0]
         out["hypothesis"] = {"entity": entity, "evidence": [int(e["seq"]) for e in evidence if e["suspect"] == entity]}
-    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", []) + v.get("NOT_APPLIED", [])}
-    uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if u["key"] not in settled]
+    done = v.get("APPLIED", []) + v.get("ABANDONED", []) + v.get("NOT_APPLIED", [])
+    settled = {a["key"] for a in done} | {"run:" + a.get("run", "") for a in done}
+    uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if not {u["key"], "run:" + u.get("run", "")} & settled]
     if uncertain:
         out["reconcile"] = uncertain
         return out

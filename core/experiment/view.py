@@ -31,15 +31,11 @@ def entry_lines(e: Entry) -> list[str]:
     if k == "approval" and p["decision"] == "denied":
         return [f"DENIED\tkey={p['reason']}"]
     if k == "action_result":
-        key = p["response"].get("key", "")
-        if p["outcome"] == "applied":
-            return [f"APPLIED\tkey={key}"]
-        if p["outcome"] == "abandon_uncertain":
-            return [f"ABANDONED\tkey={key}"]
-        if p["outcome"] == "not_applied":
-            return [f"NOT_APPLIED\tkey={key}"]
-        if p["outcome"] == "uncertain":
-            return [f"UNCERTAIN\tkey={key}\trun={p['run_id']}"]
+        key, run = p["response"].get("key", ""), p["run_id"]  # a lost response names no key: settled by run
+        head = {"applied": "APPLIED", "abandon_uncertain": "ABANDONED", "not_applied": "NOT_APPLIED"}
+        head["uncertain"] = "UNCERTAIN"
+        if p["outcome"] in head:
+            return [f"{head[p['outcome']]}\tkey={key}\trun={run}"]
     if k == "status_changed" and p["status"] == "resolved":
         return ["RESOLVED\t"]
     return [f"LOG\tseq={e.seq}\tkind={k}\t{_gist(p)}"]
