@@ -30,12 +30,6 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--model", default="scripted", help="scripted | scripted-http | claude | recorded:DIR")
     s.add_argument("--record", type=Path, help="with scripted-http: record the exchanges into DIR")
     s.add_argument("--fences", choices=("on", "off"), default="on")
-    s.add_argument(
-        "--hands",
-        choices=("desk", "experiment"),
-        default="experiment",
-        help="desk: proposals, approvals and runs through decklog's ActionDesk; experiment: the experiment's own",
-    )
     s.add_argument("--budget", type=int, default=24, help="a fresh turn's view: the log's last N entries (24)")
     s.add_argument("--mutation", default="", help=argparse.SUPPRESS)
     s.add_argument("--jobs", type=int, default=0, help="parallel processes (default: the CPU count)")
@@ -92,7 +86,6 @@ def plan(args: argparse.Namespace) -> list[tuple[Spec, Path, str]]:
                 for seed in range(1, seeds + 1):
                     fences = args.fences == "on"
                     spec = Spec(s, arm, fault, seed, fences=fences, mutation=args.mutation, budget=args.budget)
-                    spec.desk = args.hands == "desk"
                     runs.append((spec, args.out / "runs" / f"{s.id}.{arm}.{fault}.{seed}", args.model))
     return runs
 

@@ -66,8 +66,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.start()
             model = http.call
         run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
-        if spec.desk:
-            desk = await attach_desk(run, rt)
+        desk = await attach_desk(run, rt)
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)

@@ -3,7 +3,9 @@ R2 (parked for the scripted approver), run by the ``http`` executor against the 
 
 The scenario's conditions are free text ("alert still firing"); each one that names a desk condition is mapped
 to it (``CONDITIONS``), so that the runner re-checks it on current evidence before the call. Unmapped text is
-still copied into the obligation and re-checked by the agent (an observation the judge reads).
+still copied into the obligation and re-checked by the agent (an observation the judge reads). The desk's
+``alert_still_firing`` reads the alerts on the action's ``service``: an action on a service that never alerts in
+the scenario (a DNS revert for a storm on web, api, …) does not get it, since it could never hold there.
 """
 
 from __future__ import annotations
@@ -50,8 +52,18 @@ def actions(scenario: Scenario) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _conditions(scenario: Scenario, action: str) -> tuple[str, ...]:
+    mapped = tuple(dict.fromkeys(c for c in map(desk_condition, scenario.invariants.conditions) if c))
+    alerting = {s.service for s in scenario.timeline if s.type == "alert"}
+    refs = [dict(t.fix) for t in scenario.tools if t.fix and t.fix.get("action") == action]
+    refs += [{"params": a.params} for a in (*scenario.world.mitigations, *scenario.world.harmful) if a.action == action]
+    services = {str(dict(r.get("params") or {}).get("service", "")) for r in refs} - {""}
+    if services and not services & alerting:
+        return tuple(c for c in mapped if c != "alert_still_firing")
+    return mapped
+
+
 def build(scenario: Scenario, world_url: str, *, timeout_s: float = 5.0) -> Catalog:
-    conditions = tuple(dict.fromkeys(c for c in map(desk_condition, scenario.invariants.conditions) if c))
     raw = [
         {
             "name": name,
@@ -64,7 +76,7 @@ def build(scenario: Scenario, world_url: str, *, timeout_s: float = 5.0) -> Cata
                 "reconcile_url": f"${{{WORLD_URL}}}/reconcile",
                 "timeout_s": timeout_s,
             },
-            "safety_conditions": conditions,
+            "safety_conditions": _conditions(scenario, name),
             "verify": "none",
         }
         for name, params in sorted(actions(scenario).items())

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from core.experiment import desk_hands
 from core.experiment.desk_hands import deliver_resolutions
-from core.experiment.hands import LEASE, execute
+from core.experiment.hands import LEASE
 from core.experiment.run import Killed, Run
 from core.obligations import lease_live
 
@@ -102,11 +102,8 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
     """A paused holder resumes (after another worker took over, or once nothing else is left to do)."""
     if not run.paused or not (force or run.world.applied.total()):
         return
-    scope, p = run.paused.pop()
-    if "task" in p:
-        await desk_hands.resume(run, p)
-        return
-    await execute(run, scope, p["oid"], p["fence"], p["action"], p["params"], p["agent"])
+    _scope, p = run.paused.pop()
+    await desk_hands.resume(run, p)
 
 
 async def drive(run: Run) -> None:

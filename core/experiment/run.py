@@ -1,7 +1,8 @@
 """One experiment run: a scenario's timeline on a virtual clock, one arm's agents, one fault, the shared hands.
 
-Held constant across arms: the store, the alert router (the receivers' core door), the policy (``decide``), the
-scripted approver, the world, the tools, the clock and the view budget. The arms differ in who holds context
+Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's action desk (its
+policy, the runner, the ``http`` executors and a scripted approver deciding through the desk's API), the world,
+the tools, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who holds context
 (a journaled transcript, or cold views of the log) and who decides the next step (one orchestrator, a rule per
 scope, or M churning workers that find work in the logs).
 """
@@ -66,7 +67,6 @@ class Spec:
     seed: int
     fences: bool = True
     mutation: str = ""
-    desk: bool = False  # proposals, approvals and runs through decklog's ActionDesk (else the experiment's hands)
     budget: int = 24  # a fresh turn's view: the last ``budget`` entries of the log (held constant across arms)
     workers: int = 3
 

@@ -24,7 +24,7 @@ def _by_id(sid: str) -> scenario.Scenario:
 def _run(
     tmp_path: Path, sid: str, arm: str = "rules", fault: str = "none", seed: int = 1, **kw: object
 ) -> dict[str, Any]:
-    spec = Spec(_by_id(sid), arm, fault, seed, desk=True, **kw)  # type: ignore[arg-type]
+    spec = Spec(_by_id(sid), arm, fault, seed, **kw)  # type: ignore[arg-type]
     return asyncio.run(run_one(spec, tmp_path / "run", "scripted"))
 
 
@@ -50,7 +50,7 @@ def test_the_catalog_maps_free_text_conditions_to_desk_conditions() -> None:
     assert catalog.desk_condition("whatever the agent says") == ""
 
 
-@pytest.mark.parametrize("arm", ["rules"])
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
 def test_a_clean_run_goes_through_the_desk_and_is_correct(tmp_path: Path, arm: str) -> None:
     r = _run(tmp_path, "bad-deploy", arm)
     assert r["correct"] is True, r["checks"]
@@ -78,32 +78,35 @@ def test_the_judge_flags_each_broken_policy_on_the_desk(tmp_path: Path, mutation
     assert r["checks"][check] is False
 
 
-def test_fences_off_on_the_desk_produces_duplicate_effects_under_lease_expiry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_fences_off_on_the_desk_produces_duplicate_effects_under_lease_expiry(tmp_path: Path, arm: str) -> None:
     """The paused holder resumes after the takeover: with the runner's fence check it is rejected; without it
     (the experiment-only ``unfenced`` runner option) it calls the world again."""
-    on = _run(tmp_path / "on", "bad-deploy", fault="lease_expiry")
-    off = _run(tmp_path / "off", "bad-deploy", fault="lease_expiry", fences=False)
+    on = _run(tmp_path / "on", "bad-deploy", arm, fault="lease_expiry")
+    off = _run(tmp_path / "off", "bad-deploy", arm, fault="lease_expiry", fences=False)
     assert on["duplicate_effects"] == 0 and on["correct"] is True
     assert any(e["kind"] == "fence_rejected" for e in _entries(on))
     assert off["duplicate_effects"] >= 1 and off["correct"] is False
 
 
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
 @pytest.mark.parametrize(
     ("seed", "outcomes"), [(1, ["uncertain", "not_applied", "applied"]), (2, ["uncertain", "applied"])]
 )
 def test_an_uncertain_call_is_reconciled_by_the_runner_not_retried(
-    tmp_path: Path, seed: int, outcomes: list[str]
+    tmp_path: Path, arm: str, seed: int, outcomes: list[str]
 ) -> None:
     """Seed 1: the world answers 502 before applying; seed 2: it applies and drops the connection."""
-    r = _run(tmp_path, "bad-deploy", "rules", "executor_timeout", seed=seed)
+    r = _run(tmp_path, "bad-deploy", arm, "executor_timeout", seed=seed)
     assert r["correct"] is True, r["checks"]
     results = [e for e in _entries(r) if e["kind"] == "action_result"]
     assert [e["outcome"] for e in results] == outcomes
     assert results[1]["reconciled"] is True
 
 
-def test_kill_after_claim_on_the_desk_is_taken_over_once(tmp_path: Path) -> None:
-    r = _run(tmp_path, "bad-deploy", "rules", "kill_after_claim")
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_kill_after_claim_on_the_desk_is_taken_over_once(tmp_path: Path, arm: str) -> None:
+    r = _run(tmp_path, "bad-deploy", arm, "kill_after_claim")
     assert r["correct"] is True and r["duplicate_effects"] == 0
     claims = [e for e in _entries(r) if e["kind"] == "obligation_claimed"]
     assert [c["fence"] for c in claims] == [1, 2]
