@@ -8,13 +8,18 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from adapters.executors.http import HttpExecutor
 from bot.experiment.one import run_one
+from bot.experiment.world_http import WorldApp
 from bot.runtime import Runtime
 from bot.settings import load_settings
+from core.actions.executor import ExecutionRequest
 from core.experiment import catalog, scenario
 from core.experiment.run import Spec
+from core.experiment.world import WorldSim
 
 
 def _by_id(sid: str) -> scenario.Scenario:
@@ -110,3 +115,35 @@ def test_kill_after_claim_on_the_desk_is_taken_over_once(tmp_path: Path, arm: st
     assert r["correct"] is True and r["duplicate_effects"] == 0
     claims = [e for e in _entries(r) if e["kind"] == "obligation_claimed"]
     assert [c["fence"] for c in claims] == [1, 2]
+
+
+def test_the_world_target_speaks_the_http_executor_protocol() -> None:
+    """Through the real ``HttpExecutor``: applied once per idempotency key, a stale fence refused, a bad body a
+    400 with the reason and nothing applied; the reconcile lookup answers what the world applied."""
+
+    async def no_fault(_scope: str) -> str:
+        return ""
+
+    async def go() -> None:
+        world = WorldSim(_by_id("bad-deploy"))
+        app = WorldApp(world, no_fault)
+        await app.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                ex = HttpExecutor(session, url=app.base + "/act", reconcile_url=app.base + "/reconcile")
+                params = {"service": "payments", "to": "r-100"}
+                req = ExecutionRequest("rollback", params, "incident/x", "run-1", 2, "run-1-f2-x")
+                assert (await ex.execute(req)).outcome == "applied"
+                assert (await ex.execute(req)).outcome == "applied"  # a replay of the key: not applied again
+                assert world.applied["rollback(service=payments,to=r-100)"] == 1
+                stale = ExecutionRequest("rollback", params, "incident/x", "run-2", 1, "run-2-f1-x")
+                assert (await ex.execute(stale)).outcome == "refused"
+                assert (await ex.reconcile(req)).status == "applied"
+                assert (await ex.reconcile(stale)).status == "not_applied"
+                async with session.post(app.base + "/act", json={"action": "rollback"}) as resp:
+                    assert resp.status == 400 and "bad request body" in (await resp.json())["error"]
+                assert world.applied.total() == 1
+        finally:
+            await app.stop()
+
+    asyncio.run(go())
