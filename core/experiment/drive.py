@@ -117,3 +117,5 @@ async def drive(run: Run) -> None:
         if run.scopes:
             await _settle(run, 12)
     await _settle(run, MAX_STEPS)
+    while run.paused:  # a holder still paused when the step budget ran out wakes up before the run ends
+        await _resume_paused(run, force=True)
