@@ -56,6 +56,16 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+# The desk draws its run and proposal ids at random (``new_run_id``, ``new_proposal_id``); a request's key masks
+# them, so that a recording replays (the scripted answers never depend on them).
+_RANDOM_IDS = re.compile(r"\b(run-[0-9a-f]{8}|p-[0-9a-f]{6})\b")
+
+
+def _key(body: dict[str, Any]) -> str:
+    text = _RANDOM_IDS.sub("<id>", _canon([body["system"], body["messages"], body.get("tools", [])]))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class HttpModel:
     def __init__(self, model: str, mutation: str, store: LogStore, clock: Clock) -> None:
         self.mutation, self.store, self.clock = mutation, store, clock
@@ -94,7 +104,7 @@ class HttpModel:
         raw = await request.read()
         self.sent_bytes += len(raw)
         body = json.loads(raw)
-        key = hashlib.sha256(_canon([body["system"], body["messages"], body.get("tools", [])]).encode()).hexdigest()
+        key = _key(body)
         if self.recorded is not None:
             row = self.recorded.get(key)
             if row is None:

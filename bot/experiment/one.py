@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.experiment.desk import ExperimentDesk, attach_desk
 from bot.experiment.inputs import TOKEN, HttpInputs
 from bot.runtime import Runtime
 from bot.settings import load_settings
@@ -53,6 +54,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
     inputs = HttpInputs(rt)
     rt.dispatcher.start()
     http = None
+    desk: ExperimentDesk | None = None
     try:
         await inputs.start()
         if model_name == "scripted":
@@ -64,6 +66,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.start()
             model = http.call
         run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
+        desk = await attach_desk(run, rt)
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)
@@ -71,6 +74,8 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             rt.dispatcher.wake(scope, ["index"])
         await rt.dispatcher.idle()
     finally:
+        if desk:
+            await desk.stop()
         if http:
             await http.stop()
         await inputs.stop()

@@ -58,7 +58,9 @@ class ActionDesk:
         lease_seconds: float = 120.0,
         groups: GroupResolver | None = None,
         checkpoint: Checkpoint | None = None,
+        unfenced: bool = False,
     ) -> None:
+        """``unfenced``: the experiment's ``--fences off`` ablation only (see ``Runner``); default off."""
         self.ctx = DeskContext(store, index, catalog, policy, clock, groups)
         self.store, self.index, self.catalog, self.policy, self.clock = store, index, catalog, policy, clock
         self.proposals = Proposals(self.ctx)
@@ -75,6 +77,7 @@ class ActionDesk:
             lease_seconds=lease_seconds,
             evidence=self.evidence,
             checkpoint=checkpoint,
+            unfenced=unfenced,
         )
 
     @property

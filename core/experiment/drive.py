@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.experiment.hands import LEASE, deliver_resolutions, execute
+from core.experiment import desk_hands
+from core.experiment.desk_hands import deliver_resolutions
+from core.experiment.hands import LEASE
 from core.experiment.run import Killed, Run
 from core.obligations import lease_live
 
@@ -100,8 +102,8 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
     """A paused holder resumes (after another worker took over, or once nothing else is left to do)."""
     if not run.paused or not (force or run.world.applied.total()):
         return
-    scope, p = run.paused.pop()
-    await execute(run, scope, p["oid"], p["fence"], p["action"], p["params"], p["agent"])
+    _scope, p = run.paused.pop()
+    await desk_hands.resume(run, p)
 
 
 async def drive(run: Run) -> None:
@@ -115,3 +117,5 @@ async def drive(run: Run) -> None:
         if run.scopes:
             await _settle(run, 12)
     await _settle(run, MAX_STEPS)
+    while run.paused:  # a holder still paused when the step budget ran out wakes up before the run ends
+        await _resume_paused(run, force=True)

@@ -81,16 +81,21 @@ def _obligations(logs: Mapping[str, Sequence[Entry]]) -> bool:
 
 
 def _rechecked(entries: Sequence[Entry], started: Entry, wanted: set[str]) -> bool:
+    """Since the obligation opened, or since its previous run started, and before this run started: a re-check of
+    (at least) the conditions it was opened with. The experiment's hands re-check after their claim; on the desk,
+    the agent re-checks before it proposes and the runner claims after the approval."""
     oid = started.payload.model_dump()["obligation_id"]
-    claims = [
-        c.seq
-        for c in entries
-        if c.kind == "obligation_claimed" and c.seq < started.seq and c.payload.model_dump()["obligation_id"] == oid
+    bounds = [
+        e.seq
+        for e in entries
+        if e.kind in ("obligation_opened", "action_started")
+        and e.seq < started.seq
+        and e.payload.model_dump().get("obligation_id") == oid
     ]
-    if not claims:
+    if not bounds:
         return False
     for c in entries:
-        if c.kind == "observation" and claims[-1] < c.seq < started.seq:
+        if c.kind == "observation" and max(bounds) < c.seq < started.seq:
             data = c.payload.model_dump()["data"]
             if data.get("checked") == oid and wanted <= set(data.get("conditions", [])):
                 return True
@@ -117,18 +122,23 @@ def _evidence(logs: Mapping[str, Sequence[Entry]], scenario: Scenario) -> bool:
 
 
 def _uncertain(logs: Mapping[str, Sequence[Entry]]) -> bool:
+    """Every uncertain outcome is settled (reconciled: applied / not_applied, or abandoned) by a later result of
+    the same run, and its action is not started again before that."""
     for entries in logs.values():
+        keys: dict[str, str] = {}  # run id → its action key
         open_runs: dict[str, str] = {}
         for e in entries:
             d = e.payload.model_dump()
+            if e.kind == "action_started":
+                key = action_key(d["action"], d["params"])
+                if key in open_runs.values():
+                    return False  # retried while uncertain
+                keys[d["run_id"]] = key
             if e.kind == "action_result":
-                key = d["response"].get("key", "")
                 if d["outcome"] == "uncertain":
-                    open_runs[key] = d["run_id"]
-                elif d.get("reconciled"):
-                    open_runs.pop(key, None)
-            if e.kind == "action_started" and action_key(d["action"], d["params"]) in open_runs:
-                return False  # retried while uncertain
+                    open_runs[d["run_id"]] = keys.get(d["run_id"]) or d["response"].get("key", "")
+                elif d.get("reconciled") or d["outcome"] == "abandon_uncertain":
+                    open_runs.pop(d["run_id"], None)
         if open_runs:
             return False
     return True

@@ -38,6 +38,18 @@ def parse_view(view: str) -> dict[str, list[dict[str, str]]]:
     return seen
 
 
+def _unsettled(v: dict[str, list[dict[str, str]]]) -> list[str]:
+    """The keys of uncertain effects with no settled line (applied, not applied, abandoned) in view; a lost
+    response names no key, and is settled by a settled line of the same action."""
+    done = v.get("APPLIED", []) + v.get("ABANDONED", []) + v.get("NOT_APPLIED", [])
+    settled, actions = {a["key"] for a in done}, {a.get("action", "") for a in done}
+    return [
+        u["key"]
+        for u in v.get("UNCERTAIN", [])
+        if (u["key"] not in settled if u["key"] else u.get("action", "") not in actions)
+    ]
+
+
 def decide(view: str, mutation: str = "") -> dict[str, Any]:
     v = parse_view(view)
     tools = [t for f in v.get("TOOLS", []) for t in f.get("names", "").split(",") if t]
@@ -51,8 +63,7 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if suspects and not v.get("HYPOTHESIS"):
         entity = suspects.most_common(1)[0][0]
         out["hypothesis"] = {"entity": entity, "evidence": [int(e["seq"]) for e in evidence if e["suspect"] == entity]}
-    settled = {a["key"] for a in v.get("APPLIED", []) + v.get("ABANDONED", []) + v.get("NOT_APPLIED", [])}
-    uncertain = [u["key"] for u in v.get("UNCERTAIN", []) if u["key"] not in settled]
+    uncertain = _unsettled(v)
     if uncertain:
         out["reconcile"] = uncertain
         return out

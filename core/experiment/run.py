@@ -1,13 +1,15 @@
 """One experiment run: a scenario's timeline on a virtual clock, one arm's agents, one fault, the shared hands.
 
-Held constant across arms: the store, the alert router (the receivers' core door), the policy (``decide``), the
-scripted approver, the world, the tools, the clock and the view budget. The arms differ in who holds context
+Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's action desk (its
+policy, the runner, the ``http`` executors and a scripted approver deciding through the desk's API), the world,
+the tools, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who holds context
 (a journaled transcript, or cold views of the log) and who decides the next step (one orchestrator, a rule per
 scope, or M churning workers that find work in the logs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import Awaitable, Callable
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.actions import ActionDesk
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
 from core.experiment import policy
@@ -88,6 +91,8 @@ class Run:
     seen: dict[str, int] = field(default_factory=dict)
     agent: str = "agent-1"
     generation: int = 1
+    desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
+    pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)
@@ -146,6 +151,15 @@ class Run:
         """The seed's variant of a fault (``executor_timeout``: ``lost`` or ``5xx``)."""
         options = {"executor_timeout": ("lost", "5xx")}.get(fault, ("",))
         return options[self.spec.seed % len(options)]
+
+    async def executor_fault(self, scope: str) -> str:
+        """The world's answer to a call under ``executor_timeout``: '' (none), ``lost`` or ``5xx``."""
+        if self.spec.fault != "executor_timeout" or not self.due():
+            return ""
+        self.fired = True
+        variant = self.variant("executor_timeout")
+        await self.mark(scope, f"executor_timeout:{variant}")
+        return variant
 
     @staticmethod
     def killed(point: str) -> Killed:

@@ -31,15 +31,13 @@ def entry_lines(e: Entry) -> list[str]:
     if k == "approval" and p["decision"] == "denied":
         return [f"DENIED\tkey={p['reason']}"]
     if k == "action_result":
-        key = p["response"].get("key", "")
-        if p["outcome"] == "applied":
-            return [f"APPLIED\tkey={key}"]
-        if p["outcome"] == "abandon_uncertain":
-            return [f"ABANDONED\tkey={key}"]
-        if p["outcome"] == "not_applied":
-            return [f"NOT_APPLIED\tkey={key}"]
-        if p["outcome"] == "uncertain":
-            return [f"UNCERTAIN\tkey={key}\trun={p['run_id']}"]
+        # A lost response names no key: the runner settles it next, so a later settled line of the same action does
+        # (run ids are random: a view that showed them could not be replayed from a recording).
+        key, action = p["response"].get("key", ""), p.get("action", "")
+        head = {"applied": "APPLIED", "abandon_uncertain": "ABANDONED", "not_applied": "NOT_APPLIED"}
+        head["uncertain"] = "UNCERTAIN"
+        if p["outcome"] in head:
+            return [f"{head[p['outcome']]}\tkey={key}\taction={action}"]
     if k == "status_changed" and p["status"] == "resolved":
         return ["RESOLVED\t"]
     return [f"LOG\tseq={e.seq}\tkind={k}\t{_gist(p)}"]

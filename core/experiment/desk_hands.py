@@ -1,0 +1,142 @@
+"""The hands on decklog's real action desk (``core/actions``): the agent re-checks the obligation's conditions
+and proposes through ``ActionDesk``; the scripted approver decides through the desk's approve / deny API, as a
+person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls the world
+through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
+the result under its fence.
+
+Faults reach inside the runner through its ``checkpoint`` hook: ``kill_after_claim`` at ``after_claim``;
+``lease_expiry`` pauses the holder at ``before_call`` (its run goes on in a task that waits on a gate) until
+another holder has taken over. ``executor_timeout`` is the world's (``Run.executor_fault``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from core.actions.executor import ExecutionRequest
+from core.actions.run_authority import RunAuthority, RunReport, idempotency_key, new_run_id
+from core.entries import Actor, NewEntry
+from core.errors import Conflict, NotFound
+from core.experiment.scenario import action_key
+
+if TYPE_CHECKING:
+    from core.actions import ActionDesk
+    from core.experiment.run import Run
+
+APPROVER = Actor.human("U0APPROVER", "scripted-approver")
+
+
+def _desk(run: Run) -> ActionDesk:
+    assert run.desk is not None
+    return run.desk
+
+
+async def checkpoint(run: Run, point: str, auth: RunAuthority) -> None:
+    """The runner's checkpoint: the experiment's kill and pause points inside a real run."""
+    if point == "after_claim":
+        await run.maybe("kill_after_claim", auth.scope)
+    if point == "before_call" and run.spec.fault == "lease_expiry" and run.due() and run.pausing is not None:
+        run.fired = True
+        await run.mark(auth.scope, "lease_expiry")
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        run.pausing.set_result(gate)
+        await gate  # the paused holder: resumes when the driver opens the gate, after a takeover
+
+
+async def run_obligation(run: Run, scope: str, oid: str, conditions: list[str]) -> None:
+    """Re-check → propose on the desk (or take over its approved proposal) → scripted approval → the runner."""
+    state = await run.store.get_state(scope)
+    ob = state.obligations.get(oid)
+    if ob is None:
+        return
+    me = Actor.agent(run.agent)
+    data = {"checked": oid, "conditions": list(conditions)}
+    text = "conditions re-checked: " + "; ".join(conditions)
+    await run.store.append(scope, [NewEntry.make("observation", me, {"text": text, "source": "agent", "data": data})])
+    if run.spec.mutation == "no_claim":
+        await _unclaimed(run, scope, oid, ob.action, dict(ob.params))
+        return
+    pid = next((p.id for p in state.proposals.values() if p.obligation_id == oid), "")
+    if not pid:
+        pid = await _propose(run, scope, oid, ob.action, dict(ob.params))
+    if pid:
+        await execute(run, scope, pid)
+
+
+async def _propose(run: Run, scope: str, oid: str, action: str, params: dict[str, Any]) -> str:
+    """Propose; the scripted approver approves, or denies a harmful action (and the agent cancels the obligation,
+    with the reason). The proposal id to run, or '' when there is nothing to run."""
+    me, key = Actor.agent(run.agent), action_key(action, params)
+    try:
+        made = await _desk(run).make_proposal(
+            scope, action=action, params=params, rationale=f"obligation {oid}", obligation_id=oid, actor=me
+        )
+    except (Conflict, NotFound):
+        return ""
+    if made.status != "waiting_for_approval":
+        return made.proposal_id if made.status == "approved" else ""
+    harmful = key in {h.key() for h in run.spec.scenario.world.harmful}
+    for _ in range(2 if run.spec.fault == "dup_delivery" else 1):  # a double-clicked Approve
+        await _desk(run).decide(
+            scope, made.proposal_id, not harmful, APPROVER, key if harmful else "", f"slack:act:{made.proposal_id}"
+        )
+    if not harmful:
+        return made.proposal_id
+    cancel = {"obligation_id": oid, "reason": f"denied by {APPROVER.name}"}
+    await run.store.append(scope, [NewEntry.make("obligation_cancelled", me, cancel)])
+    return ""
+
+
+async def execute(run: Run, scope: str, pid: str) -> RunReport | None:
+    """The actions sender's call: ``desk.execute``. A holder paused at ``before_call`` leaves its run in a task
+    (``run.paused``) and this turn dies (``lease_expiry``)."""
+    task = asyncio.ensure_future(_desk(run).execute(scope, pid, receipt=f"experiment:{run.agent}"))
+    run.pausing = asyncio.get_running_loop().create_future()
+    try:
+        await asyncio.wait({task, run.pausing}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            run.paused.append((scope, {"task": task, "gate": run.pausing.result()}))
+            raise run.killed("lease_expiry")
+    finally:
+        run.pausing = None
+    report = task.result()
+    await _resolutions(run)
+    return report
+
+
+async def resume(run: Run, paused: dict[str, Any]) -> None:
+    """The paused holder wakes up and carries on with its run (its fence is stale by now, unless fences are off)."""
+    paused["gate"].set_result(None)
+    await paused["task"]
+    await _resolutions(run)
+
+
+async def _unclaimed(run: Run, scope: str, oid: str, action: str, params: dict[str, Any]) -> None:
+    """The ``no_claim`` mutant: it goes around the desk and calls the executor itself, with no claim (fence 0)."""
+    me, run_id = Actor.agent(run.agent), new_run_id()
+    idem = idempotency_key(scope, run_id, 0)
+    started = {"run_id": run_id, "action": action, "obligation_id": oid, "fence": 0, "params": params}
+    await run.store.append(scope, [NewEntry.make("action_started", me, {**started, "idempotency_key": idem})])
+    executor = _desk(run).runner.executors[action]
+    got = await executor.execute(ExecutionRequest(action, params, scope, run_id, 0, idem))
+    outcome = got.outcome if got.outcome != "failed" else "not_applied"
+    res = {"run_id": run_id, "action": action, "outcome": outcome, "fence": 0, "response": got.response}
+    done = {"obligation_id": oid, "fence": 0, "run_id": run_id}
+    await run.store.append(
+        scope, [NewEntry.make("action_result", me, res), NewEntry.make("obligation_fulfilled", me, done)]
+    )
+    await _resolutions(run)
+
+
+async def _resolutions(run: Run) -> None:
+    if run.world.mitigated:
+        run.world.schedule_resolution(run.clock.now())
+    await deliver_resolutions(run)
+
+
+async def deliver_resolutions(run: Run) -> None:
+    """The world resolves its alerts once a mitigation has had ``resolve_after`` seconds to work."""
+    for fp in run.world.due_resolutions(run.clock.now()):
+        body = {"title": fp, "fingerprint": fp, "status": "resolved", "event_id": f"{fp}:resolved:world"}
+        await run.inputs.alert(body)
