@@ -47,7 +47,8 @@ def _verify_said(scope: str, report: Any, key: Any) -> int:
 async def _verify_database(settings: Settings, scope: str | None) -> int:
     """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
     with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
-    from core.index_postgres import PostgresIndex
+    from core.store import postgres_schema as pg
+    from core.store.audit import index_problems, index_tables_of
     from core.store.postgres import PostgresLogStore
 
     assert settings.database_url is not None
@@ -58,22 +59,15 @@ async def _verify_database(settings: Settings, scope: str | None) -> int:
             return _verify_said(scope, await store.verify(scope), store.chain_key)
         problems: list[str] = []
         scopes = [str(s) for s in await store.scope_ids()]
+        items = []
         for sid in scopes:
             report = await store.verify(sid)
             if not report.ok:
                 problems.append(f"{sid}: seq {report.first_bad_seq}: {report.reason}")
-        index = PostgresIndex(store.engine, store.executor)
-        rows = {r.id: r for r in await index.list_scopes()}
-        for sid in scopes:
-            state, row = await store.get_state(sid), rows.get(sid)
-            if row is None:
-                problems.append(f"{sid}: missing from the index")
-            elif (row.title, row.status, row.severity) != (state.title, state.status, state.severity):
-                problems.append(
-                    f"{sid}: the index says {row.title!r} {row.status} SEV{row.severity}, the log says "
-                    f"{state.title!r} {state.status} SEV{state.severity}"
-                )
-        problems += [f"{sid}: in the index but has no log" for sid in sorted(set(rows) - set(scopes))]
+                continue
+            items.append((await store.get_state(sid), await store.read(sid)))
+        live = await store.run(lambda conn: index_tables_of(conn, pg.index_scopes, pg.routes, pg.fingerprints))
+        problems += await index_problems(live, items)
     finally:
         await store.close()
     for line in problems:

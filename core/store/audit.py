@@ -1,10 +1,12 @@
-"""``decklog verify --all``: every scope file, and index.db against what the scopes say — all read-only.
+"""``decklog verify --all``: every scope, and the index against what the scopes say — all read-only.
 
 The index is derived from the logs, so the check rebuilds it from the scopes in a private temporary file
 (``Index.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
 compares the rows that route and deduplicate: each scope's title, kind, status and severity, the Slack routes
-and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a scope file.
-On a live data directory the index may trail the logs by a delivery or two; run it on a quiet or restored one.
+and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a log.
+The live index is index.db on SQLite (``audit``) or the index tables of a PostgreSQL database
+(``index_tables_of`` + ``index_problems``, from bot/cli/verify.py): the same comparison for both backends.
+On a live deployment the index may trail the logs by a delivery or two; run it on a quiet or restored one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from core.entries import Entry
 from core.errors import InvalidInput
@@ -63,7 +67,11 @@ async def audit(data_dir: Path, *, key: ChainKey | None) -> AuditResult:
     if not index.is_file():
         result.problems.append("index.db: missing (`decklog reindex` rebuilds it from the scope files)")
     else:
-        result.problems.extend(await _index_problems(index, items))
+        live = read_sqlite(index, _index_tables)
+        if "missing" in live:
+            result.problems.extend(f"index.db: has no {t} table" for t in live["missing"])
+        else:
+            result.problems.extend(await index_problems(live, items))
     return result
 
 
@@ -78,22 +86,33 @@ def _index_tables(conn: sqlite3.Connection) -> dict[str, dict[Any, Any]]:
     if missing:
         return {"missing": {t: True for t in sorted(missing)}}
     cols = ", ".join(SCOPE_COLUMNS)
+    return _tables(
+        conn.execute(f"SELECT id, {cols} FROM scopes WHERE status != 'reserved'"),
+        conn.execute("SELECT key, scope FROM routes"),
+        conn.execute("SELECT fingerprint, scope, service, status FROM fingerprints"),
+    )
+
+
+def index_tables_of(conn: sa.Connection, scopes: sa.Table, routes: sa.Table, fingerprints: sa.Table) -> dict[str, Any]:
+    """The same rows as ``_index_tables``, from any database through SQLAlchemy Core (PostgreSQL's index tables)."""
+    c = scopes.c
+    return _tables(
+        conn.execute(sa.select(c.id, *(c[n] for n in SCOPE_COLUMNS)).where(c.status != "reserved")),
+        conn.execute(sa.select(routes.c.key, routes.c.scope)),
+        conn.execute(sa.select(*(fingerprints.c[n] for n in ("fingerprint", "scope", "service", "status")))),
+    )
+
+
+def _tables(scopes: Any, routes: Any, fingerprints: Any) -> dict[str, dict[Any, Any]]:
     return {
-        "scopes": {
-            r[0]: tuple(r[1:]) for r in conn.execute(f"SELECT id, {cols} FROM scopes WHERE status != 'reserved'")
-        },
-        "routes": dict(conn.execute("SELECT key, scope FROM routes").fetchall()),
-        "fingerprints": {
-            (r[0], r[1]): (r[2], r[3])
-            for r in conn.execute("SELECT fingerprint, scope, service, status FROM fingerprints")
-        },
+        "scopes": {r[0]: tuple(r[1:]) for r in scopes},
+        "routes": {r[0]: r[1] for r in routes},
+        "fingerprints": {(r[0], r[1]): (r[2], r[3]) for r in fingerprints},
     }
 
 
-async def _index_problems(index: Path, items: list[tuple[ScopeState, list[Entry]]]) -> list[str]:
-    live = read_sqlite(index, _index_tables)
-    if "missing" in live:
-        return [f"index.db: has no {t} table" for t in live["missing"]]
+async def index_problems(live: dict[str, dict[Any, Any]], items: list[tuple[ScopeState, list[Entry]]]) -> list[str]:
+    """What differs between the live index's rows and an index rebuilt from ``items`` (each verified scope)."""
     with tempfile.TemporaryDirectory(prefix="decklog-audit-") as tmp, ThreadPoolExecutor(1) as pool:
         expected_index = Index(Path(tmp) / "index.db", pool)
         await expected_index.open()
@@ -113,7 +132,7 @@ async def _index_problems(index: Path, items: list[tuple[ScopeState, list[Entry]
             if w != g:
                 problems.append(f"index: {sid}: {name} is {g!r}, the log says {w!r}")
     problems.extend(
-        f"index: lists {sid}, which has no scope file" for sid in sorted(set(live["scopes"]) - set(expected["scopes"]))
+        f"index: lists {sid}, which has no log" for sid in sorted(set(live["scopes"]) - set(expected["scopes"]))
     )
     problems.extend(_diff("route", expected["routes"], live["routes"]))
     problems.extend(_diff("fingerprint", expected["fingerprints"], live["fingerprints"]))
@@ -133,4 +152,4 @@ def _diff(what: str, expected: dict[Any, Any], live: dict[Any, Any]) -> list[str
     return out
 
 
-__all__ = ["AuditResult", "EntryRow", "audit", "scope_files"]
+__all__ = ["AuditResult", "EntryRow", "audit", "index_problems", "index_tables_of", "scope_files"]
