@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -18,7 +19,7 @@ from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
 from bot.settings import SlackMode
 from bot.slack import SlackIn, SlackOut
-from core.clock import parse_iso
+from core.clock import iso
 from core.lifecycle import LifecycleJob
 from core.reminders import DAY_S, LifecyclePolicy
 from core.store.postgres import PostgresLogStore
@@ -70,8 +71,8 @@ class Sweeps:
             await self.rt.dispatcher.sweep(await store.outbox_pending_scopes())
 
     async def periodic(self) -> None:
-        rows = await self.rt.index.list_scopes(open_only=False, limit=10_000)
-        recent = [r.id for r in rows if r.updated_at and parse_iso(r.updated_at).timestamp() >= self.last - 60]
+        since = iso(datetime.fromtimestamp(self.last - 60, UTC))
+        recent = [r.id for r in await self.rt.index.list_scopes(updated_since=since, limit=None)]
         self.last = time.time()
         await self.rt.dispatcher.sweep(recent)
 

@@ -214,7 +214,8 @@ class Index:
         text: str | None = None,
         open_only: bool = False,
         service: str | None = None,
-        limit: int = 500,
+        updated_since: str | None = None,
+        limit: int | None = 500,
     ) -> list[ScopeRow]:
         def q(conn: Connection) -> list[ScopeRow]:
             stmt = sa.select(scopes).where(scopes.c.status != "reserved")
@@ -228,11 +229,13 @@ class Index:
                 stmt = stmt.where(scopes.c.status != "resolved")
             if service:
                 stmt = stmt.where(scopes.c.services.like(f'%"{service}"%'))
+            if updated_since:  # ISO times in one format (core/clock.py iso): text order is time order
+                stmt = stmt.where(scopes.c.updated_at >= updated_since)
             if text:
                 pattern = f"%{text.lower()}%"
                 stmt = stmt.where(sa.or_(sa.func.lower(scopes.c.title).like(pattern), scopes.c.id.like(pattern)))
-            stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id).limit(limit)
-            return [scope_row(r) for r in conn.execute(stmt)]
+            stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id)
+            return [scope_row(r) for r in conn.execute(stmt if limit is None else stmt.limit(limit))]
 
         return await self.file.read(q)
 

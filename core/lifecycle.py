@@ -132,7 +132,7 @@ class LifecycleJob:
         now = self.clock.now()
         fired: list[tuple[str, str]] = []
         quiet: dict[str, tuple[int, datetime]] = {}
-        for row in await self.index.list_scopes(kind="incident", limit=10_000):
+        for row in await self._rows(now):
             if not self._candidate(row, now):
                 continue
             known = self._quiet.get(row.id)
@@ -150,6 +150,14 @@ class LifecycleJob:
         self._quiet = quiet
         self.appended += len(fired)
         return fired
+
+    async def _rows(self, now: datetime) -> list[ScopeRow]:
+        """Every open incident, and every resolved one touched within the scan window (however many: no cap)."""
+        since = iso(now - _s(self.policy.scan_window_s()))
+        open_rows = await self.index.list_scopes(kind="incident", open_only=True, limit=None)
+        return open_rows + await self.index.list_scopes(
+            kind="incident", status="resolved", updated_since=since, limit=None
+        )
 
     async def _scope(self, scope: str, now: datetime) -> tuple[list[tuple[str, str]], datetime]:
         """What fell due in ``scope`` (appended), and when its next item falls due if nothing changes."""

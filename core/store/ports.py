@@ -199,7 +199,8 @@ class IndexPort(Protocol):
         text: str | None = None,
         open_only: bool = False,
         service: str | None = None,
-        limit: int = 500,
+        updated_since: str | None = None,
+        limit: int | None = 500,
     ) -> list[ScopeRow]: ...
 
     async def unresolved_incidents(self, *, limit: int = 2000) -> list[str]: ...

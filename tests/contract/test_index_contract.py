@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.clock import ManualClock, iso
 from core.entries import Actor, NewEntry
 from core.errors import Conflict
 from core.index import Index
@@ -74,6 +75,24 @@ def msg(text: str, **extra: Any) -> NewEntry:
 def obs(fingerprint: str, status: str = "firing", service: str = "api") -> NewEntry:
     payload = {"text": f"alert {fingerprint}", "fingerprint": fingerprint, "alert_status": status, "service": service}
     return NewEntry.make("observation", Actor.system("alerts"), payload)
+
+
+async def test_updated_since_lists_every_scope_touched_since_a_time_however_old_or_many(index: Index) -> None:
+    """The lifecycle job and the periodic sweep find their scopes by ``updated_since`` with no cap, so an incident
+    declared long ago and touched now is found among any number of newer ones."""
+    clock = ManualClock()
+    log = MemoryLogStore(clock=clock)
+    await declared(log, "incident/old", "Declared first")
+    clock.advance(hours=1)
+    for i in range(5):
+        await declared(log, f"incident/new-{i}", f"Newer {i}")
+    since = iso(clock.advance(minutes=10))
+    await log.append("incident/old", [msg("still here")])  # the oldest, touched after ``since``
+    for scope in ["incident/old"] + [f"incident/new-{i}" for i in range(5)]:
+        await feed(index, log, scope)
+    assert [r.id for r in await index.list_scopes(updated_since=since, limit=None)] == ["incident/old"]
+    assert len(await index.list_scopes(limit=None)) == 6
+    assert [r.id for r in await index.list_scopes(limit=2)] == ["incident/new-0", "incident/new-1"]
 
 
 async def test_reservations_never_reuse_an_id(index: Index) -> None:
