@@ -71,6 +71,7 @@ class CommitFeed:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
+        self._callbacks: list[RemoteCommit] = []  # every listener on this store (one thread serves them all)
         self.sent = 0
         self.received = 0
 
@@ -111,13 +112,19 @@ class CommitFeed:
     # -- listening --------------------------------------------------------------------------------------------
 
     def listen(self, callback: RemoteCommit) -> None:
-        """Call ``callback(scope, topics, drained)`` on this event loop for each commit another replica notifies."""
+        """Call ``callback(scope, topics, drained)`` on this event loop for each commit another replica notifies
+        (every callback registered, on the loop of the first: one LISTEN connection per store)."""
+        self._callbacks.append(callback)
         if self._listener is not None:
             return
         loop = asyncio.get_running_loop()
-        self._listener = threading.Thread(target=self._listen, args=(loop, callback), name="decklog-pg-listen")
+        self._listener = threading.Thread(target=self._listen, args=(loop, self._fan_out), name="decklog-pg-listen")
         self._listener.daemon = True
         self._listener.start()
+
+    def _fan_out(self, scope: str, topics: tuple[str, ...], drained: bool) -> None:
+        for callback in list(self._callbacks):
+            callback(scope, topics, drained)
 
     def _listen(self, loop: asyncio.AbstractEventLoop, callback: RemoteCommit) -> None:
         pause = 0.1

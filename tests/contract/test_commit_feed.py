@@ -46,6 +46,26 @@ async def test_a_commit_by_a_process_without_a_dispatcher_wakes_the_replicas_wit
         await drainer.close()
 
 
+async def test_every_listener_on_one_store_hears_each_remote_commit(pg_url: str) -> None:
+    """Two dispatchers (or any two listeners) on one store share its LISTEN connection; neither is left deaf."""
+    committer, listener = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
+    heard: dict[str, list[str]] = {"first": [], "second": []}
+    try:
+        for name in heard:
+            listener.on_remote_commit(lambda scope, _topics, _drained, name=name: heard[name].append(scope))
+        await asyncio.sleep(0)  # (the LISTEN thread starts on the first registration)
+        deadline = asyncio.get_running_loop().time() + 30
+        await declare(committer)
+        while not (heard["first"] and heard["second"]):
+            assert asyncio.get_running_loop().time() < deadline, (heard, listener.feed.received)
+            await asyncio.sleep(0.05)
+            await committer.append(SCOPE, [message("again")])  # a NOTIFY sent before LISTEN ran is not heard
+        assert set(heard["first"]) == set(heard["second"]) == {SCOPE}
+    finally:
+        await committer.close()
+        await listener.close()
+
+
 def test_payloads_name_every_scope_and_topic_stay_small_and_skip_our_own() -> None:
     pending = {f"incident/s{n:04d}-with-a-long-slug": {"slack", "index"} for n in range(400)}
     payloads = encode("tok", pending)
