@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -50,7 +51,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
+from core.entries.records import actor_json, payload_json
+from core.store import SqliteLogStore, schema
 from core.store.sqlite_file import make_engine
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
@@ -59,12 +61,15 @@ DECLARED = NewEntry.make("declared", Actor.human("U0ALICE", "alice"), {"title": 
 # a row of about the size decklog writes per entry (ids, actor, payload, refs, hashes)
 ROW = json.dumps({"kind": "message", "actor": {"id": "U0ALICE"}, "payload": {"text": TEXT}, "hash": "f" * 128})
 EVENT_STATE = ROW.encode()
+STATE_BODY = "x" * 568  # the folded state's JSON of a bench scope after a few messages is about this long
 EVENT_TOPIC = "bench.domain:Incident.MessagePosted"
 
 # group commit at work: appends per committed transaction, per decklog case, one value per round
 APPENDS_PER_COMMIT: dict[tuple[int, int], list[float]] = {}
 
 RAW = "raw sqlite3 (WAL, FULL, 1 thread)"
+SHAPE1 = "raw sqlite3, decklog's transaction (1 thread)"
+SHAPE16 = "raw sqlite3, decklog's transaction (16 threads / 16 files)"
 ES1 = "eventsourcing SQLite (1 thread)"
 ES16 = "eventsourcing SQLite (16 threads)"
 ONE = "decklog 1 producer / 1 scope"
@@ -151,6 +156,56 @@ def raw_sqlite_case(options: Options) -> Callable[[], Sample]:
                 conn.close()
 
     return run
+
+
+def shape_case(threads: int, options: Options) -> Callable[[], Sample]:
+    """decklog's append transaction written by hand on raw sqlite3 cursors: its schema (core/store/schema.py) and
+    statements, one file per thread — what SQLite alone costs for decklog's rows, without decklog's Python."""
+
+    def run() -> Sample:
+        with workspace(options) as tmp:
+            conns = [_shape_file(Path(tmp) / f"shape-{i}.db") for i in range(threads)]
+            try:
+                return _threads(threads, lambda i: _shape_op(conns[i]), options)
+            finally:
+                for conn in conns:
+                    conn.close()
+
+    return run
+
+
+def _shape_file(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    for statement in schema.ddl():
+        conn.execute(statement)
+    conn.execute("INSERT INTO state VALUES (1, 'incident/bench', 1, 0, '', '', ?)", (STATE_BODY,))
+    return conn
+
+
+def _shape_op(conn: sqlite3.Connection) -> Callable[[], None]:
+    seq = [0]
+    actor, payload = actor_json(MESSAGE.actor), payload_json(MESSAGE.payload)
+
+    def append() -> None:
+        seq[0] += 1
+        n, digest = seq[0], hashlib.sha256(str(seq[0]).encode()).hexdigest()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SELECT version, head_hash, head_at FROM state WHERE id = 1").fetchone()
+        conn.execute(
+            "INSERT INTO entries (seq, id, kind, at, actor, payload, refs, idempotency_key, prev_hash, hash) "
+            "VALUES (?, ?, 'message', '2026-12-02T00:44:24.098056Z', ?, ?, '[]', NULL, ?, ?)",
+            (n, f"e{n:022x}", actor, payload, digest, digest),
+        )
+        conn.executemany("INSERT INTO outbox (topic, seq) VALUES (?, ?)", [("index", n), ("slack", n)])
+        conn.execute(
+            "UPDATE state SET version = ?, head_hash = ?, head_at = ?, body = ? WHERE id = 1",
+            (n, digest, "2026-12-02T00:44:24.098056Z", STATE_BODY),
+        )
+        conn.execute("COMMIT")
+
+    return append
 
 
 def eventsourcing_case(threads: int, options: Options) -> Callable[[], Sample]:
@@ -284,6 +339,8 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     cases: dict[str, Callable[[], Sample]] = {
         RAW: raw_sqlite_case(options),
+        SHAPE1: shape_case(1, options),
+        SHAPE16: shape_case(16, options),
         ES1: eventsourcing_case(1, options),
         ES16: eventsourcing_case(16, options),
         ONE: decklog_case(1, 1, options),
@@ -351,6 +408,11 @@ def main() -> None:
     print(f"- decklog: {settings['decklog']}; every append awaited until committed; `verify` ok after each run.")
     print(f"- eventsourcing: {settings['eventsourcing']}; `SQLiteApplicationRecorder.insert_events`, one event each.")
     print("- raw sqlite3: `BEGIN IMMEDIATE; INSERT one row; COMMIT` on one connection, rows of about the same size.")
+    print(
+        "- raw sqlite3, decklog's transaction: decklog's schema and statements on raw cursors (read the head; insert"
+        " the entry and its two outbox rows; update the state row; commit), one file per thread: SQLite's own cost"
+        " of decklog's rows; decklog's row ÷ this row is what decklog's Python adds."
+    )
     print("- The × eventsourcing column compares with the eventsourcing run of the same producer count.")
     print("- CPU µs/append: process CPU time (all threads) in the timed window divided by acknowledged appends.")
     grouped = ", ".join(
@@ -358,6 +420,11 @@ def main() -> None:
         for (p, n), v in sorted(APPENDS_PER_COMMIT.items())
     )
     print(f"- decklog appends per commit (group commit; median over rounds, whole run incl. warm-up): {grouped}.")
+    print(
+        f"- decklog ÷ decklog's transaction on raw sqlite3, same shape: 1 / 1 "
+        f"{fmt_ratio(paired_ratio(results[ONE], results[SHAPE1]))}, 16 / 16 "
+        f"{fmt_ratio(paired_ratio(results[SPREAD], results[SHAPE16]))} (the rest is decklog's Python per append)."
+    )
 
 
 if __name__ == "__main__":
