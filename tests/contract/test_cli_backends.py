@@ -129,7 +129,7 @@ def test_migrate_refuses_a_bad_url_and_a_missing_data_dir(tmp_path: Path, pg_url
 
 def test_verify_all_on_postgresql_compares_the_whole_index_as_on_sqlite(tmp_path: Path, pg_url: str) -> None:
     """``verify --all`` rebuilds the index from the logs and compares every routing row on both backends: a route
-    that is in no log, or a scope whose kind drifted, fails it on PostgreSQL just as it does on index.db."""
+    to a scope that has no log, or a scope whose kind drifted, fails it on PostgreSQL just as it does on index.db."""
     import psycopg
 
     data = tmp_path / "data"
@@ -142,10 +142,10 @@ def test_verify_all_on_postgresql_compares_the_whole_index_as_on_sqlite(tmp_path
     assert "1 of 1 scopes verify; the index agrees with the scopes" in clean.stdout
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO routes (key, scope) VALUES ('C0STRAY:1700000000.000100', %s)", (scope,))
+        conn.execute("INSERT INTO routes (key, scope) VALUES ('slack:C0STRAY:1700000000.000100', 'incident/gone')")
         conn.execute("UPDATE scopes SET kind = 'change' WHERE id = %s", (scope,))
     drifted = run(elsewhere, "verify", "--all", env=on_pg)
     assert drifted.returncode != 0
     assert f"index: {scope}: kind is 'change', the log says 'incident'" in drifted.stderr
-    assert f"index: route C0STRAY:1700000000.000100 → {scope} is in no log" in drifted.stderr
+    assert "index: route slack:C0STRAY:1700000000.000100 → incident/gone is in no log" in drifted.stderr
     assert "verify --all: 2 problems; 1 of 1 scopes verify" in drifted.stderr
