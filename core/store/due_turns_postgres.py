@@ -21,7 +21,7 @@ Wake-ups and answers share the row (one holder per scope, so one turn at a time 
   row with ``due_at`` +Infinity when no debounced turn waits; ``ask`` sets ``ask_at`` to now and counts ``asks``;
 - a row is due when the earliest of ``due_at``, ``wake_at`` and ``ask_at`` has passed. Its holder answers the
   scope's unanswered questions (read from the log) when ``ask_at`` was due, then runs one turn if the debounced
-  turn or the wake-up was due (forced, trigger ``wake``, when only the wake-up was);
+  turn or the wake-up was due (forced, trigger ``wake``, when the wake-up was);
 - at the end it clears ``wake_at`` / ``ask_at`` only if they are still what it claimed (a turn that asks for the
   next wake-up, or a question delivered meanwhile, stays armed), and keeps the row while either is set.
 """
@@ -215,8 +215,10 @@ class PostgresDueTurns:
         try:
             if claim.asks is not None and self._answer is not None:
                 await self._answer(claim.scope)
-            if claim.turn or claim.wake is not None:
-                await self._run(claim.scope, claim.trigger if claim.turn else "wake")
+            if claim.wake is not None:  # forced (it covers the debounced turn too, if that was due)
+                await self._run(claim.scope, "wake")
+            elif claim.turn:
+                await self._run(claim.scope, claim.trigger)
         except Exception:
             failed = True
             log.exception("agent turn on %s failed", claim.scope)

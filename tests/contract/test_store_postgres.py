@@ -98,6 +98,29 @@ async def test_a_newer_schema_is_refused(pg_url: str) -> None:
         engine.dispose()
 
 
+async def test_a_version_1_database_gets_the_due_turns_wake_and_ask_columns(pg_url: str) -> None:
+    def columns() -> set[str]:
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'due_turns'"
+                " AND table_schema = current_schema()"
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it before durable wake-ups
+        conn.execute("ALTER TABLE due_turns DROP COLUMN wake_at, DROP COLUMN ask_at, DROP COLUMN asks")
+        conn.execute("UPDATE schema_versions SET version = 1")
+    assert not {"wake_at", "ask_at", "asks"} & columns()
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await store.open()
+    finally:
+        await store.close()
+    assert {"wake_at", "ask_at", "asks"} <= columns()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
+
+
 async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_url: str) -> None:
     one, two = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:
