@@ -11,6 +11,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from core.errors import Conflict, NotFound
 from core.store import LogStore
 from core.store import postgres_schema as pg
 from core.store.postgres import PostgresLogStore
@@ -145,3 +146,28 @@ async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_u
     finally:
         await one.close()
         await two.close()
+
+
+async def test_quiet_scopes_share_one_transaction_and_a_failing_request_fails_alone(pg_url: str) -> None:
+    """Group commit across scopes: appends to many scopes waiting at once commit in fewer transactions than
+    scopes; each scope's chain and order hold; a conflict or an unknown scope fails only its own request."""
+    store = PostgresLogStore(pg_url, topics=TOPICS, threads=2)
+    try:
+        scopes = [f"incident/quiet-{i}" for i in range(24)]
+        for scope in scopes:
+            await declare(store, scope)
+        before = store.transactions
+        calls = [store.append(s, [message(f"{s} {n}")]) for n in range(3) for s in scopes]
+        calls.append(store.append(scopes[0], [message("stale")], expected_version=1))
+        calls.append(store.append("incident/nobody", [message("lost")]))
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(outcomes[-2], Conflict) and isinstance(outcomes[-1], NotFound)
+        assert not [o for o in outcomes[:-2] if isinstance(o, BaseException)]
+        assert store.transactions - before < len(scopes)  # far fewer commits than appends (3 per scope)
+        for scope in scopes:
+            entries = await read_all(store, scope)
+            assert [e.payload.text for e in entries[1:]] == [f"{scope} {n}" for n in range(3)]  # type: ignore[attr-defined]
+            assert (await store.verify(scope)).ok
+            assert [i.entry.seq for i in await store.outbox_pending(scope, "slack")] == [1, 2, 3, 4]
+    finally:
+        await store.close()
