@@ -233,3 +233,29 @@ async def test_sqlite_a_wake_up_not_due_yet_is_re_armed_at_its_time_not_run_at_b
         await scheduler.stop()
         await alarm.shutdown()
         await store.close()
+
+
+async def test_sqlite_an_incident_with_no_wake_memo_gets_the_old_boot_wake_once(tmp_path: Path) -> None:
+    """An incident from before wake-ups were kept (no memo at all): a reasoner that uses wake-ups gets one boot
+    wake after the debounce, which stores its memo; the next boot re-arms that memo instead."""
+    scope = "incident/wake-legacy"
+    store = SqliteLogStore(tmp_path, topics=("agents",))
+    alarm = AsyncioAlarm()
+    reasoner = Scripted(wakes_once)
+    reasoner.wants_wakes = True  # type: ignore[misc]
+    runtime = TurnRuntime(store, reasoner=reasoner)
+    try:
+        await store.append(scope, [NewEntry.make("declared", ALICE, {"title": "w"})], create=True, idempotency_key="d")
+        runtime.on_wake = None  # a turn from an older decklog: its wake-up was a timer only
+        assert (await runtime.run_turn(scope)).status == "recorded"
+        assert await store.memo_get(scope, TOPIC, WAKE_MEMO) is None
+        scheduler = TurnScheduler(runtime, alarm, first_delay=0.0, debounce=0.05, max_wait=60.0)
+        await scheduler.arm_pending()
+        memo = await store.memo_get(scope, TOPIC, WAKE_MEMO)
+        assert memo is not None and scheduler._wakes == {scope: memo["at"]}
+        await eventually(lambda: [c.trigger for c in reasoner.calls] == ["debounce", "wake"], what="the boot wake")
+        await eventually(lambda: _memo_at(store, scope), timeout=10, what="the boot wake marked run")
+        await scheduler.stop()
+    finally:
+        await alarm.shutdown()
+        await store.close()
