@@ -45,6 +45,7 @@ RAW1, RAW16 = "raw psycopg (1 thread)", "raw psycopg (16 threads / 1 scope)"
 RAWB = "raw psycopg batched (16 threads / 1 writer)"
 ONE, SIXTEEN, SPREAD = "decklog pg 1 producer / 1 scope", "decklog pg 16 producers / 1 scope", "decklog pg 16 / 16"
 REPLICAS = "decklog pg 3 replicas × 16 / 1 scope"
+PER_SCOPE = "decklog pg 16 / 16, one commit per scope"  # cross-scope group commit off: the same-process baseline
 
 
 def _scratch(server: str) -> tuple[str, Callable[[], None]]:
@@ -65,9 +66,10 @@ def _scratch(server: str) -> tuple[str, Callable[[], None]]:
     return url, drop
 
 
-def _decklog(url: str, producers: int, scopes: int, seconds: float, warmup: float) -> Sample:
+def _decklog(url: str, producers: int, scopes: int, seconds: float, warmup: float, *, cross: bool = True) -> Sample:
     async def go() -> Sample:
         store = PostgresLogStore(url, topics=("index", "slack"))
+        store.cross_scope = cross
         run = f"{time.monotonic_ns()}"
         names = [f"incident/b{run}-{i}" for i in range(scopes)]
         try:
@@ -306,6 +308,7 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
             ONE: lambda: _decklog(url, 1, 1, seconds, warmup),
             SIXTEEN: lambda: _decklog(url, 16, 1, seconds, warmup),
             SPREAD: lambda: _decklog(url, 16, 16, seconds, warmup),
+            PER_SCOPE: lambda: _decklog(url, 16, 16, seconds, warmup, cross=False),
             REPLICAS: lambda: _replicas(url, 3, 16, seconds, warmup),
         }
         results = interleave(
@@ -315,7 +318,7 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
         )
     finally:
         drop()
-    baseline = {ONE: RAW1, SIXTEEN: RAWB, SPREAD: RAW16, REPLICAS: RAWB}
+    baseline = {ONE: RAW1, SIXTEEN: RAWB, SPREAD: RAW16, PER_SCOPE: RAW16, REPLICAS: RAWB}
     rows: list[list[Any]] = []
     for name, samples in results.items():
         p99 = median_percentile_ms(samples, 99)
@@ -335,3 +338,10 @@ def run_postgres(server: str, rounds: int, seconds: float, quick: bool) -> None:
     print(f"{rounds} interleaved rounds × {seconds:g} s per case; psycopg {psycopg.__version__}, SQLAlchemy {version}.")
     print()
     print(markdown_table(["case", "appends/s", "p50 ms", "p99 ms", "× raw psycopg", "targets"], rows))
+    cross, alone = results[SPREAD], results[PER_SCOPE]
+    print()
+    print(
+        f"16 / 16, cross-scope group commit vs one commit per scope (same process, interleaved): "
+        f"{fmt_ratio(paired_ratio(cross, alone))} the rate; p99 {fmt_ms(median_percentile_ms(cross, 99))} vs "
+        f"{fmt_ms(median_percentile_ms(alone, 99))} ms"
+    )

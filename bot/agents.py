@@ -6,7 +6,9 @@
 The root plugs the action desk in with ``turns.use_proposer(...)`` / ``turns.use_catalog(...)``.
 
 On PostgreSQL the due turns are rows every replica shares (core/store/due_turns_postgres.py): one replica runs
-each due turn, and a dead replica's turn is taken over once its lease runs out.
+each due turn, and a dead replica's turn is taken over once its lease runs out. A reasoner's wake-up and the
+questions to answer live in the same row (one turn at a time per scope, on one replica, after a restart too); on
+SQLite a wake-up is the scope's ``agents``/``wake`` memo, re-armed at boot.
 
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
 60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and

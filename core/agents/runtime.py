@@ -31,7 +31,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from core.agents.context import ContextAgents
@@ -96,7 +96,7 @@ class TurnRuntime:
         self.actor = Actor.agent(reasoner.name, f"decklog {reasoner.name}")
         self.holder = f"agent:{reasoner.name}:{self.instance}"
         self.stats = TurnStats()
-        self.on_wake: Callable[[str, float], None] | None = None
+        self.on_wake: Callable[[str, float], Awaitable[None] | None] | None = None  # awaited when it is async
         self.progress = progress
         self.progress_after = progress_after
         self._locks: dict[str, asyncio.Lock] = {}
@@ -378,7 +378,7 @@ class TurnRuntime:
                     log.exception("proposing %s on %s failed", p.action, scope)
                     line = f"proposing {p.action} failed: {exc}"
                 lines.append(line)
-        self._wake(scope, out)
+        await self._wake(scope, out)
         return TurnResult(
             scope,
             out.outcome if failed else "recorded",
@@ -389,9 +389,11 @@ class TurnRuntime:
             proposals=lines,
         )
 
-    def _wake(self, scope: str, out: TurnOutput) -> None:
-        if out.wake_after is not None and self.on_wake is not None:
-            self.on_wake(scope, out.wake_after)
+    async def _wake(self, scope: str, out: TurnOutput) -> None:
+        """Ask for the wake-up the turn wants (awaited: the scheduler stores it before the turn returns)."""
+        pending = self.on_wake(scope, out.wake_after) if out.wake_after is not None and self.on_wake else None
+        if pending is not None:
+            await quietly(pending, f"storing the wake-up of {scope}")
 
 
 __all__ = ["TurnRaced", "TurnResult", "TurnRuntime", "TurnStats", "TurnViews"]

@@ -15,23 +15,29 @@ it), so a restart arms the same due times as the process that died:
   lock, and each turn covers whatever is new when it starts. Entries that arrive while a turn of their scope runs
   are armed when it ends, from the log (their max wait counts from the first of them, not from an entry the
   running turn covers).
-- A reasoner may ask for another look later (``wake_after``: a verification grace period, an idle nudge); that
-  is a separate timer (``agents:wake:<scope>``) and a forced turn.
+- A reasoner may ask for another look later (``wake_after``: a verification grace period, an idle nudge): a
+  forced turn at that time, durable. In one process it is a timer (``agents:wake:<scope>``) whose due time is
+  first stored as the scope's ``agents``/``wake`` memo (epoch seconds; ``{"at": null}`` once it has run), and
+  re-armed from that memo at boot (an incident with no memo at all, from before wake-ups were kept, gets one
+  wake after the debounce, as it always did).
 - ``question`` entries (``ask``) are answered by a prompt turn armed at once (``agents:ask:<scope>:<seq>``);
-  the answer is appended under the question's key, so a redelivery or a re-run answers once.
+  the answer is appended under the question's key, so a redelivery or a re-run answers once. The unanswered
+  question in the log is itself the durable record: every boot answers the ones still unanswered.
 - Where the due turns wait is a port (core/agents/due_turns.py). Without one (SQLite, one process) they are the
   timers above, in memory. On PostgreSQL (``PostgresDueTurns``) they are ``due_turns`` rows on the database clock:
   one replica at a time claims a due scope under a lease and runs its turn, a dead holder's turn is taken over
   when its lease runs out, and entries delivered during a turn (on any replica) re-arm the scope from the log.
-  Wakes and answers stay timers of the process that armed them.
+  Wake-ups (``wake_at``) and questions to answer (``ask_at``) are in the same row, so one replica runs them,
+  once, never beside another turn of the scope, and after a restart too.
 - Timers live in memory. At boot every incident is looked at: progress a dead process left shown is cleared
   (``TurnProgress.recover``), unanswered questions are answered, and every open incident whose log has warranting
-  entries after ``last_turn_seq`` gets its turn armed at its due time (and, for reasoners that use timers, a wake).
+  entries after ``last_turn_seq`` gets its turn armed at its due time (and its stored wake-up re-armed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -50,6 +56,7 @@ from core.state import ScopeState
 log = logging.getLogger(__name__)
 
 TOPIC = "agents"
+WAKE_MEMO = "wake"  # the scope's pending wake-up without due turns: {"at": epoch seconds | None}
 _PEEK = 50  # warranting entries read at each end of the pending range
 
 
@@ -91,6 +98,7 @@ class TurnScheduler:
         # scope -> (last turn seq, the first _PEEK entries of WARRANT_KINDS after it, the seq examined up to): a
         # busy thread does not re-read the head of its pending range for every delivered entry (a cache of the log).
         self._heads: dict[str, tuple[int, list[Entry], int]] = {}
+        self._wakes: dict[str, float] = {}  # scope -> the due time of its armed wake-up timer (epoch seconds)
         self._stopped = False
         runtime.on_wake = self.wake
 
@@ -183,26 +191,67 @@ class TurnScheduler:
         return None if due is None else (due.at - self.clock.now()).total_seconds()
 
     async def run_due(self, scope: str, trigger: str) -> TurnResult:
-        return await self.runtime.run_turn(scope, trigger=trigger)
+        """A due turn (``wake``: a forced one, as a reasoner's wake-up)."""
+        return await self.runtime.run_turn(scope, trigger=trigger, force=trigger == "wake")
 
-    def wake(self, scope: str, delay: float) -> None:
+    async def wake(self, scope: str, delay: float) -> None:
+        """A forced turn of ``scope`` in ``delay`` seconds, replacing an earlier wake-up; stored before it is armed
+        (a ``due_turns`` row, or the scope's wake memo and a timer)."""
         if self._stopped:
             return
+        if self.due_turns is not None:
+            await self.due_turns.wake(scope, delay)
+            return
+        at = self.clock.now().timestamp() + max(delay, 0.0)
+        await self.store.memo_put(scope, TOPIC, WAKE_MEMO, {"at": at})
+        self._arm_wake(scope, at)
+
+    def _arm_wake(self, scope: str, at: float) -> None:
+        self._wakes[scope] = at
 
         async def job() -> None:
-            self._spawn(self._turn(scope, "wake", force=True))
+            self._spawn(self._woken(scope, at))
 
-        self._set(f"agents:wake:{scope}", max(delay, 0.0), job)
+        self._set(f"agents:wake:{scope}", at - self.clock.now().timestamp(), job)
+
+    async def _woken(self, scope: str, at: float) -> None:
+        """Run the wake-up's forced turn, then mark it run (unless the turn, or anyone, asked for the next one)."""
+        await self._turn(scope, "wake", force=True)
+        if self._wakes.get(scope) == at:
+            del self._wakes[scope]
+            with contextlib.suppress(NotFound):
+                await self.store.memo_put(scope, TOPIC, WAKE_MEMO, {"at": None})
 
     def answer_later(self, scope: str, question: Entry) -> None:
-        """Answer a stored question (at once, in its own task); the runtime answers each key once."""
+        """Answer a stored question (at once, in its own task); the runtime answers each key once. With due
+        turns: the scope's row is asked to answer (one replica answers, between its turns)."""
         if self._stopped:
+            return
+        if self.due_turns is not None:
+            self._spawn(self.due_turns.ask(scope))
             return
 
         async def job() -> None:
             self._spawn(self.runtime.answer(scope, question))
 
         self._set(f"agents:ask:{scope}:{question.seq}", 0.0, job)
+
+    async def unanswered(self, scope: str) -> list[Entry]:
+        """The scope's recent questions not answered yet (the log is their durable record)."""
+        found = []
+        for question in await self.store.read_last(scope, limit=20, kinds=("question",)):
+            if isinstance(question.payload, Question) and not await self.runtime.answered(scope, question.payload.key):
+                found.append(question)
+        return found
+
+    async def answer_due(self, scope: str) -> None:
+        """Answer every unanswered question of ``scope`` (a claimed ``due_turns`` row whose ``ask_at`` was due)."""
+        try:
+            questions = await self.unanswered(scope)
+        except NotFound:
+            return
+        for question in questions:
+            await self.runtime.answer(scope, question)
 
     def _set(self, key: str, delay: float, job: Callable[[], Awaitable[None]]) -> None:
         self._keys.add(key)
@@ -246,7 +295,7 @@ class TurnScheduler:
         """At boot: clear stale progress, answer unanswered questions, arm every pending turn at its due time
         (with durable due turns: start claiming them; arming again is an upsert that keeps a row's max wait)."""
         if self.due_turns is not None and not self._stopped:
-            self.due_turns.start(self.run_due, self.due_in, self._spawn)
+            self.due_turns.start(self.run_due, self.due_in, self._spawn, self.answer_due)
         armed = 0
         for sid in await self.store.scope_ids():
             if sid.kind != "incident":
@@ -254,24 +303,37 @@ class TurnScheduler:
             scope = str(sid)
             await self.runtime.recover_progress(scope)
             try:
-                for question in await self.store.read_last(scope, limit=20, kinds=("question",)):
-                    if isinstance(question.payload, Question) and not await self.runtime.answered(
-                        scope, question.payload.key
-                    ):
-                        self.answer_later(scope, question)
+                questions = await self.unanswered(scope)
                 state = await self.store.get_state(scope)
             except NotFound:
                 continue
+            if questions and self.due_turns is not None:
+                await self.due_turns.ask(scope)  # one replica answers them (every replica's boot may ask)
+            elif questions:
+                for question in questions:
+                    self.answer_later(scope, question)
             if not state.is_open:
                 continue
             due = await self.due(scope)
             if due is not None:
                 await self.want(scope, due, "boot")
                 armed += 1
-            elif self.runtime.reasoner.wants_wakes:
-                self.wake(scope, self.debounce)
+            await self._rearm_wake(scope, pending=due is not None)
         log.info("agents: %d pending turn(s) re-armed from the log", armed)
         return armed
+
+    async def _rearm_wake(self, scope: str, *, pending: bool) -> None:
+        """At boot, without due turns: re-arm the wake-up stored in the scope's memo (one whose time has passed
+        runs now). An incident with no memo (never woken since wake-ups were kept) gets the old boot wake after the
+        debounce, for reasoners that use wake-ups, unless a turn is pending anyway. Due-turn rows need nothing."""
+        if self.due_turns is not None or self._stopped:
+            return
+        memo = await self.store.memo_get(scope, TOPIC, WAKE_MEMO)
+        if memo is not None:
+            if memo.get("at") is not None:
+                self._arm_wake(scope, float(memo["at"]))
+        elif self.runtime.reasoner.wants_wakes and not pending:
+            await self.wake(scope, self.debounce)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 

@@ -14,6 +14,16 @@ whose clocks differ agree on when a turn is due:
 A replica that dies holding a row stops renewing it; once its lease runs out another replica takes the turn over
 (trigger ``takeover``). The runtime's compare-and-set stays the last guard (a holder that lost its lease and still
 finishes records nothing twice).
+
+Wake-ups and answers share the row (one holder per scope, so one turn at a time per scope):
+
+- ``wake`` sets ``wake_at`` (a reasoner's ``wake_after``: replacing an earlier one, as a timer would), creating the
+  row with ``due_at`` +Infinity when no debounced turn waits; ``ask`` sets ``ask_at`` to now and counts ``asks``;
+- a row is due when the earliest of ``due_at``, ``wake_at`` and ``ask_at`` has passed. Its holder answers the
+  scope's unanswered questions (read from the log) when ``ask_at`` was due, then runs one turn if the debounced
+  turn or the wake-up was due (forced, trigger ``wake``, when the wake-up was);
+- at the end it clears ``wake_at`` / ``ask_at`` only if they are still what it claimed (a turn that asks for the
+  next wake-up, or a question delivered meanwhile, stays armed), and keeps the row while either is set.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.agents.due_turns import DueIn, RunTurn, Spawn
+from core.agents.due_turns import Answer, DueIn, RunTurn, Spawn
 from core.alarm import Alarm
 from core.alarm import Job as AlarmJob
 from core.store import postgres_schema as pg
@@ -37,6 +47,8 @@ from core.store.postgres_outbox import DB_NOW
 
 log = logging.getLogger(__name__)
 D = pg.due_turns
+#: ``due_at`` of a row with no debounced turn pending (only a wake-up or a question waits).
+NEVER: sa.ColumnElement[float] = sa.literal_column("'Infinity'::float8")
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,9 @@ class Claim:
     scope: str
     trigger: str
     wants: int
+    turn: bool = True  # the debounced turn was due
+    wake: float | None = None  # the wake-up that was due (its ``wake_at``), else None
+    asks: int | None = None  # questions were due: ``asks`` as claimed, else None
 
 
 class PostgresDueTurns:
@@ -70,6 +85,7 @@ class PostgresDueTurns:
         self.claimed = 0  # turns this replica claimed (tests, logs)
         self.renewing = True  # False: stop renewing leases (tests: a holder that hangs or dies)
         self._run: RunTurn | None = None
+        self._answer: Answer | None = None
         self._due_in: DueIn | None = None
         self._spawn: Spawn | None = None
         self._keys: set[str] = set()
@@ -86,23 +102,51 @@ class PostgresDueTurns:
             trigger=trigger,
             wants=1,
         )
-        free = D.c.holder.is_(None)
+        free, idle = D.c.holder.is_(None), D.c.due_at == NEVER  # idle: only a wake-up or a question waits
         stmt = ins.on_conflict_do_update(
             index_elements=[D.c.scope_id],
             set_={
                 "wants": D.c.wants + 1,
                 "due_at": sa.case(
-                    (free, sa.func.least(ins.excluded.due_at, D.c.first_wanted_at + self.max_wait)), else_=D.c.due_at
+                    (sa.and_(free, idle), ins.excluded.due_at),
+                    (free, sa.func.least(ins.excluded.due_at, D.c.first_wanted_at + self.max_wait)),
+                    else_=D.c.due_at,
+                ),
+                "first_wanted_at": sa.case(
+                    (sa.and_(free, idle), ins.excluded.first_wanted_at), else_=D.c.first_wanted_at
                 ),
                 "trigger": sa.case((free, ins.excluded.trigger), else_=D.c.trigger),
             },
         )
         await self.store.run(lambda conn: conn.execute(stmt))
-        if self._run is not None and not self._stopped:
-            self._set(f"agents:due:{scope}", delay, self._wake)  # wake this replica at the due time
+        self._poll_in(scope, delay)
 
-    def start(self, run: RunTurn, due_in: DueIn, spawn: Spawn) -> None:
-        self._run, self._due_in, self._spawn = run, due_in, spawn
+    async def wake(self, scope: str, delay: float) -> None:
+        delay = max(delay, 0.0)
+        ins = pg_insert(D).values(
+            scope_id=scope, due_at=NEVER, first_wanted_at=DB_NOW, trigger="wake", wants=0, wake_at=DB_NOW + delay
+        )
+        stmt = ins.on_conflict_do_update(index_elements=[D.c.scope_id], set_={"wake_at": ins.excluded.wake_at})
+        await self.store.run(lambda conn: conn.execute(stmt))
+        self._poll_in(scope, delay, "due-wake")
+
+    async def ask(self, scope: str) -> None:
+        ins = pg_insert(D).values(
+            scope_id=scope, due_at=NEVER, first_wanted_at=DB_NOW, trigger="ask", wants=0, ask_at=DB_NOW, asks=1
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[D.c.scope_id],
+            set_={"asks": D.c.asks + 1, "ask_at": sa.func.coalesce(D.c.ask_at, ins.excluded.ask_at)},
+        )
+        await self.store.run(lambda conn: conn.execute(stmt))
+        self._poll_in(scope, 0.0, "due-ask")
+
+    def _poll_in(self, scope: str, delay: float, what: str = "due") -> None:
+        if self._run is not None and not self._stopped:
+            self._set(f"agents:{what}:{scope}", delay, self._wake)  # wake this replica at the due time
+
+    def start(self, run: RunTurn, due_in: DueIn, spawn: Spawn, answer: Answer | None = None) -> None:
+        self._run, self._due_in, self._spawn, self._answer = run, due_in, spawn, answer
         self._set("agents:due-poll", 0.0, self._tick)
 
     async def stop(self) -> None:
@@ -135,10 +179,11 @@ class PostgresDueTurns:
         return taken
 
     def _claim(self, conn: Connection) -> list[Claim]:
+        at = sa.func.least(D.c.due_at, D.c.wake_at, D.c.ask_at)  # least() skips NULLs
         due = (
-            sa.select(D.c.scope_id, D.c.holder.label("was"))
-            .where(D.c.due_at <= DB_NOW, sa.or_(D.c.holder.is_(None), D.c.lease_until < DB_NOW))
-            .order_by(D.c.due_at)
+            sa.select(D.c.scope_id, D.c.holder.label("was"), DB_NOW.label("now"))
+            .where(at <= DB_NOW, sa.or_(D.c.holder.is_(None), D.c.lease_until < DB_NOW))
+            .order_by(at)
             .limit(self.batch)
             .with_for_update(skip_locked=True)
             .cte("due")
@@ -148,9 +193,16 @@ class PostgresDueTurns:
             D.update()
             .where(D.c.scope_id == due.c.scope_id)
             .values(holder=self.owner, lease_until=DB_NOW + self.lease_s)
-            .returning(D.c.scope_id, trigger, D.c.wants)
+            .returning(
+                D.c.scope_id,
+                trigger,
+                D.c.wants,
+                D.c.due_at <= due.c.now,
+                sa.case((D.c.wake_at <= due.c.now, D.c.wake_at)),
+                sa.case((D.c.ask_at <= due.c.now, D.c.asks)),
+            )
         )
-        claims = [Claim(r[0], r[1], int(r[2])) for r in conn.execute(stmt)]
+        claims = [Claim(r[0], r[1], int(r[2]), bool(r[3]), r[4], r[5]) for r in conn.execute(stmt)]
         self.claimed += len(claims)
         return claims
 
@@ -161,7 +213,12 @@ class PostgresDueTurns:
         renew = asyncio.ensure_future(self._renew(claim.scope))
         failed = False
         try:
-            await self._run(claim.scope, claim.trigger)
+            if claim.asks is not None and self._answer is not None:
+                await self._answer(claim.scope)
+            if claim.wake is not None:  # forced (it covers the debounced turn too, if that was due)
+                await self._run(claim.scope, "wake")
+            elif claim.turn:
+                await self._run(claim.scope, claim.trigger)
         except Exception:
             failed = True
             log.exception("agent turn on %s failed", claim.scope)
@@ -169,13 +226,16 @@ class PostgresDueTurns:
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renew
+        if not claim.turn and claim.wake is None:  # only answers: the debounced turn's due time stays as it was
+            delay = await self._due_in(claim.scope)
+            await self.store.run(functools.partial(self._release, scope=claim.scope, claim=claim, delay=delay))
+            return
         wants, delay = claim.wants, None
+        done = functools.partial(self._finish, scope=claim.scope, wake=claim.wake, asks=claim.asks)
         for attempt in range(5):  # deliveries during the turn: look at the log again (bounded: then re-arm)
             delay = None if failed and attempt == 0 else await self._due_in(claim.scope)
             final = attempt == 4
-            left = await self.store.run(
-                functools.partial(self._finish, scope=claim.scope, wants=wants, delay=delay, final=final)
-            )
+            left = await self.store.run(functools.partial(done, wants=wants, delay=delay, final=final))
             if left is None:
                 break
             wants = left
@@ -197,31 +257,67 @@ class PostgresDueTurns:
                 log.warning("due turns: the lease on %s was lost (another replica runs its next turn)", scope)
                 return
 
-    def _finish(self, conn: Connection, *, scope: str, wants: int, delay: float | None, final: bool) -> int | None:
+    def _finish(
+        self,
+        conn: Connection,
+        *,
+        scope: str,
+        wants: int,
+        delay: float | None,
+        final: bool,
+        wake: float | None = None,
+        asks: int | None = None,
+    ) -> int | None:
         """With ``delay`` None: delete the row when nothing changed since ``wants`` (None), else return the new
-        count. With a ``delay`` (or ``final``): re-arm the row that far from now and free it."""
+        count. With a ``delay`` (or ``final``): re-arm the row that far from now and free it. ``wake`` / ``asks``
+        (what was claimed) are cleared if unchanged; a row with a wake-up or a question left is kept, freed."""
         row = conn.execute(
-            sa.select(D.c.wants).where(D.c.scope_id == scope, D.c.holder == self.owner).with_for_update()
+            sa.select(D.c.wants, D.c.wake_at, D.c.ask_at, D.c.asks)
+            .where(D.c.scope_id == scope, D.c.holder == self.owner)
+            .with_for_update()
         ).first()
         if row is None:
             return None  # the lease ran out and another replica holds it now
+        wake_at = None if wake is not None and row[1] == wake else row[1]
+        ask_at = None if asks is not None and int(row[3]) == asks else row[2]
+        freed = {"holder": None, "lease_until": None, "wake_at": wake_at, "ask_at": ask_at}
         if delay is None and not final:
-            if int(row[0]) == wants:
+            if int(row[0]) != wants:
+                return int(row[0])
+            if wake_at is None and ask_at is None:
                 conn.execute(D.delete().where(D.c.scope_id == scope))
-                return None
-            return int(row[0])
+            else:
+                conn.execute(D.update().where(D.c.scope_id == scope).values(due_at=NEVER, trigger="wake", **freed))
+            return None
         conn.execute(
             D.update()
             .where(D.c.scope_id == scope)
-            .values(
-                due_at=DB_NOW + (delay or 0.0),
-                first_wanted_at=DB_NOW,
-                trigger="debounce",
-                holder=None,
-                lease_until=None,
-            )
+            .values(due_at=DB_NOW + (delay or 0.0), first_wanted_at=DB_NOW, trigger="debounce", **freed)
         )
         return None
+
+    def _release(self, conn: Connection, *, scope: str, claim: Claim, delay: float | None) -> None:
+        """After answering only: clear ``ask_at`` if no question came meanwhile and free the row (deleted when
+        nothing is left; a delivery during the answers that found no turn pending arms one ``delay`` from now)."""
+        row = conn.execute(
+            sa.select(D.c.wants, D.c.due_at, D.c.wake_at, D.c.ask_at, D.c.asks)
+            .where(D.c.scope_id == scope, D.c.holder == self.owner)
+            .with_for_update()
+        ).first()
+        if row is None:
+            return
+        ask_at = None if int(row[4]) == claim.asks else row[3]
+        idle = row[1] == float("inf")
+        if idle and int(row[0]) != claim.wants and delay is not None:
+            values = {"due_at": DB_NOW + delay, "first_wanted_at": DB_NOW, "trigger": "debounce"}
+        elif idle and row[2] is None and ask_at is None:
+            conn.execute(D.delete().where(D.c.scope_id == scope))
+            return
+        else:
+            values = {}
+        conn.execute(
+            D.update().where(D.c.scope_id == scope).values(holder=None, lease_until=None, ask_at=ask_at, **values)
+        )
 
     def _set(self, key: str, delay: float, job: AlarmJob) -> None:
         self._keys.add(key)
@@ -230,8 +326,9 @@ class PostgresDueTurns:
     # -- inspection (tests, ops) ------------------------------------------------------------------------------
 
     async def rows(self) -> list[dict[str, object]]:
-        """Every due row, with ``due_in`` / ``lease_in`` in seconds from the database's now and ``after_first``
-        (the due time from the first want since the last turn: at most the max wait)."""
+        """Every due row, with ``due_in`` / ``lease_in`` / ``wake_in`` / ``ask_in`` in seconds from the database's
+        now (``due_in`` infinite: no debounced turn pending) and ``after_first`` (the due time from the first want
+        since the last turn: at most the max wait)."""
 
         def q(conn: Connection) -> list[dict[str, object]]:
             stmt = sa.select(
@@ -242,6 +339,9 @@ class PostgresDueTurns:
                 (D.c.due_at - DB_NOW).label("due_in"),
                 (D.c.due_at - D.c.first_wanted_at).label("after_first"),
                 (D.c.lease_until - DB_NOW).label("lease_in"),
+                (D.c.wake_at - DB_NOW).label("wake_in"),
+                (D.c.ask_at - DB_NOW).label("ask_in"),
+                D.c.asks,
             ).order_by(D.c.scope_id)
             return [dict(r._mapping) for r in conn.execute(stmt)]
 

@@ -3,7 +3,7 @@
 An append is one transaction at READ COMMITTED: ``SELECT … FOR UPDATE`` of the scope's ``scope_heads`` row (which
 serialises appenders across processes: compare-and-set and the hash chain), then the entries, the folded state
 and one outbox row per topic. Within a process, one writer per hot scope takes every request waiting for it into
-one transaction (group commit). Staging, the chain and the fold are the shared code in core/store/staging.py;
+one transaction (group commit), and other quiet scopes' waiting requests too (core/store/postgres_batch.py). Staging, the chain and the fold are the shared code in core/store/staging.py;
 verify is core/store/verify.py; the schema is core/store/postgres_schema.py; the outbox and memos are
 core/store/postgres_outbox.py. Work runs on worker threads with a sync psycopg 3 engine.
 """
@@ -26,6 +26,7 @@ from core.entries import Entry, NewEntry
 from core.errors import NotFound
 from core.ids import ScopeId
 from core.state import ScopeState, empty_state
+from core.store import postgres_batch as multi
 from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
 from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport, notify_listeners
@@ -78,6 +79,8 @@ class PostgresLogStore(PostgresOutbox):
         self._listeners: list[Listener] = []
         self._pending: dict[str, list[_Request]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
+        self._riding: dict[str, asyncio.Event] = {}  # scopes in a transaction now -> set when it has ended
+        self.cross_scope = True  # False: one transaction per scope only (a bench baseline)
         self._schema_checked = False
         self._route_locks: AdvisoryLocks | None = None
         self.feed = CommitFeed(url)  # NOTIFY after each commit, LISTEN for the other replicas' (postgres_notify.py)
@@ -183,29 +186,55 @@ class PostgresLogStore(PostgresOutbox):
         return result
 
     async def _write_loop(self, key: str) -> None:
-        """One writer per scope: every request that waits while a transaction commits shares the next one."""
+        """One writer per scope: every request that waits while a transaction commits shares the next one, and
+        so do other scopes' waiting requests whose writers are not in a transaction (core/store/postgres_batch.py)."""
         loop = asyncio.get_running_loop()
         try:
-            while self._pending.get(key):
-                batch = self._pending.pop(key)
+            while True:
+                while key in self._riding:  # its earlier requests are in another scope's transaction
+                    await self._riding[key].wait()
+                if not self._pending.get(key):
+                    break
+                riders = multi.riders(self._pending, self._riding, key) if self.cross_scope else {}
+                batches = {key: self._pending.pop(key), **riders}
+                done = asyncio.Event()
+                for k in batches:
+                    self._riding[k] = done
                 try:
-                    outcomes = await loop.run_in_executor(self.executor, self._run_batch, key, batch)
-                except BaseException as exc:  # the transaction itself failed: every request in it did
-                    for r in batch:
-                        if not r.future.done():
-                            r.future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                for r, outcome in zip(batch, outcomes, strict=True):
-                    if r.future.done():
-                        continue
-                    if isinstance(outcome, BaseException):
-                        r.future.set_exception(outcome)
+                    if len(batches) == 1:
+                        outcomes = {key: await loop.run_in_executor(self.executor, self._run_batch, key, batches[key])}
                     else:
-                        r.future.set_result(outcome)
+                        outcomes = await loop.run_in_executor(self.executor, self._run_scopes, batches)
+                except BaseException as exc:  # the transaction itself failed: every request in it did
+                    outcomes = {k: [exc] * len(b) for k, b in batches.items()}
+                    if not isinstance(exc, Exception):
+                        multi.settle(batches, outcomes)
+                        raise
+                finally:
+                    for k in batches:
+                        self._riding.pop(k, None)
+                    done.set()
+                multi.settle(batches, outcomes)
         finally:
             self._writers.pop(key, None)
+
+    def _run_scopes(self, batches: dict[str, list[_Request]]) -> dict[str, list[AppendResult | BaseException]]:
+        """Several scopes in one transaction; if it fails as a whole, each scope in its own."""
+        self._check_schema()
+        try:
+            with self.engine.begin() as conn:
+                outcomes = multi.run_multi(self, conn, batches)
+        except Exception:
+            log.debug("a multi-scope append failed; retrying each scope alone", exc_info=True)
+            return {k: self._run_alone(k, b) for k, b in batches.items()}
+        self.transactions += 1
+        return outcomes
+
+    def _run_alone(self, key: str, batch: list[_Request]) -> list[AppendResult | BaseException]:
+        try:
+            return self._run_batch(key, batch)
+        except Exception as exc:
+            return [exc] * len(batch)
 
     def _run_batch(self, key: str, batch: list[_Request]) -> list[AppendResult | BaseException]:
         self._check_schema()

@@ -20,7 +20,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from core.errors import InvalidInput
 
 #: Bump when a table changes in a way an older server must not write to.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers)
 SCHEMA_NAME = "decklog"
 
 metadata = sa.MetaData()
@@ -198,9 +198,11 @@ leases = sa.Table(
 )
 
 # Agent turns that are due (core/store/due_turns_postgres.py): one row per scope with a pending turn, its due time
-# and the start of its max wait on the database clock (epoch seconds), ``wants`` counting the deliveries that
-# asked for it (a turn's holder re-arms the row when it changed meanwhile), and the replica holding it until
-# ``lease_until``.
+# and the start of its max wait on the database clock (epoch seconds; ``due_at`` is +Infinity when only a wake-up
+# or a question waits), ``wants`` counting the deliveries that asked for it (a turn's holder re-arms the row when it
+# changed meanwhile), and the replica holding it until ``lease_until``. The same row holds the scope's reasoner
+# wake-up (``wake_at``: a forced turn) and its questions to answer (``ask_at``, ``asks`` counting the questions
+# delivered), so that whoever holds the row runs them: one turn at a time per scope, across replicas.
 due_turns = sa.Table(
     "due_turns",
     metadata,
@@ -211,6 +213,15 @@ due_turns = sa.Table(
     sa.Column("wants", sa.BigInteger, nullable=False, server_default="1"),
     key("holder", nullable=True),
     sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+    sa.Column("wake_at", sa.Float(precision=53), nullable=True),
+    sa.Column("ask_at", sa.Float(precision=53), nullable=True),
+    sa.Column("asks", sa.BigInteger, nullable=False, server_default="0"),
+)
+#: Columns added after version 1 (``ensure_schema`` adds them to a database made by an older decklog).
+ADDED_COLUMNS = (
+    "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS wake_at double precision",
+    "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS ask_at double precision",
+    "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS asks bigint NOT NULL DEFAULT 0",
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 
@@ -281,6 +292,8 @@ def ensure_schema(conn: Connection) -> int:
             f"the database schema is version {found}, newer than this decklog's {SCHEMA_VERSION}: upgrade decklog"
         )
     if found < SCHEMA_VERSION:
+        for statement in ADDED_COLUMNS:
+            conn.execute(sa.text(statement))
         conn.execute(
             schema_versions.update().where(schema_versions.c.name == SCHEMA_NAME).values(version=SCHEMA_VERSION)
         )

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from core.errors import Conflict, NotFound
 from core.store import LogStore
 from core.store import postgres_schema as pg
 from core.store.postgres import PostgresLogStore
@@ -98,6 +99,29 @@ async def test_a_newer_schema_is_refused(pg_url: str) -> None:
         engine.dispose()
 
 
+async def test_a_version_1_database_gets_the_due_turns_wake_and_ask_columns(pg_url: str) -> None:
+    def columns() -> set[str]:
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'due_turns'"
+                " AND table_schema = current_schema()"
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it before durable wake-ups
+        conn.execute("ALTER TABLE due_turns DROP COLUMN wake_at, DROP COLUMN ask_at, DROP COLUMN asks")
+        conn.execute("UPDATE schema_versions SET version = 1")
+    assert not {"wake_at", "ask_at", "asks"} & columns()
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await store.open()
+    finally:
+        await store.close()
+    assert {"wake_at", "ask_at", "asks"} <= columns()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
+
+
 async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_url: str) -> None:
     one, two = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:
@@ -122,3 +146,28 @@ async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_u
     finally:
         await one.close()
         await two.close()
+
+
+async def test_quiet_scopes_share_one_transaction_and_a_failing_request_fails_alone(pg_url: str) -> None:
+    """Group commit across scopes: appends to many scopes waiting at once commit in fewer transactions than
+    scopes; each scope's chain and order hold; a conflict or an unknown scope fails only its own request."""
+    store = PostgresLogStore(pg_url, topics=TOPICS, threads=2)
+    try:
+        scopes = [f"incident/quiet-{i}" for i in range(24)]
+        for scope in scopes:
+            await declare(store, scope)
+        before = store.transactions
+        calls = [store.append(s, [message(f"{s} {n}")]) for n in range(3) for s in scopes]
+        calls.append(store.append(scopes[0], [message("stale")], expected_version=1))
+        calls.append(store.append("incident/nobody", [message("lost")]))
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(outcomes[-2], Conflict) and isinstance(outcomes[-1], NotFound)
+        assert not [o for o in outcomes[:-2] if isinstance(o, BaseException)]
+        assert store.transactions - before < len(scopes)  # far fewer commits than appends (3 per scope)
+        for scope in scopes:
+            entries = await read_all(store, scope)
+            assert [e.payload.text for e in entries[1:]] == [f"{scope} {n}" for n in range(3)]  # type: ignore[attr-defined]
+            assert (await store.verify(scope)).ok
+            assert [i.entry.seq for i in await store.outbox_pending(scope, "slack")] == [1, 2, 3, 4]
+    finally:
+        await store.close()

@@ -8,6 +8,7 @@ both delivery modes. Every wait polls with a deadline.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -770,3 +771,49 @@ async def test_an_unreachable_app_does_not_break_the_workspace() -> None:
         posted = await slack.post_message("alice", "#alerts", "anyone?")
         assert posted.status == 0 and "ClientConnectorError" in posted.responses[0].body
         assert [m.text for m in slack.workspace.history("#alerts")] == ["anyone?"]
+
+
+async def test_socket_mode_spreads_envelopes_over_the_apps_connections_and_retries_on_another(
+    server: FakeSlackServer,
+) -> None:
+    heard: list[dict[str, Any]] = []
+    app = build_app(server.base_url, heard)
+    handlers = [AsyncSocketModeHandler(app, app_token=APP_TOKEN) for _ in range(2)]  # two replicas of one app
+    server.socket.spread = True
+    try:
+        for handler in handlers:
+            await handler.connect_async()
+        await wait_for(server, lambda: server.socket.connections == 2)
+        command = SlackDriver("http://unused", SECRET, server=server).payloads.slash_command(
+            server.workspace.user("alice"),
+            server.workspace.channel("alerts"),
+            command="/incident",
+            text="ping",
+            trigger_id=server.workspace.issue_trigger("alice"),
+            response_url=server.response_url("C0ALERTS", "U0ALICE"),
+        )
+        for _ in range(4):
+            assert (await server.socket_send("slash_commands", command))["payload"] == {"text": "echo: ping"}
+        carriers = [server.socket.carried[e["envelope_id"]] for e in server.socket.sent]
+        assert sorted(set(carriers)) == server.socket.connection_numbers() and len(set(carriers)) == 2
+        assert all(a != b for a, b in itertools.pairwise(carriers))  # round-robin
+        event = {
+            "type": "event_callback",
+            "event_id": "Ev0RETRY",
+            "event": {
+                "type": "app_mention",
+                "user": "U0ALICE",
+                "text": "<@U0BOT> hi",
+                "channel": "C0ALERTS",
+                "ts": "1.1",
+            },
+        }
+        for attempt in range(3):  # each retry goes to the connection that did not carry the event last
+            await server.socket_send(
+                "events_api", event, retry_attempt=attempt, retry_reason="timeout" if attempt else None
+            )
+        last = [server.socket.carried[e["envelope_id"]] for e in server.socket.sent[-3:]]
+        assert last[0] != last[1] != last[2]
+    finally:
+        for handler in handlers:
+            await handler.close_async()

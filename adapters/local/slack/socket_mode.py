@@ -4,6 +4,13 @@ Speaks what ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` expects: a one-ti
 ``apps.connections.open``; a ``{"type": "hello"}`` first message; pongs to its pings; envelopes
 ``{"envelope_id", "type", "payload", "accepts_response_payload"[, "retry_attempt", "retry_reason"]}``;
 acks ``{"envelope_id"[, "payload"]}`` back; ``{"type": "disconnect", "reason": ...}`` to make it reconnect.
+
+An app may hold several connections at once (Slack allows 10; several replicas of one app each hold one). By
+default an envelope goes to the newest open connection. With ``spread = True`` envelopes go round-robin over the
+open connections, as Slack spreads them, and a retry of an event (``retry_attempt`` > 0) goes to a connection
+other than the one that carried that ``event_id`` last, when there is one (Slack redelivers an unacknowledged
+envelope wherever it likes). ``carried`` says which connection (numbered from 1 in the order they opened) got
+each envelope.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ class SocketModeHub:
         self.sent: list[JSON] = []
         self.acks: list[JSON] = []
         self.connections_opened = 0
+        self.spread = False
+        self.carried: dict[str, int] = {}  # envelope_id -> the connection (1, 2, ...) it was sent on
+        self._numbers: dict[int, int] = {}  # id(ws) -> its number
+        self._last_carrier: dict[str, int] = {}  # event_id -> the connection that carried it last
+        self._turn = 0
 
     # -- connecting ------------------------------------------------------------------------------------------
 
@@ -64,6 +76,7 @@ class SocketModeHub:
         await ws.prepare(request)
         self._connections.append(ws)
         self.connections_opened += 1
+        self._numbers[id(ws)] = self.connections_opened
         await ws.send_json(
             {
                 "type": "hello",
@@ -139,7 +152,11 @@ class SocketModeHub:
         future: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
         self._pending[envelope["envelope_id"]] = future
         try:
-            ws = next(ws for ws in reversed(self._connections) if not ws.closed)
+            ws = self._pick(payload.get("event_id") if kind == "events_api" else None, bool(retry_attempt))
+            number = self._numbers.get(id(ws), 0)
+            self.carried[envelope["envelope_id"]] = number
+            if kind == "events_api" and payload.get("event_id"):
+                self._last_carrier[str(payload["event_id"])] = number
             self.sent.append(envelope)
             await ws.send_json(envelope)
             return await asyncio.wait_for(future, timeout)
@@ -150,6 +167,24 @@ class SocketModeHub:
             ) from None
         finally:
             self._pending.pop(envelope["envelope_id"], None)
+
+    def _pick(self, event_id: Any, retry: bool) -> web.WebSocketResponse:
+        """The connection an envelope goes to: the newest, or (``spread``) the next in turn, another than the
+        last carrier of a retried event where there is one."""
+        open_ = [ws for ws in self._connections if not ws.closed]
+        if not self.spread or len(open_) == 1:
+            return open_[-1]
+        if retry and event_id is not None:
+            last = self._last_carrier.get(str(event_id))
+            others = [ws for ws in open_ if self._numbers.get(id(ws)) != last]
+            if others and len(others) < len(open_):
+                return others[0]
+        self._turn += 1
+        return open_[self._turn % len(open_)]
+
+    def connection_numbers(self) -> list[int]:
+        """The numbers of the open connections, oldest first."""
+        return [self._numbers.get(id(ws), 0) for ws in self._connections if not ws.closed]
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
         """Asks every client to reconnect (``{"type": "disconnect"}``), as Slack does now and then."""
