@@ -53,6 +53,39 @@ async def test_group_commit_takes_concurrent_requests_into_fewer_transactions(pg
         await store.close()
 
 
+async def test_quiet_scopes_share_a_commit_and_one_bad_request_fails_alone(pg_url: str) -> None:
+    """Group commit across scopes (core/store/postgres_batch.py): appends to sixteen scopes at once take fewer
+    transactions than there are scopes; a request for a scope that does not exist, a failed create and a stale
+    compare-and-set fail alone, and every other request in their transactions commits."""
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    scopes = [f"incident/quiet-{i:02d}" for i in range(16)]
+    try:
+        for scope in scopes:
+            await declare(store, scope)
+        before = store.transactions
+        await asyncio.gather(*(store.append(s, [message(f"{s} {n}")]) for n in range(4) for s in scopes))
+        assert store.transactions - before < len(scopes)  # fewer commits than scopes: scopes shared them
+        results = await asyncio.gather(
+            *(store.append(s, [message("fine")]) for s in scopes),
+            store.append("incident/nowhere", [message("lost")]),
+            store.append("incident/born-wrong", [message("not a declaration")], create=True),
+            store.append(scopes[0], [message("stale")], expected_version=1),
+            return_exceptions=True,
+        )
+        assert all(not isinstance(r, BaseException) for r in results[:16]), results
+        assert [type(r).__name__ for r in results[16:]] == ["NotFound", "NotFound", "Conflict"]
+        for scope in scopes:
+            texts = [getattr(e.payload, "text", None) for e in await read_all(store, scope)][1:]
+            assert sorted(texts[:4]) == [f"{scope} {n}" for n in range(4)] and texts[4:] == ["fine"]
+            assert (await store.verify(scope)).ok
+        assert [str(s) for s in await store.scope_ids()] == sorted(scopes)  # no head row left by the bad create
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT count(*) FROM scope_heads WHERE scope_id = 'incident/born-wrong'").fetchone()
+        assert row == (0,)
+    finally:
+        await store.close()
+
+
 async def test_payload_columns_hold_the_exact_bytes_the_chain_hashed(pg_url: str) -> None:
     store = PostgresLogStore(pg_url, topics=TOPICS)
     try:
