@@ -11,9 +11,10 @@ The fake answers each request from its content alone:
 
 The decision travels in ``suggest``: this ``ClaudeReasoner`` turn is the model call inside the experiment's
 ``ScriptedReasoner`` turn (core/experiment/reasoner.py), which then carries the decision out through the agents'
-tools (``record_hypothesis``, ``open_obligation``, ``propose_action``) in the product's own turn runtime. Usage is about one token per four bytes
-of the request's canonical JSON, with the stable prefix (tools + system, the one ``cache_control`` breakpoint)
-written to the cache on first use and read from it afterwards.
+tools (``record_hypothesis``, ``open_obligation``, ``propose_action``) in the product's own turn runtime.
+
+Usage is about one token per four bytes of the request's canonical JSON, with the stable prefix (tools + system,
+the one ``cache_control`` breakpoint) written to the cache on first use and read from it afterwards.
 
 ``DECKLOG_EXPERIMENT_RECORD=DIR`` (``--record DIR``) appends every exchange to ``DIR/exchanges.jsonl``, keyed by
 the request's content; ``recorded:DIR`` answers only from such a recording (an unseen request is a 404).

@@ -1,7 +1,7 @@
-"""The hands on decklog's real action desk (``core/actions``): the agent proposes through its
-``propose_action`` tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides through the
-desk's approve / deny API, as a person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls the world
-through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
+"""The hands on decklog's real action desk (``core/actions``): the agent proposes through its ``propose_action``
+tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides through the desk's approve /
+deny API, as a person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls
+the world through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
 the result under its fence.
 
 Faults reach inside the runner through its ``checkpoint`` hook: ``kill_after_claim`` at ``after_claim``;
