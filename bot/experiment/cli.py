@@ -14,6 +14,7 @@ from typing import Any
 from core.errors import InvalidInput
 from core.experiment import itbench, scenario
 from core.experiment.run import ARMS, FAULTS, Spec
+from core.views import DEFAULT_BUDGET
 
 QUICK_FAULTS = ("none", "kill_after_claim", "lease_expiry", "executor_timeout")
 QUICK_SCENARIOS = ("bad-deploy", "do-not-act", "storm")
@@ -30,7 +31,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--model", default="scripted", help="scripted | scripted-http | claude | recorded:DIR")
     s.add_argument("--record", type=Path, help="with scripted-http: record the exchanges into DIR")
     s.add_argument("--fences", choices=("on", "off"), default="on")
-    s.add_argument("--budget", type=int, default=24, help="a fresh turn's view: the log's last N entries (24)")
+    s.add_argument(
+        "--budget", type=int, default=DEFAULT_BUDGET, help=f"the turns' view budget in bytes ({DEFAULT_BUDGET})"
+    )
     s.add_argument("--mutation", default="", help=argparse.SUPPRESS)
     s.add_argument("--jobs", type=int, default=0, help="parallel processes (default: the CPU count)")
     s.add_argument("--out", type=Path, required=True)
@@ -67,7 +70,7 @@ def plan(args: argparse.Namespace) -> list[tuple[Spec, Path, str]]:
     if seeds < 1:
         raise InvalidInput("--seeds must be at least 1")
     if args.budget < 1:
-        raise InvalidInput("--budget must be at least 1 (entries)")
+        raise InvalidInput("--budget must be at least 1 (bytes)")
     _check_model(args.model)
     if args.import_itbench:
         scns = itbench.import_dir(args.import_itbench)

@@ -9,10 +9,12 @@ The fake answers each request from its content alone:
   decision, computed from the ``<view>`` in the rendered prompt (so the policy sees exactly what the model would);
 - a request that answers tool calls (the second step): ``end_turn``.
 
-The decision travels in ``suggest`` because the experiment's hands (core/experiment/hands.py), not the turn
-runtime, apply decisions; the reasoner's ``TurnOutput`` carries it back. Usage is about one token per four bytes
-of the request's canonical JSON, with the stable prefix (tools + system, the one ``cache_control`` breakpoint)
-written to the cache on first use and read from it afterwards.
+The decision travels in ``suggest``: this ``ClaudeReasoner`` turn is the model call inside the experiment's
+``ScriptedReasoner`` turn (core/experiment/reasoner.py), which then carries the decision out through the agents'
+tools (``record_hypothesis``, ``open_obligation``, ``propose_action``) in the product's own turn runtime.
+
+Usage is about one token per four bytes of the request's canonical JSON, with the stable prefix (tools + system,
+the one ``cache_control`` breakpoint) written to the cache on first use and read from it afterwards.
 
 ``DECKLOG_EXPERIMENT_RECORD=DIR`` (``--record DIR``) appends every exchange to ``DIR/exchanges.jsonl``, keyed by
 the request's content; ``recorded:DIR`` answers only from such a recording (an unseen request is a 404).

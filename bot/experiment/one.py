@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.actions import AgentCatalog
 from bot.experiment.desk import ExperimentDesk, attach_desk
 from bot.experiment.inputs import TOKEN, HttpInputs
 from bot.runtime import Runtime
@@ -18,6 +19,7 @@ from core.experiment.drive import drive
 from core.experiment.judge import judge
 from core.experiment.run import Model, Run, Spec
 from core.experiment.scenario import action_key
+from core.experiment.turns import Agents
 from core.experiment.view import usage_for
 
 
@@ -67,6 +69,8 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             model = http.call
         run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
         desk = await attach_desk(run, rt)
+        assert run.desk is not None
+        run.agents, run.service = Agents(run, rt.index, AgentCatalog(run.desk)), rt.service
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)

@@ -1,7 +1,7 @@
-"""The hands on decklog's real action desk (``core/actions``): the agent re-checks the obligation's conditions
-and proposes through ``ActionDesk``; the scripted approver decides through the desk's approve / deny API, as a
-person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls the world
-through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
+"""The hands on decklog's real action desk (``core/actions``): the agent proposes through its ``propose_action``
+tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides through the desk's approve /
+deny API, as a person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls
+the world through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
 the result under its fence.
 
 Faults reach inside the runner through its ``checkpoint`` hook: ``kill_after_claim`` at ``after_claim``;
@@ -44,48 +44,24 @@ async def checkpoint(run: Run, point: str, auth: RunAuthority) -> None:
         await gate  # the paused holder: resumes when the driver opens the gate, after a takeover
 
 
-async def run_obligation(run: Run, scope: str, oid: str, conditions: list[str]) -> None:
-    """Re-check → propose on the desk (or take over its approved proposal) → scripted approval → the runner."""
+async def approve_waiting(run: Run, scope: str) -> None:
+    """The scripted approver: approves each waiting proposal, or denies a harmful one and cancels its obligation
+    with the reason (a double-clicked Approve under ``dup_delivery``)."""
     state = await run.store.get_state(scope)
-    ob = state.obligations.get(oid)
-    if ob is None:
-        return
-    me = Actor.agent(run.agent)
-    data = {"checked": oid, "conditions": list(conditions)}
-    text = "conditions re-checked: " + "; ".join(conditions)
-    await run.store.append(scope, [NewEntry.make("observation", me, {"text": text, "source": "agent", "data": data})])
-    if run.spec.mutation == "no_claim":
-        await _unclaimed(run, scope, oid, ob.action, dict(ob.params))
-        return
-    pid = next((p.id for p in state.proposals.values() if p.obligation_id == oid), "")
-    if not pid:
-        pid = await _propose(run, scope, oid, ob.action, dict(ob.params))
-    if pid:
-        await execute(run, scope, pid)
-
-
-async def _propose(run: Run, scope: str, oid: str, action: str, params: dict[str, Any]) -> str:
-    """Propose; the scripted approver approves, or denies a harmful action (and the agent cancels the obligation,
-    with the reason). The proposal id to run, or '' when there is nothing to run."""
-    me, key = Actor.agent(run.agent), action_key(action, params)
-    try:
-        made = await _desk(run).make_proposal(
-            scope, action=action, params=params, rationale=f"obligation {oid}", obligation_id=oid, actor=me
-        )
-    except (Conflict, NotFound):
-        return ""
-    if made.status != "waiting_for_approval":
-        return made.proposal_id if made.status == "approved" else ""
-    harmful = key in {h.key() for h in run.spec.scenario.world.harmful}
-    for _ in range(2 if run.spec.fault == "dup_delivery" else 1):  # a double-clicked Approve
-        await _desk(run).decide(
-            scope, made.proposal_id, not harmful, APPROVER, key if harmful else "", f"slack:act:{made.proposal_id}"
-        )
-    if not harmful:
-        return made.proposal_id
-    cancel = {"obligation_id": oid, "reason": f"denied by {APPROVER.name}"}
-    await run.store.append(scope, [NewEntry.make("obligation_cancelled", me, cancel)])
-    return ""
+    harmful = {h.key() for h in run.spec.scenario.world.harmful}
+    for p in list(state.proposals.values()):
+        if p.status != "waiting_for_approval":
+            continue
+        key = action_key(p.action, dict(p.params))
+        bad = key in harmful
+        for _ in range(2 if run.spec.fault == "dup_delivery" else 1):
+            await _desk(run).decide(scope, p.id, not bad, APPROVER, key if bad else "", f"slack:act:{p.id}")
+        if bad and p.obligation_id:
+            cancel = {"obligation_id": p.obligation_id, "reason": f"denied by {APPROVER.name}"}
+            try:
+                await run.store.append(scope, [NewEntry.make("obligation_cancelled", APPROVER, cancel)])
+            except (Conflict, NotFound):
+                pass
 
 
 async def execute(run: Run, scope: str, pid: str) -> RunReport | None:
@@ -112,8 +88,12 @@ async def resume(run: Run, paused: dict[str, Any]) -> None:
     await _resolutions(run)
 
 
-async def _unclaimed(run: Run, scope: str, oid: str, action: str, params: dict[str, Any]) -> None:
+async def unclaimed(run: Run, scope: str, oid: str) -> None:
     """The ``no_claim`` mutant: it goes around the desk and calls the executor itself, with no claim (fence 0)."""
+    ob = (await run.store.get_state(scope)).obligations.get(oid)
+    if ob is None:
+        return
+    action, params = ob.action, dict(ob.params)
     me, run_id = Actor.agent(run.agent), new_run_id()
     idem = idempotency_key(scope, run_id, 0)
     started = {"run_id": run_id, "action": action, "obligation_id": oid, "fence": 0, "params": params}

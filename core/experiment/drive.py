@@ -20,6 +20,8 @@ MAX_STEPS = 60
 
 
 async def has_work(run: Run, scope: str) -> bool:
+    if not (await run.store.get_state(scope)).is_open:
+        return False  # resolved: the turn runtime turns open incidents only
     last = await run.store.read_last(scope, limit=1)
     if last and not (last[0].kind == "agent_turn" and last[0].payload.model_dump()["outcome"] == "nothing"):
         return True

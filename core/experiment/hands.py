@@ -1,5 +1,17 @@
-"""The shared hands, held constant across arms: a decision becomes entries (tool answers looked up, a hypothesis,
-an obligation, a hold, a resolution); a ``propose`` goes to decklog's action desk (``desk_hands``).
+"""After a turn: what the experiment does around decklog's own paths, held constant across arms.
+
+The turn itself (core/experiment/reasoner.py) recorded its hypotheses, obligations and suggestions and handed its
+proposals to the desk. Then, in this order:
+
+- the scenario's read tools the turn asked for are answered as ``observation`` entries (``tool:<kind>``): evidence
+  is looked up on request, never injected (the product's read tools leave no entry, so the experiment records them);
+- each re-check the turn made (its ``action`` view read before ``propose_action``) is recorded as an observation
+  naming the obligation and the conditions it re-checked, which the judge reads;
+- the mutants' breakage: ``drop`` cancels obligations with no reason, ``no_claim`` calls the executor itself;
+- the scripted on-call: approves each waiting proposal, or denies a harmful one (and cancels its obligation with
+  the reason); records an agent's hold suggestion as a decision; accepts a suggestion to resolve;
+- the approved proposal of each obligation the turn re-checked runs on the desk (``desk.execute``, where the
+  ``actions`` outbox sender would).
 
 ``executor_timeout`` has two variants, picked by the seed: the world applies the effect and drops the connection
 (``lost``), or answers 502 before applying (``5xx``). Both leave an ``uncertain`` result, which the desk's runner
@@ -10,10 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.agents.runtime import TurnResult
 from core.entries import Actor, NewEntry
 from core.experiment import desk_hands
-from core.experiment.scenario import action_key
-from core.obligations import open_obligation
+from core.experiment.reasoner import HOLD, NOTES, RESOLVE
 
 if TYPE_CHECKING:
     from core.experiment.run import Run
@@ -21,50 +33,72 @@ if TYPE_CHECKING:
 LEASE = 120.0
 
 
-def decision_entries(run: Run, d: dict[str, Any]) -> list[NewEntry]:
-    me = Actor.agent(run.agent)
-    new: list[NewEntry] = []
-    for name in d.get("call", []):
+def _lookups(run: Run, names: list[str], me: Actor) -> list[NewEntry]:
+    new = []
+    for name in names:
         tool = next((t for t in run.spec.scenario.tools if t.name == name), None)
         if tool:
             data = {"tool": tool.name, "kind": tool.kind, "suspect": tool.suspect, "hold": tool.hold, "fix": tool.fix}
-            new.append(
-                NewEntry.make("observation", me, {"text": tool.answer, "source": f"tool:{tool.kind}", "data": data})
-            )
-    if h := d.get("hypothesis"):
-        payload = {"text": f"root cause: {h['entity']}", "suspect_scope": h["entity"]}
-        new.append(NewEntry.make("hypothesis", me, payload, refs=h.get("evidence", [])))
-    if d.get("hold"):
-        new.append(NewEntry.make("decision", me, {"text": "hold: no action, the evidence says this is expected"}))
-    if d.get("resolve"):
-        new.append(NewEntry.make("status_changed", me, {"status": "resolved", "summary": "alerts cleared"}))
-    for oid in d.get("drop", []):
-        new.append(NewEntry.make("obligation_cancelled", me, {"obligation_id": oid, "reason": ""}))
+            payload = {"text": tool.answer, "source": f"tool:{tool.kind}", "data": data}
+            new.append(NewEntry.make("observation", me, payload))
     return new
 
 
-async def hands(run: Run, scope: str, d: dict[str, Any], usage: dict[str, int], view_bytes: int) -> bool:
+def _noted(run: Run, notes: list[dict[str, Any]], me: Actor) -> list[NewEntry]:
+    new: list[NewEntry] = []
+    for c in notes:
+        if c["tool"] == "scenario_lookup":
+            new += _lookups(run, c["names"], me)
+        elif c["tool"] == "recheck":
+            oid, conditions = c["obligation_id"], list(c["conditions"])
+            data = {"checked": oid, "conditions": conditions}
+            text = "conditions re-checked: " + "; ".join(conditions)
+            new.append(NewEntry.make("observation", me, {"text": text, "source": "agent", "data": data}))
+        elif c["tool"] == "drop":
+            new += [
+                NewEntry.make("obligation_cancelled", me, {"obligation_id": oid, "reason": ""})
+                for oid in c["obligation_ids"]
+            ]
+    return new
+
+
+async def after_turn(run: Run, scope: str, result: TurnResult) -> bool:
+    out = result.output
+    notes = [c for c in (out.tool_calls if out else []) if c.get("tool") in NOTES]
     me = Actor.agent(run.agent)
-    new = decision_entries(run, d)
-    turn = NewEntry.make(
-        "agent_turn",
-        me,
-        {"reasoner": "scripted", "view_bytes": view_bytes, "outcome": "ok" if d else "nothing", **usage},
-    )
-    if o := d.get("open"):
-        new += open_obligation(
-            await run.store.get_state(scope),
-            text=f"run {action_key(o['action'], o['params'])} if the conditions hold",
-            actor=me,
-            purpose="rollback",
-            conditions=o["conditions"],
-            action=o["action"],
-            params=o["params"],
-            obligation_id=f"ob-{run.rng.getrandbits(24):06x}",
+    new = _noted(run, notes, me)
+    if new:
+        await run.store.append(scope, new)
+    for c in notes:
+        if c["tool"] == "no_claim":
+            await desk_hands.unclaimed(run, scope, c["obligation_id"])
+    await desk_hands.approve_waiting(run, scope)
+    await on_call(run, scope)
+    for oid in dict.fromkeys(c["obligation_id"] for c in notes if c["tool"] == "recheck"):
+        state = await run.store.get_state(scope)
+        pid = next(
+            (p.id for p in state.proposals.values() if p.obligation_id == oid and p.status in ("approved", "running")),
+            "",
         )
-    await run.store.append(scope, [*new, turn])
-    await run.maybe("kill_after_append", scope)
-    # ``reconcile`` needs nothing here: on the desk, the runner reconciles an uncertain outcome within its run.
-    if p := d.get("propose"):
-        await desk_hands.run_obligation(run, scope, p["obligation_id"], p["conditions"])
-    return bool(d)
+        if pid and oid in state.obligations and run.spec.mutation != "no_claim":
+            await desk_hands.execute(run, scope, pid)
+    return bool(out and (out.intents or notes))
+
+
+async def on_call(run: Run, scope: str) -> None:
+    """The scripted on-call reads the agents' open suggestions: a hold becomes their decision, a resolve is
+    accepted (``ScopeService.suggestion_feedback``, as the Accept button does). Other suggestions (the alert
+    router's "the alert resolved") are left to the agents: the on-call follows the agents, never ahead of them."""
+    state = await run.store.get_state(scope)
+    for sid, text in list(state.suggestions.items()):
+        action = state.suggestion_actions.get(sid, "")
+        if action == "resolve" and text == RESOLVE:
+            await run.service.suggestion_feedback(
+                scope, sid, "accepted", desk_hands.APPROVER, idempotency_key=f"slack:suggestion:{sid}"
+            )
+        elif text == HOLD:
+            decision = NewEntry.make("decision", desk_hands.APPROVER, {"text": text})
+            await run.service.suggestion_feedback(
+                scope, sid, "accepted", desk_hands.APPROVER, idempotency_key=f"slack:suggestion:{sid}"
+            )
+            await run.store.append(scope, [decision], idempotency_key=f"slack:decision:{sid}")

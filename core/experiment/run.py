@@ -1,10 +1,11 @@
 """One experiment run: a scenario's timeline on a virtual clock, one arm's agents, one fault, the shared hands.
 
-Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's action desk (its
-policy, the runner, the ``http`` executors and a scripted approver deciding through the desk's API), the world,
-the tools, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who holds context
-(a journaled transcript, or cold views of the log) and who decides the next step (one orchestrator, a rule per
-scope, or M churning workers that find work in the logs).
+Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's turn runtime
+(``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools; core/experiment/turns.py),
+decklog's action desk (its policy, the runner, the ``http`` executors and a scripted approver deciding through the
+desk's API), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who
+holds context (a journaled transcript, or the product's cold views of the log) and who decides the next step (one
+orchestrator, a rule per scope, or M churning workers that find work in the logs).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from typing import Any, Protocol
 from core.actions import ActionDesk
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
-from core.experiment import policy
-from core.experiment.hands import hands
+from core.experiment.hands import after_turn
 from core.experiment.scenario import Scenario
-from core.experiment.view import Cost, Folded, cold_view, entry_lines, header, state_lines
+from core.experiment.view import Cost, Folded, entry_lines, header, state_lines
 from core.experiment.world import WorldSim
 from core.obligations import lease_live
 from core.store import LogStore
+from core.views import DEFAULT_BUDGET
 
 ARMS = ("central", "rules", "nm")
 FAULTS = (
@@ -55,8 +56,9 @@ class Inputs(Protocol):
     async def change(self, body: dict[str, Any]) -> None: ...
 
 
-class Killed(Exception):
-    pass
+class Killed(BaseException):
+    """The agent's process dies here: nothing it would have done next happens (a ``BaseException``, so that the
+    turn runtime's handling of a failing reasoner does not record it as a failed turn)."""
 
 
 @dataclass
@@ -67,7 +69,7 @@ class Spec:
     seed: int
     fences: bool = True
     mutation: str = ""
-    budget: int = 24  # a fresh turn's view: the last ``budget`` entries of the log (held constant across arms)
+    budget: int = DEFAULT_BUDGET  # the turns' view budget in bytes (``core/views``), held constant across arms
     workers: int = 3
 
 
@@ -93,6 +95,8 @@ class Run:
     generation: int = 1
     desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
     pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
+    agents: Any = None  # the turn runtimes (core/experiment/turns.py ``Agents``), built by the composition
+    service: Any = None  # the scope service (``ScopeService``): the on-call's Accept on a suggestion
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)
@@ -168,18 +172,8 @@ class Run:
     # -- context: who holds it ------------------------------------------------------------------------------------
 
     async def view(self, scope: str) -> str:
-        folded = await self._folded(scope)
-        if self.spec.arm == "central":
-            return await self._transcript(scope, folded)
-        # a fresh turn: the last ``budget`` entries of the log, plus the folded state (alerts, open obligations)
-        entries = await self.store.read_last(scope, limit=self.spec.budget)
-        self.cost.reconstruction_bytes += _size(entries)
-        for other in self.scopes:  # effects recorded in the other incidents' logs are visible too
-            if other != scope:
-                got = await self.store.read_last(other, limit=self.spec.budget, kinds=["action_result"])
-                self.cost.reconstruction_bytes += _size(got)
-                entries = [*entries, *got]
-        return cold_view(self.spec.scenario, entries, folded)
+        """The central orchestrator's context: its warm transcript (the cold arms read the product's views)."""
+        return await self._transcript(scope, await self._folded(scope))
 
     async def _folded(self, scope: str) -> Folded:
         state = await self.store.get_state(scope)
@@ -230,20 +224,13 @@ class Run:
         data = {"seen": seen, "lines": self.transcripts.get(scope, [])}
         self._journal(scope).write_text(json.dumps(data))
 
-    # -- one step: view → model → append → claim → executor ---------------------------------------------------
+    # -- one step: a product turn (view → model → tools → append → proposals), then the hands -----------------
 
     async def step(self, scope: str) -> bool:
         self.steps += 1
-        text = await self.view(scope)
-        prompt = text + ("\nMUTATION\t" + self.spec.mutation if self.spec.mutation else "")
-        answer, usage = await self.model(policy.SYSTEM, prompt, scope)
-        sent = usage.pop("context_bytes", len((policy.SYSTEM + prompt).encode()))
-        self.cost.add(usage, sent)
-        await self.maybe("kill_after_model", scope)
-        decision = json.loads(answer or "{}")
-        if self.spec.arm == "central":
-            self.journal(scope)
-        return await hands(self, scope, decision, usage, len(text))
+        result = await self.agents.runtime().run_turn(scope, trigger="experiment", force=True)
+        await self.maybe("kill_after_append", scope)
+        return await after_turn(self, scope, result)
 
 
 def _size(entries: list[Entry]) -> int:

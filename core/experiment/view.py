@@ -1,9 +1,9 @@
-"""Rendering the log into the policy's view (cold: from stored entries) and the cost of a model call."""
+"""Rendering entries into the policy's lines (the central transcript; the cold arms' product views, in
+core/experiment/reasoner.py) and the cost of a model call."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,14 +14,18 @@ PRICES = {"input": 3.0, "output": 15.0, "cache_read": 0.30, "cache_write": 3.75}
 
 
 def entry_lines(e: Entry) -> list[str]:
-    p = e.payload.model_dump()
-    k = e.kind
-    if k == "observation" and p["source"].startswith("tool:"):
+    return payload_lines(e.kind, e.seq, e.payload.model_dump())
+
+
+def payload_lines(k: str, seq: int, p: dict[str, Any]) -> list[str]:
+    """The policy's lines for one entry, from its kind, seq and payload (a stored entry's, or the payload a
+    ``read_entries`` tool call returned)."""
+    if k == "observation" and str(p.get("source", "")).startswith("tool:"):
         d = p["data"]
         fix = d.get("fix") or {}
         key = action_key(fix["action"], fix.get("params", {})) if fix else ""
         return [
-            f"EVIDENCE\tseq={e.seq}\ttool={d['tool']}\tkind={d['kind']}\tsuspect={d.get('suspect', '')}"
+            f"EVIDENCE\tseq={seq}\ttool={d['tool']}\tkind={d['kind']}\tsuspect={d.get('suspect', '')}"
             f"\thold={int(d.get('hold', False))}\tkey={key}\tfix={json.dumps(fix, sort_keys=True)}\ttext={p['text']}"
         ]
     if k == "hypothesis":
@@ -40,7 +44,7 @@ def entry_lines(e: Entry) -> list[str]:
             return [f"{head[p['outcome']]}\tkey={key}\taction={action}"]
     if k == "status_changed" and p["status"] == "resolved":
         return ["RESOLVED\t"]
-    return [f"LOG\tseq={e.seq}\tkind={k}\t{_gist(p)}"]
+    return [f"LOG\tseq={seq}\tkind={k}\t{_gist(p)}"]
 
 
 def _gist(p: dict[str, Any]) -> str:
@@ -72,12 +76,6 @@ def state_lines(folded: Folded) -> list[str]:
             f"\tparams={json.dumps(ob['params'], sort_keys=True)}\tconditions={'|'.join(ob['conditions'])}"
         )
     return out
-
-
-def cold_view(scenario: Scenario, entries: Sequence[Entry], folded: Folded) -> str:
-    """A fresh turn's view: header, folded state, then the lines of the entries it read (the log's last few)."""
-    lines = [ln for e in entries for ln in entry_lines(e)]
-    return "\n".join([*header(scenario), *state_lines(folded), *lines])
 
 
 @dataclass

@@ -57,6 +57,27 @@ def test_a_clean_run_is_judged_correct(tmp_path: Path, arm: str) -> None:
     assert r["duplicate_effects"] == 0 and r["tokens"] > 0 and r["units"] >= 3
 
 
+@pytest.mark.parametrize("arm", ["central", "rules", "nm"])
+def test_every_arm_turns_through_the_product_runtime_and_tools(tmp_path: Path, arm: str) -> None:
+    """Each step is a TurnRuntime turn: one agent_turn per turn (the cold arms read the product's views), the
+    findings name their turn, and the proposal went through propose_action to the desk."""
+    r = _run(tmp_path, "bad-deploy", arm)
+    entries = _entries(r)
+    turns = [e for e in entries if e["kind"] == "agent_turn"]
+    assert turns and r["model_calls"] == len(turns)
+    calls = [c for t in turns for c in t["tool_calls"]]
+    assert any(c["tool"] == "propose_action" and c["status"] == "success" for c in calls)
+    assert any(c["tool"] == "record_hypothesis" and c["status"] == "success" for c in calls)
+    views = {t["view"] for t in turns}
+    if arm == "central":
+        assert views <= {"", "action"}  # its transcript; the action view only when it re-checks before proposing
+    else:
+        assert all("triage" in v and "joiner" in v for v in views)
+    findings = [e for e in entries if e["kind"] in ("hypothesis", "obligation_opened")]
+    assert findings and all(e["turn"] > 0 for e in findings)
+    assert [e["kind"] for e in entries].count("proposal") >= 2  # the denied restart, then the rollback
+
+
 @pytest.mark.parametrize(
     ("mutation", "check"),
     [
@@ -80,19 +101,36 @@ def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path
 
 
 def test_lossy_context_is_measurably_wrong_and_the_judge_flags_it(tmp_path: Path) -> None:
-    """The storm: humans keep talking while the DNS caches expire. A fresh turn's view (the last 24 entries) loses
-    the APPLIED line and runs the mitigation again; the warm transcript, or a view wide enough, does not."""
+    """The storm: one DNS change breaks four services, and each gets its own incident. A fresh turn reads
+    decklog's views of its own incident, which never show the revert applied in a sibling incident, so each
+    incident runs the mitigation again; the warm transcript (which reads every incident's results) does not."""
     rules = _run(tmp_path / "rules", "storm", "rules")
     assert rules["correct"] is False and rules["checks"]["effects"] is False
-    assert rules["duplicate_effects"] >= 1
+    assert rules["duplicate_effects"] >= 1 and len(rules["scopes"]) > 1
+    applied = [e for e in _entries(rules) if e["kind"] == "action_result" and e["outcome"] == "applied"]
+    assert len(applied) == rules["duplicate_effects"] + 1  # one run per incident: the loss is across incidents
     assert _run(tmp_path / "central", "storm", "central")["correct"] is True
-    assert _run(tmp_path / "wide", "storm", "rules", budget=200)["correct"] is True
+
+
+def _chatty_deploy() -> scenario.Scenario:
+    """bad-deploy, where the alert never clears after the rollback and people keep talking: two dozen messages push
+    the denial of the restart and the applied rollback out of the joiner view's timeline."""
+    data = _by_id("bad-deploy").model_dump()
+    data["id"] = "chatty-deploy"
+    chatter = [
+        {"at": 200 + 10 * i, "type": "message", "text": f"still seeing errors on checkout ({i})"} for i in range(24)
+    ]
+    data["timeline"] = [*data["timeline"], *chatter]
+    data["world"]["resolves"] = []
+    return scenario.parse_scenario(data, "test:chatty-deploy")
 
 
 def test_a_view_that_lost_the_denial_re_proposes_the_denied_action(tmp_path: Path) -> None:
-    narrow = _run(tmp_path / "narrow", "bad-deploy", "rules", "executor_timeout", seed=2, budget=6)
-    assert narrow["reproposed_denied"] >= 1 and narrow["checks"]["effects"] is False
-    assert _run(tmp_path / "central", "bad-deploy", "central", "executor_timeout", seed=2, budget=6)["correct"]
+    chatty = _chatty_deploy()
+    cold = asyncio.run(run_one(Spec(chatty, "rules", "none", 1), tmp_path / "rules", "scripted"))
+    assert cold["reproposed_denied"] >= 1 and cold["checks"]["effects"] is False
+    warm = asyncio.run(run_one(Spec(chatty, "central", "none", 1), tmp_path / "central", "scripted"))
+    assert warm["reproposed_denied"] == 0 and warm["checks"]["effects"] is True
 
 
 @pytest.mark.parametrize("arm", ["central", "rules", "nm"])
