@@ -12,7 +12,7 @@ from core.agents.reasoner import TurnOutput
 from core.errors import Conflict
 from core.state import ScopeState
 from core.store import LogStore
-from core.views import View, ViewCache, build_view
+from core.views import ScopeListing, View, ViewCache, build_view
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +24,19 @@ class TurnRaced(Conflict):
 class TurnViews:
     """The views of one turn: each built at most once, all accounted for in the turn's provenance."""
 
-    def __init__(self, store: LogStore, state: ScopeState, budget: int, cache: ViewCache | None = None) -> None:
+    def __init__(
+        self,
+        store: LogStore,
+        state: ScopeState,
+        budget: int,
+        cache: ViewCache | None = None,
+        index: ScopeListing | None = None,
+    ) -> None:
         self.store = store
         self.state = state
         self.budget = budget
         self.cache = cache
+        self.index = index  # related incidents (core/views/related.py); without one, the linked incidents only
         self._built: dict[tuple[str, str | None], View] = {}
 
     async def view(self, name: str, *, obligation_id: str | None = None) -> View:
@@ -42,6 +50,7 @@ class TurnViews:
                 obligation_id=obligation_id,
                 state=self.state,
                 cache=self.cache,
+                index=self.index,
             )
         return self._built[key]
 

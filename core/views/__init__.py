@@ -7,8 +7,8 @@ lists are dropped and the drop is summarised (``+ 4,812 earlier messages omitted
 bytes (and an estimate in tokens) is reported with it.
 
 Views: ``triage`` (goal, constraints, recent observations, open obligations), ``investigation`` (hypotheses with
-their evidence chains, linked change scopes, similar incidents), ``action`` (one obligation with its evidence and
-safety conditions), ``verification`` (decision, expected outcome, recorded result, later evidence) and ``joiner``
+their evidence chains, linked change scopes, similar incidents, actions run in related incidents), ``action`` (one
+obligation with its evidence and safety conditions, and the runs of its action on its target in related incidents), ``verification`` (decision, expected outcome, recorded result, later evidence) and ``joiner``
 (what a newcomer needs: state, last decisions, open obligations, who holds what)::
 
     view = await build_view(store, "incident/payments-5xx", "joiner", budget=12_000)
@@ -31,7 +31,8 @@ from core.views.cache import ViewCache
 from core.views.compose import DEFAULT_BUDGET, VIEW_NAMES, Part, View, compose, plural
 from core.views.investigation import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, investigation
 from core.views.joiner import TIMELINE_KINDS, joiner
-from core.views.reader import Reader
+from core.views.reader import Reader, ScopeListing
+from core.views.related import FINDING, applied_in, finding_text, target_of
 from core.views.shapes import at_text, brief, change_json, clip, header, obligation_json, who
 from core.views.triage import triage
 from core.views.verification import verification
@@ -46,14 +47,16 @@ async def build_view(
     obligation_id: str | None = None,
     state: ScopeState | None = None,
     cache: ViewCache | None = None,
+    index: ScopeListing | None = None,
 ) -> View:
     """Build view ``name`` of ``scope`` (``obligation_id`` picks the obligation of an action/verification view).
 
-    ``cache``: what earlier builds remembered (without one, this build remembers only for itself)."""
+    ``cache``: what earlier builds remembered (without one, this build remembers only for itself). ``index``: where
+    the related incidents of ``investigation`` / ``action`` are found (without one, the linked incidents only)."""
     if name not in VIEW_NAMES:
         raise ValueError(f"unknown view {name!r} (views: {', '.join(VIEW_NAMES)})")
     state = state or await store.get_state(scope)
-    reader = Reader(store, state, cache if cache is not None else ViewCache())
+    reader = Reader(store, state, cache if cache is not None else ViewCache(), index)
     if name == "triage":
         parts = await triage(reader)
     elif name == "investigation":
@@ -70,9 +73,10 @@ async def build_view(
 class Views:
     """Views over one store, remembering between builds in the :class:`ViewCache` this object owns."""
 
-    def __init__(self, store: LogStore, cache: ViewCache | None = None) -> None:
+    def __init__(self, store: LogStore, cache: ViewCache | None = None, index: ScopeListing | None = None) -> None:
         self.store = store
         self.cache = cache if cache is not None else ViewCache()
+        self.index = index
 
     async def build(
         self,
@@ -84,7 +88,14 @@ class Views:
         state: ScopeState | None = None,
     ) -> View:
         return await build_view(
-            self.store, scope, name, budget=budget, obligation_id=obligation_id, state=state, cache=self.cache
+            self.store,
+            scope,
+            name,
+            budget=budget,
+            obligation_id=obligation_id,
+            state=state,
+            cache=self.cache,
+            index=self.index,
         )
 
 
@@ -93,21 +104,26 @@ __all__ = [
     "CONTEXT_MEMO_TOPIC",
     "CONTEXT_SOURCE",
     "DEFAULT_BUDGET",
+    "FINDING",
     "TIMELINE_KINDS",
     "VIEW_NAMES",
     "Part",
+    "ScopeListing",
     "View",
     "ViewCache",
     "Views",
+    "applied_in",
     "at_text",
     "brief",
     "build_view",
     "change_json",
     "clip",
     "compose",
+    "finding_text",
     "header",
     "obligation_json",
     "pick_obligation",
     "plural",
+    "target_of",
     "who",
 ]

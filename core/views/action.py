@@ -1,4 +1,6 @@
-"""The ``action`` view: one obligation with its evidence, safety conditions, proposals, runs and history."""
+"""The ``action`` view: one obligation with its evidence, safety conditions, proposals, runs and history, and the
+runs of the same action on the same target in related incidents (``related_actions``, core/views/related.py; absent
+when none ran)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from core.entries import ActionResult, ActionStarted, AgentTurn, Approval, Entry
 from core.state import ObligationState, ScopeState
 from core.views.compose import Part
 from core.views.reader import Reader
+from core.views.related import related_actions, target_of
 from core.views.shapes import alert_items, compact, header, obligation_json, proposal_items, with_evidence
 
 _HISTORY_KINDS = ("proposal", "proposal_closed", "approval", "action_started", "action_result")
@@ -46,6 +49,7 @@ async def action(r: Reader, obligation_id: str | None) -> list[Part]:
         if isinstance(e.payload, AgentTurn)
         and any(c.get("tool") == "propose" and c.get("obligation_id") == ob.id for c in e.payload.tool_calls)
     ]
+    elsewhere = await related_actions(r, target=(ob.action, target_of(ob.params))) if ob.action else []
     return [
         *parts,
         Part("obligation", value=obligation_json(ob)),
@@ -65,6 +69,7 @@ async def action(r: Reader, obligation_id: str | None) -> list[Part]:
             ],
         ),
         Part("history", items=[r.brief(e) for e in related], keep=4, priority=30, noun="history entries"),
+        *([Part("related_actions", items=elsewhere, keep=1, priority=45, noun="related actions")] if elsewhere else []),
         Part("proposed_in_turns", value=handed),
         Part("firing_alerts", items=alert_items(s, status="firing"), keep=3, priority=40, noun="firing alerts"),
     ]

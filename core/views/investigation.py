@@ -1,5 +1,6 @@
 """The ``investigation`` view: hypotheses with their evidence chains, linked change scopes, what the context
-agents found (similar incidents, recent changes), observations and messages."""
+agents found (similar incidents, recent changes), actions run in related incidents (core/views/related.py; the
+section is absent when none ran), observations and messages."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from core.errors import NotFound
 from core.state import ScopeState
 from core.views.compose import Part
 from core.views.reader import Reader, listed
+from core.views.related import related_actions
 from core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json, with_evidence
 
 CONTEXT_SOURCE = "agent:context"  # observations appended by the context agents (core/agents/context.py)
@@ -37,10 +39,12 @@ async def investigation(r: Reader) -> list[Part]:
     suspects = sorted(
         {e.payload.suspect_scope for e in hypotheses if isinstance(e.payload, Hypothesis) and e.payload.suspect_scope}
     )
+    related = await related_actions(r)
     return [
         Part("scope", value=header(s)),
         Part("alerts", value=alert_summary(s)),
         Part("firing_alerts", items=alert_items(s, status="firing"), keep=3, priority=40, noun="firing alerts"),
+        *([Part("related_actions", items=related, keep=1, priority=55, noun="related actions")] if related else []),
         Part(
             "hypotheses",
             items=[_hypothesis(r, e, chain) for e in hypotheses],

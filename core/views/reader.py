@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from core.entries import Entry
+from core.index import ScopeRow
 from core.state import ScopeState
 from core.store import LogStore
 from core.views.cache import Tail, ViewCache
@@ -16,11 +17,20 @@ ALL_KINDS: tuple[str, ...] = ()  # a group of no kinds means every kind
 _REFRESH_MAX = 200  # at most this many new entries are read to refresh remembered tails; more: read afresh
 
 
+class ScopeListing(Protocol):
+    """The part of the index a view reads (core/index.py ``Index.list_scopes``): related incidents."""
+
+    async def list_scopes(
+        self, *, kind: str | None = None, updated_since: str | None = None, limit: int | None = 500
+    ) -> list[ScopeRow]: ...
+
+
 class Reader:
     """The reads a view makes: newest entries per kind group, incrementally, skipping kinds the scope has none of."""
 
-    def __init__(self, store: LogStore, state: ScopeState, cache: ViewCache) -> None:
+    def __init__(self, store: LogStore, state: ScopeState, cache: ViewCache, index: ScopeListing | None = None) -> None:
         self.store = store
+        self.index = index
         self.state = state
         self.scope = state.scope
         self.cache = cache
@@ -28,7 +38,7 @@ class Reader:
 
     def over(self, state: ScopeState) -> Reader:
         """A reader of another scope of the same store, sharing this one's cache."""
-        return Reader(self.store, state, self.cache)
+        return Reader(self.store, state, self.cache, self.index)
 
     def brief(self, entry: Entry, *, limit: int = TEXT_CLIP) -> dict[str, Any]:
         """:func:`core.views.shapes.brief` through this reader's cache."""
