@@ -6,7 +6,8 @@ Each rule first checks the stored state cheaply, and only then reads the one vie
    "suspect <change>" (evidence: the link and the first alerts) and an obligation to roll it back *only if the
    recorded safety conditions hold* (action ``rollback_deploy``), once per change.
 2. action — an open rollback obligation with an action, never proposed before → a proposal through the
-   ``Proposer`` port (it parks for approval; nothing runs here).
+   ``Proposer`` port (it parks for approval; nothing runs here). Never one whose action already applied on the
+   same target in a related incident (the views' ``related_actions``): a finding citing that run instead.
 3. verification — an open "verification" obligation: alerts resolved after the run's result → verified; still
    firing after the grace period (or past the obligation's ``due_at``) → failed; otherwise inconclusive (left
    open, looked at again when the grace period ends).
@@ -40,6 +41,7 @@ from core.agents.reasoner import (
 )
 from core.clock import parse_iso
 from core.obligations import new_obligation_id
+from core.views import applied_in, finding_text
 
 DEFAULT_ROLLBACK_ACTION = "rollback_deploy"  # the defaults of [agents.rules] (bot/config.py RulesConfig)
 DEFAULT_STATUS_ACTION = "status_page_update"
@@ -115,20 +117,24 @@ class RuleBasedReasoner:
             refs = tuple(sorted({change.get("link_seq", 0), *(a.first_seq for a in alerts[:3])} - {0}))
             text, confidence = self._suspicion(change, service, alerts[0].title, turn)
             out.hypotheses.append(HypothesisIntent(text=text, confidence=confidence, suspect_scope=scope, refs=refs))
+            suspects.add(scope)
+            params = {"service": service, "change": scope}
+            if done := applied_in(view.sections.get("related_actions", []), self.rollback_action, params):
+                out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=refs))
+                continue  # rolled back in a related incident already: say so, do not open it again
             out.obligations.append(
                 ObligationIntent(
                     text=f"roll back {scope} only if the recorded safety conditions hold",
                     purpose="rollback",
                     conditions=info.safety_conditions if info is not None else (),
                     action=self.rollback_action,
-                    params={"service": service, "change": scope},
+                    params=params,
                     expected_outcome=f"the {service} alerts resolve after the rollback",
                     refs=refs,
                     obligation_id=new_obligation_id(),
                     hypothesis_index=len(out.hypotheses) - 1,
                 )
             )
-            suspects.add(scope)
 
     @staticmethod
     def _after_incident(change: dict[str, Any], turn: TurnInput) -> bool:
@@ -176,6 +182,10 @@ class RuleBasedReasoner:
             proposed = view.sections.get("proposed_in_turns", [])
             if proposed or any(h.get("kind") in ("proposal", "action_started", "suggestion") for h in history):
                 continue  # proposed once already (approved, denied or merely suggested): humans decide now
+            if done := applied_in(view.sections.get("related_actions", []), ob.action, ob.params):
+                refs = (ob.opened_seq,) if ob.opened_seq else ()  # once: the action view's history shows it
+                out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=refs))
+                continue
             evidence = view.sections.get("opened", {}).get("refs", [])
             why = f"obligation {ob.id}: {ob.text}"
             if evidence:

@@ -240,6 +240,65 @@ async def test_an_unavailable_action_is_never_proposed(world: World) -> None:
     assert proposer.calls == [] and len(await world.entries("obligation_opened")) == 1
 
 
+async def rolled_back_next_door(w: World, scope: str = "incident/payments-latency") -> str:
+    """Another payments incident whose rollback of the same change applied (the index knows both incidents)."""
+    await w.service.declare(title="Payments latency", scope=scope, services=["payments"], actor=ALERTS, via="alert")
+    params = {"service": "payments", "change": CHANGE}
+    started = {"run_id": "r-next", "action": "rollback_deploy", "fence": 1, "params": params}
+    result = {"run_id": "r-next", "action": "rollback_deploy", "outcome": "applied", "fence": 1}
+    await w.add("action_started", DESK, started, scope=scope)
+    applied = await w.add("action_result", DESK, result, scope=scope)
+    for s in (scope, SCOPE, CHANGE):
+        if await w.store.exists(s):
+            await w.index.apply(await w.store.get_state(s), await w.store.read(s))
+    return f"{scope}#{applied.seq}"
+
+
+async def test_a_rollback_applied_in_a_related_incident_is_cited_not_opened_again(world: World) -> None:
+    await alerting_incident(world)
+    ref = await rolled_back_next_door(world)
+    proposer = RecordingProposer()
+    runtime = world.runtime(proposer=proposer, catalog=Catalog(ROLLBACK))
+    await runtime.run_turn(SCOPE)
+    assert len(await world.entries("hypothesis")) == 1  # the suspicion stands
+    assert await world.entries("obligation_opened") == [] and proposer.calls == []
+    (finding,) = await world.entries("suggestion")
+    assert finding.payload.text.startswith(f"already applied: rollback_deploy(change={CHANGE},service=payments)")
+    assert ref in finding.payload.text and "related: service payments" in finding.payload.text
+    await world.alert(fingerprint="fp-2", title="payments latency")
+    await runtime.run_turn(SCOPE)
+    assert len(await world.entries("suggestion")) == 1 and proposer.calls == []  # said once
+
+
+async def test_an_open_rollback_is_not_proposed_once_a_related_incident_applied_it(world: World) -> None:
+    await alerting_incident(world)
+    proposer = RecordingProposer()
+    runtime = world.runtime(proposer=proposer, catalog=Catalog(ROLLBACK))
+    await runtime.run_turn(SCOPE)  # the obligation opens here, before the other incident rolled back
+    ref = await rolled_back_next_door(world)
+    await runtime.run_turn(SCOPE, force=True)
+    ob = (await world.entries("obligation_opened"))[0]
+    assert proposer.calls == []
+    (finding,) = await world.entries("suggestion")
+    assert ref in finding.payload.text and finding.refs == (ob.seq,)
+    await world.alert(fingerprint="fp-2", title="payments latency")
+    await runtime.run_turn(SCOPE)
+    assert len(await world.entries("suggestion")) == 1 and proposer.calls == []  # the action view shows it once
+
+
+async def test_without_a_related_run_in_the_window_the_rollback_is_proposed(world: World) -> None:
+    await alerting_incident(world)
+    await rolled_back_next_door(world)
+    world.clock.advance(hours=7)  # the other incident's rollback is older than the window
+    await world.alert(fingerprint="fp-2", title="payments latency")
+    proposer = RecordingProposer()
+    runtime = world.runtime(proposer=proposer, catalog=Catalog(ROLLBACK))
+    await runtime.run_turn(SCOPE)
+    await runtime.run_turn(SCOPE)
+    assert len(proposer.calls) == 1
+    assert not [e for e in await world.entries("suggestion") if e.payload.text.startswith("already applied")]
+
+
 async def after_a_rollback(w: World) -> tuple[int, str]:
     await alerting_incident(w)
     await w.add("action_started", DESK, {"run_id": "r-1", "action": "rollback_deploy", "fence": 1})
