@@ -54,6 +54,9 @@ def _noted(run: Run, notes: list[dict[str, Any]], me: Actor) -> list[NewEntry]:
             data = {"checked": oid, "conditions": conditions}
             text = "conditions re-checked: " + "; ".join(conditions)
             new.append(NewEntry.make("observation", me, {"text": text, "source": "agent", "data": data}))
+        elif c["tool"] == "cancel":  # its action already applied in a related incident: the reason cites it
+            payload = {"obligation_id": c["obligation_id"], "reason": c["reason"]}
+            new.append(NewEntry.make("obligation_cancelled", me, payload))
         elif c["tool"] == "drop":
             new += [
                 NewEntry.make("obligation_cancelled", me, {"obligation_id": oid, "reason": ""})

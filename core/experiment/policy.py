@@ -11,11 +11,14 @@ import json
 from collections import Counter
 from typing import Any
 
+from core.views import finding_text, target_of
+
 SYSTEM = (
     "You coordinate one incident. Lines: TOOLS, EVIDENCE, HYPOTHESIS, OBLIGATION, DENIED, APPLIED, UNCERTAIN, "
-    "NOT_APPLIED, ALERT, HOLD, RESOLVED, CONDITIONS, LOG. Answer one JSON object with any of: call (tool names), hypothesis "
-    "{entity, evidence}, open {action, params, conditions}, propose {obligation_id, conditions}, reconcile "
-    "(run keys), hold (bool), resolve (bool). Name a root cause only from evidence you can see."
+    "NOT_APPLIED, RELATED, NOTED, ALERT, HOLD, RESOLVED, CONDITIONS, LOG. Answer one JSON object with any of: call "
+    "(tool names), hypothesis {entity, evidence}, open {action, params, conditions}, propose {obligation_id, "
+    "conditions}, cancel {obligation_id, reason}, finding (text), reconcile (run keys), hold (bool), resolve (bool). "
+    "Name a root cause only from evidence you can see; never run again what a related incident applied."
 )
 
 MUTATIONS = ("drop_obligations", "repropose_denied", "no_claim", "skip_conditions")
@@ -50,6 +53,31 @@ def _unsettled(v: dict[str, list[dict[str, str]]]) -> list[str]:
     ]
 
 
+def _elsewhere(v: dict[str, list[dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """action key → the newest related incident's run of it that applied (RELATED lines: the views' section)."""
+    return {r["key"]: r for r in v.get("RELATED", []) if r.get("outcome") == "applied"}
+
+
+def _finding(r: dict[str, str]) -> str:
+    action, _, target = r["key"].partition("(")
+    item = {"action": action, "target": target.removesuffix(")"), **{k: r.get(k, "") for k in ("scope", "at", "ref")}}
+    return finding_text({**item, "relation": r.get("relation", "")})
+
+
+def _obligation(ob: dict[str, str], elsewhere: dict[str, dict[str, str]], mutation: str) -> dict[str, Any]:
+    """An open obligation: propose it (re-checking its conditions), or cancel it, citing the related incident's
+    run, when its action already applied on its target there."""
+    if ob.get("status") != "open":
+        return {}
+    key = f"{ob.get('action', '')}({target_of(json.loads(ob.get('params') or '{}'))})"
+    if key in elsewhere:
+        return {"cancel": {"obligation_id": ob["id"], "reason": _finding(elsewhere[key])}}
+    conditions = ob.get("conditions", "").split("|")
+    if mutation == "skip_conditions":  # re-checks only the first condition it was given
+        conditions = conditions[:1]
+    return {"propose": {"obligation_id": ob["id"], "conditions": conditions}}
+
+
 def decide(view: str, mutation: str = "") -> dict[str, Any]:
     v = parse_view(view)
     tools = [t for f in v.get("TOOLS", []) for t in f.get("names", "").split(",") if t]
@@ -80,15 +108,15 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
     if mutation == "drop_obligations" and obligations:
         out["drop"] = [o["id"] for o in obligations]
         return out
+    elsewhere = _elsewhere(v)
     if obligations:
-        ob = obligations[0]
-        if ob.get("status") == "open":
-            conditions = ob.get("conditions", "").split("|")
-            if mutation == "skip_conditions":  # re-checks only the first condition it was given
-                conditions = conditions[:1]
-            out["propose"] = {"obligation_id": ob["id"], "conditions": conditions}
-        return out
+        return {**out, **_obligation(obligations[0], elsewhere, mutation)}
     denied = {d["key"] for d in v.get("DENIED", [])} if mutation != "repropose_denied" else set()
+    done = sorted({e["key"] for e in evidence if e.get("key") in elsewhere})  # the fix ran in a related incident
+    noted = {n["key"] for n in v.get("NOTED", [])}
+    if [k for k in done if k not in noted]:
+        out["finding"] = _finding(elsewhere[next(k for k in done if k not in noted)])
+    applied |= set(done)
     if applied and not firing:
         if not v.get("RESOLVED"):
             out["resolve"] = True

@@ -29,13 +29,14 @@ from core.clock import parse_iso
 from core.experiment import policy
 from core.experiment.scenario import Scenario, action_key
 from core.experiment.view import header, payload_lines
+from core.views import FINDING
 
 if TYPE_CHECKING:
     from core.experiment.run import Run
 
 VIEWS = ("triage", "joiner", "investigation")
 _FULL = frozenset({"observation", "hypothesis", "decision", "approval", "action_result", "status_changed"})
-NOTES = ("scenario_lookup", "recheck", "drop", "no_claim")  # tool_calls the experiment acts on after the turn
+NOTES = ("scenario_lookup", "recheck", "drop", "no_claim", "cancel")  # tool_calls the experiment acts on after the turn
 HOLD = "hold: no action, the evidence says this is expected"
 RESOLVE = "resolve: the alerts cleared"
 
@@ -78,10 +79,14 @@ async def read_views(tools: ToolBox, scenario: Scenario, turn: TurnInput) -> tup
     lines = header(scenario)
     lines += _alerts(shown)
     lines += _obligations(shown, turn)
+    lines += _related(shown)
     for seq in sorted(briefs):
         kind = str(briefs[seq]["kind"])
+        text = str(briefs[seq].get("text", ""))
         if seq in full:
             lines += payload_lines(kind, seq, full[seq])
+        elif kind == "suggestion" and FINDING in text:  # a finding this incident recorded already
+            lines.append(f"NOTED\tkey={text.partition(FINDING)[2].split()[0]}")
         else:
             text = str(briefs[seq].get("text", ""))[:80].replace("\t", " ")
             lines.append(f"LOG\tseq={seq}\tkind={kind}\t{text}")
@@ -96,6 +101,19 @@ def _alerts(shown: dict[str, Any]) -> list[str]:
         for a in v.get("firing_alerts", []) if isinstance(v, dict) else []:
             fps.setdefault(str(a.get("fingerprint", "")), str(a.get("status", "firing")))
     return [f"ALERT\tfp={fp}\tstatus={'resolved' if st == 'resolved' else 'firing'}" for fp, st in sorted(fps.items())]
+
+
+def _related(shown: dict[str, Any]) -> list[str]:
+    """The runs of related incidents the views list (``related_actions``): the policy's RELATED lines."""
+    seen: dict[str, dict[str, Any]] = {}
+    for v in shown.values():
+        for a in v.get("related_actions", []) if isinstance(v, dict) else []:
+            seen.setdefault(str(a.get("ref", "")), a)
+    return [
+        f"RELATED\tkey={a['action']}({a['target']})\toutcome={a['outcome']}\tscope={a['scope']}\tat={a['at']}"
+        f"\tref={a['ref']}\trelation={a['relation']}"
+        for _, a in sorted(seen.items())
+    ]
 
 
 def _obligations(shown: dict[str, Any], turn: TurnInput) -> list[str]:
@@ -176,6 +194,10 @@ async def act(tools: ToolBox, d: dict[str, Any], mutation: str) -> list[dict[str
         await tools.call("suggest", {"text": RESOLVE, "action": "resolve"})
     if d.get("drop"):
         notes.append({"tool": "drop", "obligation_ids": list(d["drop"])})
+    if f := d.get("finding"):
+        await tools.call("suggest", {"text": f})
+    if c := d.get("cancel"):
+        notes.append({"tool": "cancel", "obligation_id": c["obligation_id"], "reason": c["reason"]})
     if o := d.get("open"):
         args = {
             "text": f"run {action_key(o['action'], o['params'])} if the conditions hold",

@@ -15,7 +15,7 @@ from bot.experiment.one import run_one
 from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.errors import InvalidInput
-from core.experiment import itbench, scenario
+from core.experiment import itbench, policy, scenario
 from core.experiment.run import Spec
 
 ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "itbench"
@@ -100,16 +100,47 @@ def test_fences_off_produces_duplicate_effects_under_lease_expiry(tmp_path: Path
     assert off["duplicate_effects"] >= 1 and off["correct"] is False
 
 
-def test_lossy_context_is_measurably_wrong_and_the_judge_flags_it(tmp_path: Path) -> None:
+def test_sibling_incidents_see_the_mitigation_applied_next_door_and_do_not_run_it_again(tmp_path: Path) -> None:
     """The storm: one DNS change breaks four services, and each gets its own incident. A fresh turn reads
-    decklog's views of its own incident, which never show the revert applied in a sibling incident, so each
-    incident runs the mitigation again; the warm transcript (which reads every incident's results) does not."""
+    decklog's views of its own incident; their ``related_actions`` section (incidents declared within the hour)
+    shows the revert applied in the first one, so each sibling records a finding citing that run instead of running
+    it again — as the warm transcript (which reads every incident's results) does."""
     rules = _run(tmp_path / "rules", "storm", "rules")
-    assert rules["correct"] is False and rules["checks"]["effects"] is False
-    assert rules["duplicate_effects"] >= 1 and len(rules["scopes"]) > 1
-    applied = [e for e in _entries(rules) if e["kind"] == "action_result" and e["outcome"] == "applied"]
-    assert len(applied) == rules["duplicate_effects"] + 1  # one run per incident: the loss is across incidents
+    assert rules["correct"] is True and rules["duplicate_effects"] == 0 and len(rules["scopes"]) == 4
+    entries = _entries(rules)
+    applied = [e for e in entries if e["kind"] == "action_result" and e["outcome"] == "applied"]
+    assert len(applied) == 1
+    findings = [e["text"] for e in entries if e["kind"] == "suggestion" and e["text"].startswith("already applied:")]
+    assert len(findings) == 3  # one per sibling, once each
+    assert all(f.startswith("already applied: revert_config(key=ndots,service=dns) in incident/") for f in findings)
     assert _run(tmp_path / "central", "storm", "central")["correct"] is True
+
+
+def test_a_view_without_the_related_section_runs_the_mitigation_again() -> None:
+    """The scripted policy acts only on what its view shows: the same lines without the RELATED line (the section
+    cut by the budget) open the fix again; with it, a finding that cites the run."""
+    lines = [
+        "TOOLS\tnames=dns_logs",
+        "CONDITIONS\tlist=alert still firing",
+        "EVIDENCE\tseq=4\ttool=dns_logs\tkind=logs\tsuspect=dns\thold=0\tkey=revert_config(key=ndots,service=dns)"
+        '\tfix={"action": "revert_config", "params": {"key": "ndots", "service": "dns"}}\ttext=NXDOMAIN',
+        "HYPOTHESIS\tentity=dns",
+        "ALERT\tfp=api-errors\tstatus=firing",
+    ]
+    related = (
+        "RELATED\tkey=revert_config(key=ndots,service=dns)\toutcome=applied\tscope=incident/web\t"
+        "at=2026-09-19T03:12:30Z\tref=incident/web#15\trelation=declared within 1 h"
+    )
+    cut = policy.decide("\n".join(lines))
+    assert cut["open"]["action"] == "revert_config" and "finding" not in cut
+    shown = policy.decide("\n".join([*lines, related]))
+    assert "open" not in shown and shown["finding"].startswith("already applied: revert_config(key=ndots,")
+    assert "incident/web#15" in shown["finding"]
+    noted = policy.decide("\n".join([*lines, related, "NOTED\tkey=revert_config(key=ndots,service=dns)"]))
+    assert noted == {}  # said once; the alert still fires: wait for it to clear
+    obligation = 'OBLIGATION\tid=ob-1\tstatus=open\taction=revert_config\tparams={"key": "ndots", "service": "dns"}'
+    cancelled = policy.decide("\n".join([*lines, related, obligation + "\tconditions=alert still firing"]))
+    assert cancelled["cancel"]["obligation_id"] == "ob-1" and "incident/web#15" in cancelled["cancel"]["reason"]
 
 
 def _chatty_deploy() -> scenario.Scenario:
