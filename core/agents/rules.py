@@ -4,7 +4,8 @@ Each rule first checks the stored state cheaply, and only then reads the one vie
 
 1. investigation — an alerting incident linked to a change scope on the same service → the hypothesis
    "suspect <change>" (evidence: the link and the first alerts) and an obligation to roll it back *only if the
-   recorded safety conditions hold* (action ``rollback_deploy``), once per change.
+   recorded safety conditions hold* (action ``rollback_deploy``), once per change — unless that rollback already
+   applied in a related incident (the view's ``related_actions``): then a finding citing the run instead.
 2. action — an open rollback obligation with an action, never proposed before → a proposal through the
    ``Proposer`` port (it parks for approval; nothing runs here). Never one whose action already applied on the
    same target in a related incident (the views' ``related_actions``): a finding citing that run instead.

@@ -4,7 +4,8 @@
 What the policy is shown depends on the arm. ``rules`` / ``nm``: the product's task-scoped views (``core/views``:
 ``triage``, ``joiner``, ``investigation``) read through the turn's ``read_view`` tool under the runtime's view
 budget, then the entries those views list, read in full through ``read_entries`` (as a model would follow a seq it
-sees); nothing the views do not list reaches the policy. ``central``: the orchestrator's warm transcript (the run's
+sees); nothing the views do not list reaches the policy. The views' ``related_actions`` (runs in related
+incidents, core/views/related.py) become RELATED lines, and a finding this incident recorded about one a NOTED line. ``central``: the orchestrator's warm transcript (the run's
 journal). Either way the text is rendered into the policy's lines (``core/experiment/view.py``) and sent to the
 model (``Run.model``: in process, or a real ``ClaudeReasoner`` turn against the fake Messages API).
 
