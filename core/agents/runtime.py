@@ -275,7 +275,7 @@ class TurnRuntime:
     def _turn_input(
         self, state: ScopeState, trigger: str, *, seq_from: int, seq_to: int, question: str = ""
     ) -> tuple[TurnInput, TurnViews]:
-        views = TurnViews(self.store, state, self.budget, self.view_cache)
+        views = TurnViews(self.store, state, self.budget, self.view_cache, index=self.index)
         catalog = self.catalog.available() if self.catalog is not None else None
         now = self.clock.now()
         tools = ToolBox(

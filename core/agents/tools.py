@@ -71,8 +71,6 @@ class ToolBox:
         self.views = views
         self.now = now
         self.index = index
-        if index is not None and getattr(views, "index", index) is None:
-            views.index = index  # type: ignore[attr-defined]  # the turn's views find related incidents in it
         self.catalog = catalog
         self.change_window_hours = change_window_hours
         self.collected = Collected()
