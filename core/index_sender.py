@@ -27,7 +27,7 @@ class IndexSender:
 
     name = "index"
     batch_size = 256
-    interval = 0.5
+    interval = 1.0
 
     def __init__(self, index: Index, store: Any, *, interval: float | None = None) -> None:
         self.index = index
