@@ -39,7 +39,7 @@ from core.index_schema import scope_row
 from core.index_schema import scopes as scopes
 from core.index_schema import searchable_text as searchable_text
 from core.index_schema import subscriptions as subscriptions
-from core.insights import milestones, milestones_md
+from core.insights import milestone_values, milestones, milestones_md
 from core.state import ScopeState
 from core.store.sqlite_file import SqliteFile
 
@@ -347,12 +347,22 @@ class Index:
     # -- feeding from the log ---------------------------------------------------------------------------------
 
     async def apply(self, state: ScopeState, entries: Sequence[Entry]) -> None:
-        """Apply a scope's entries (idempotent by seq) and its current state to the index, in one transaction."""
+        """Apply a scope's entries (idempotent by seq) and its current state to the index, in one transaction.
+
+        The milestones row last committed per scope is remembered (a cache of this process's own writes, bounded),
+        and the same row is not written again."""
+        seen: dict[str, dict[str, Any] | None] = self.__dict__.setdefault("_milestones_written", {})
+        values = milestone_values(state)
+        known = state.scope in seen and seen[state.scope] == values
 
         def w(conn: Connection, _: None) -> None:
-            _apply(conn, state, entries)
+            _apply(conn, state, entries, milestones_known=known)
 
         await self.file.write(w, durable=False)  # derived: a lost apply is redelivered, or rebuilt by reindex
+        seen.pop(state.scope, None)
+        seen[state.scope] = values
+        while len(seen) > 4096:
+            seen.pop(next(iter(seen)))
 
     async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
         """Replace the index with what the given scopes' logs say (``decklog reindex``)."""

@@ -42,8 +42,14 @@ def set_position(conn: Connection, scope: str, subscriber: str, position: int, *
         )
 
 
-def apply_entries(conn: Connection, state: ScopeState, entries: Sequence[Entry]) -> None:
-    """Index the entries the index has not seen yet, then the scope's row (unless an newer state is there)."""
+def apply_entries(
+    conn: Connection, state: ScopeState, entries: Sequence[Entry], *, milestones_known: bool = False
+) -> None:
+    """Index the entries the index has not seen yet, then the scope's row (unless an newer state is there).
+
+    ``milestones_known``: the caller has applied this very milestones row already (``Index.apply`` remembers what
+    it wrote), so it is not written again: an alert storm changes the scope's row every time, its milestones never.
+    """
     scope = state.scope
     position = conn.execute(
         sa.select(subscriptions.c.position).where(
@@ -59,8 +65,15 @@ def apply_entries(conn: Connection, state: ScopeState, entries: Sequence[Entry])
         )
     for e in fresh:
         _index_entry(conn, scope, e)
-    if fresh:
-        set_position(conn, scope, INDEX_SUBSCRIBER, fresh[-1].seq, only_forward=True)
+    _index_fingerprints(conn, scope, fresh)
+    if fresh and position is None:
+        conn.execute(subscriptions.insert().values(scope=scope, subscriber=INDEX_SUBSCRIBER, position=fresh[-1].seq))
+    elif fresh:  # forward: every fresh entry is past the position read above, in this transaction
+        conn.execute(
+            subscriptions.update()
+            .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER)
+            .values(position=fresh[-1].seq)
+        )
     existing = conn.execute(sa.select(scopes.c.version).where(scopes.c.id == scope)).first()
     if existing is None:
         conn.execute(scopes.insert().values(id=scope, **_scope_values(state)))
@@ -68,7 +81,8 @@ def apply_entries(conn: Connection, state: ScopeState, entries: Sequence[Entry])
         conn.execute(scopes.update().where(scopes.c.id == scope).values(**_scope_values(state)))
     else:
         return  # an older state than the one applied already
-    apply_milestones(conn, state)
+    if not milestones_known:
+        apply_milestones(conn, state)
 
 
 def _route(conn: Connection, key: str, scope: str) -> None:
@@ -77,7 +91,7 @@ def _route(conn: Connection, key: str, scope: str) -> None:
 
 
 def _index_entry(conn: Connection, scope: str, e: Entry) -> None:
-    """The routes, fingerprint and inbound id one entry gives."""
+    """The routes and inbound id one entry gives (its fingerprint: ``_index_fingerprints``)."""
     p = e.payload
     if isinstance(p, ThreadLinked):
         keys = [route_key(p.channel, p.ts)] if p.ts else []
@@ -87,22 +101,36 @@ def _index_entry(conn: Connection, scope: str, e: Entry) -> None:
             _route(conn, key, scope)
     elif isinstance(p, Message | Evidence) and p.channel and p.ts:
         _route(conn, route_key(p.channel, p.ts), scope)
-    elif isinstance(p, Observation) and p.fingerprint:
-        conn.execute(
-            fingerprints.delete().where(fingerprints.c.fingerprint == p.fingerprint, fingerprints.c.scope == scope)
-        )
-        conn.execute(
-            fingerprints.insert().values(
-                fingerprint=p.fingerprint,
-                scope=scope,
-                service=p.service,
-                status=p.alert_status or "firing",
-                updated=e.at.timestamp(),
-            )
-        )
     if e.kind == "declared" and e.idempotency_key:
         conn.execute(inbound.delete().where(inbound.c.key == e.idempotency_key))
         conn.execute(inbound.insert().values(key=e.idempotency_key, scope=scope, at=e.at.timestamp()))
+
+
+_DELETE_FINGERPRINT = fingerprints.delete().where(
+    fingerprints.c.fingerprint == sa.bindparam("b_fingerprint"), fingerprints.c.scope == sa.bindparam("b_scope")
+)
+
+
+def _index_fingerprints(conn: Connection, scope: str, entries: Sequence[Entry]) -> None:
+    """The fingerprint rows of the alert observations among ``entries``: the last observation of each fingerprint
+    wins (as applying them one by one would), written with one statement per table however many there are (an
+    alert storm delivers hundreds of repeats of a few fingerprints)."""
+    last: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        p = e.payload
+        if isinstance(p, Observation) and p.fingerprint:
+            last[p.fingerprint] = {
+                "fingerprint": p.fingerprint,
+                "scope": scope,
+                "service": p.service,
+                "status": p.alert_status or "firing",
+                "updated": e.at.timestamp(),
+            }
+    if not last:
+        return
+    rows = list(last.values())
+    conn.execute(_DELETE_FINGERPRINT, [{"b_fingerprint": r["fingerprint"], "b_scope": scope} for r in rows])
+    conn.execute(fingerprints.insert(), rows)
 
 
 def _scope_values(state: ScopeState) -> dict[str, Any]:

@@ -5,11 +5,16 @@ pair drains independently: a failing or slow sender never blocks another. Failur
 jitter; past the budget a row is parked and a ``delivery_failed`` entry is appended (``decklog doctor`` lists
 parked rows, ``--retry`` revives them). ``RetryAfter`` (Slack's 429) reschedules without spending the budget.
 
-Fresh entries from memory: once a (scope, sender) drain has found its outbox empty it is *clean*, and the entries
-the commit feed carries are handed to the sender straight from memory, without re-reading their pending rows
-(their rows are still written by the append and marked done after delivery). Any failure, retry, explicit
-``wake`` or a stale clean mark (``CLEAN_TTL_S``: a commit the feed never carried, e.g. another process's) sends
-the pair back to reading its durable pending rows, which stays the path at boot, in the sweep and for retries.
+Fresh entries from memory: a drain about to read a pair's pending rows starts *listening* first (the commit feed
+queues that pair's entries from then on). A read that returned every pending row (fewer than its limit) and was
+delivered without a failure makes the pair *clean*: what was committed before the read was in it, what was committed
+since is queued, so from then on the entries the commit feed carries are handed to the sender straight from memory,
+without re-reading their pending rows (their rows are still written by the append and marked done after delivery;
+a queued entry at or below the highest seq delivered is skipped). A storm of commits therefore never keeps a pair
+reading from the store. A scope whose first entry (seq 1) the feed carries is clean from that commit on: nothing of
+it was committed before. Any failure, retry, explicit ``wake``, an overflowing queue (``FRESH_MAX``) or a stale
+clean mark (``CLEAN_TTL_S``: a commit the feed never carried, e.g. another process's) sends the pair back to reading
+its durable pending rows, which stays the path at boot, in the sweep and for retries.
 """
 
 from __future__ import annotations
@@ -68,9 +73,11 @@ class Dispatcher(SharedCursors):
         self.stats = DispatchStats()
         self.marks = DoneMarks(store)
         self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._soon: dict[tuple[str, str], None] = {}  # pairs whose drain starts at the end of this loop turn
         self._again: set[tuple[str, str]] = set()
         # Pairs whose outbox is known to hold nothing but what the commit feed queued in ``_fresh`` (until when).
         self._clean: dict[tuple[str, str], float] = {}
+        # Pairs listening to the commit feed (clean, or a drain reading their pending rows): entries it queued.
         self._fresh: dict[tuple[str, str], list[Entry]] = {}
         self._upto: dict[tuple[str, str], int] = {}  # highest seq delivered per pair (a late feed item is skipped)
         self._forks: dict[str, bool] = {}  # scope → is a fork (a fork's rows and its ``forked`` entry commit at once)
@@ -112,18 +119,37 @@ class Dispatcher(SharedCursors):
             return
         topics_for = getattr(self.store, "topics_for", None)
         now = time.monotonic()
+        first = not self.shared and bool(entries) and entries[0].seq == 1  # a new scope: the feed has all of it
         for name in self.senders:
             mine = [e for e in entries if topics_for is None or name in topics_for(e.kind)]
             if not mine:
                 continue
             key = (scope, name)
-            if self._clean.get(key, 0.0) > now:
-                queued = self._fresh.setdefault(key, [])
+            if key in self._clean and self._clean[key] <= now:
+                self._dirty(key)  # stale: read the pending rows again
+            if first and key not in self._fresh and key not in self._running:
+                self._clean[key] = now + CLEAN_TTL_S
+                self._fresh[key] = []
+            queued = self._fresh.get(key)
+            if queued is not None:
                 queued.extend(mine)
                 if len(queued) > FRESH_MAX:
                     self._dirty(key)
-            else:
-                self._dirty(key)
+            self._start_soon(key)
+
+    def _start_soon(self, key: tuple[str, str]) -> None:
+        """Start the pair's drain at the end of this loop turn: the appends of one group commit all notify in the
+        same turn, and they share one drain per pair instead of starting one each."""
+        if key in self._running:
+            self._again.add(key)
+            return
+        self._soon[key] = None
+        if len(self._soon) == 1:
+            asyncio.get_running_loop().call_soon(self._start_woken)
+
+    def _start_woken(self) -> None:
+        keys, self._soon = self._soon, {}
+        for key in keys:
             self._start(key)
 
     def _dirty(self, key: tuple[str, str]) -> None:
@@ -166,9 +192,12 @@ class Dispatcher(SharedCursors):
     async def idle(self, timeout: float = 10.0) -> None:
         """Wait until no drain is running (tests and the CLI use it)."""
         deadline = time.monotonic() + timeout
-        while self._running:
+        while self._running or self._soon:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"dispatcher still busy with {sorted(self._running)}")
+            if not self._running:
+                await asyncio.sleep(0)  # drains about to start (``_start_soon``)
+                continue
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
         await self.marks.flush()
 
@@ -229,26 +258,39 @@ class Dispatcher(SharedCursors):
         sender = self.senders[topic]
         key = (scope, topic)
         try:
+            linger = float(getattr(sender, "linger", 0.0))  # a sender may take the commits of a moment together
+            if linger > 0 and key in self._clean:
+                await asyncio.sleep(linger)
             while True:
                 self._again.discard(key)
                 if self.shared and not await self._claim_more(scope, topic):
                     return
+                complete = False
                 if key in self._clean:
                     upto = self._upto.get(key, 0)
-                    fresh = [e for e in self._fresh.pop(key, ()) if e.seq > upto]
+                    fresh = [e for e in self._fresh.get(key, ()) if e.seq > upto]
+                    self._fresh[key] = []
                     if not fresh:
                         return
                     items = [OutboxItem(topic, e, 0, 0.0) for e in fresh]
                 else:
                     await self.marks.flush(scope)  # what this process delivered is not read back as pending
-                    items = await self.store.outbox_pending(scope, topic, limit=max(sender.batch_size * 4, 32))
+                    if not self.shared:
+                        self._fresh[key] = []  # listen: what commits from now on is queued (the read may see it too)
+                    limit = max(sender.batch_size * 4, 32)
+                    items = await self.store.outbox_pending(scope, topic, limit=limit)
+                    complete = len(items) < limit and key in self._fresh  # all pending rows, no overflow or wake
                     if not items:
-                        if key not in self._again and not self.shared:  # no commit while reading: the feed will do
+                        if complete:
                             self._clean[key] = time.monotonic() + CLEAN_TTL_S
+                            continue  # deliver what was committed while reading
+                        self._fresh.pop(key, None)
                         return
                 if not await self._deliver_items(scope, sender, items):
                     self._dirty(key)
                     return
+                if complete and key in self._fresh:
+                    self._clean[key] = time.monotonic() + CLEAN_TTL_S
         except NotFound:
             self._dirty(key)
             return
@@ -331,27 +373,14 @@ class Dispatcher(SharedCursors):
         error = f"{exc.__class__.__name__}: {exc}"
         self.stats.failures += 1
         if isinstance(exc, PermanentFailure) or attempts >= self.policy.max_attempts:
-            log.warning(
-                "dispatcher: parking %s #%d for %s after %d attempts: %s",
-                scope,
-                item.entry.seq,
-                topic,
-                attempts,
-                error,
-            )
+            seq = item.entry.seq
+            log.warning("dispatcher: parking %s #%d for %s after %d attempts: %s", scope, seq, topic, attempts, error)
             await self.store.outbox_park(scope, topic, item.entry.seq, attempts=attempts, error=error)
             self.stats.parked += 1
             return True
         delay = self.policy.delay(attempts, self.rng)
-        log.info(
-            "dispatcher: %s #%d for %s failed (%s); retry %d in %.1fs",
-            scope,
-            item.entry.seq,
-            topic,
-            error,
-            attempts,
-            delay,
-        )
+        seq = item.entry.seq
+        log.info("dispatcher: %s #%d for %s failed (%s); retry %d in %.1fs", scope, seq, topic, error, attempts, delay)
         await self.store.outbox_failed(
             scope, topic, item.entry.seq, attempts=attempts, next_attempt_at=time.time() + delay, error=error
         )

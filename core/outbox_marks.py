@@ -5,7 +5,8 @@ with ``durable=False``), so the dispatcher need not wait for it. Marks are buffe
 ``delay`` seconds after the first one, all topics of a scope together (their requests land in one group commit of
 the scope's file). Before the dispatcher reads a scope's pending rows it flushes that scope, so a delivered entry
 is never read back as pending by this process; a crash loses at most ``delay`` seconds of marks (redelivered at
-boot, which the senders are idempotent against).
+boot, which the senders are idempotent against). ``delay`` is 0.5 s: an alert storm delivers a batch to every
+topic of an incident every few milliseconds, and one flush per half second writes all of them in a few statements.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class DoneMarks:
-    def __init__(self, store: LogStore, *, delay: float = 0.005) -> None:
+    def __init__(self, store: LogStore, *, delay: float = 0.5) -> None:
         self.store = store
         self.delay = delay
         self._marks: dict[str, dict[str, list[int]]] = {}  # scope -> topic -> seqs

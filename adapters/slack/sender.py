@@ -24,7 +24,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render
+from adapters.slack import render, sender_support
 from adapters.slack.lifecycle import LIFECYCLE_PAYLOADS, deliver_lifecycle
 from adapters.slack.sender_support import ChannelPacer, SlackStats, digest, from_slack, raise_for
 from adapters.slack.uploads import REPORT_STASH, upload_report
@@ -75,9 +75,11 @@ class SlackSender:
         self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox.py)
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
+        self.records = sender_support.HeaderRecords(store)
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
-        # Updaters never see messages that came from Slack (``from_slack``).
+        # Updaters never see messages that came from Slack (``from_slack``), nor alert observations (the header
+        # and the summaries show those).
         self.updaters: list[EntryUpdater] = []
 
     # -- the sender protocol ----------------------------------------------------------------------------------
@@ -86,26 +88,36 @@ class SlackSender:
         if scope.startswith("change/"):
             return  # change scopes show up as evidence in the incidents they are linked to
         entries = [e for e in entries if not from_slack(e)]
+        self.records.saw(scope, entries)
         if not entries:
             return  # nothing to post, nothing the header shows (see ``from_slack``), no updater acts on them
+        if all(sender_support.alert_observation(e) for e in entries):  # a storm's batch: one coalesced refresh
+            await self.refresh_header(scope)
+            return
+        state: ScopeState | None = None  # read once per batch (it holds all of it), again after what appends
         for entry in entries:
-            state = await self.store.get_state(scope)
+            if state is None:
+                state = await self.store.get_state(scope)
             if entry.kind == "declared":
                 await self._open_thread(scope, entry, state)
+                state = None
                 continue
-            if state.thread is None or await self._archived(scope):
+            thread = state.thread
+            if thread is None or await self._archived(scope):
                 continue  # no Slack home (no channel configured, or it was archived): the log still has everything
             if isinstance(entry.payload, LIFECYCLE_PAYLOADS):  # issue 18: archive notices, archives, reminders
                 await deliver_lifecycle(self, scope, entry, state)
+                state = None
                 continue
             if isinstance(entry.payload, ReportExported):
                 if entry.payload.destination == "slack" and not entry.payload.file_id:
                     await upload_report(self, scope, entry, entry.payload, state)
+                    state = None
                 continue
             out = render.entry_reply(entry, state)
             if out is not None:
-                thread_ts = None if state.thread.dedicated_channel else state.thread.ts
-                await self.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+                thread_ts = None if thread.dedicated_channel else thread.ts
+                await self.post_once(scope, f"post:{entry.seq}", entry, thread.channel, thread_ts, out)
             for updater in self.updaters:
                 for seq, updated in await updater(scope, entry, state):
                     await self.update_entry_message(scope, seq, updated)
@@ -143,13 +155,15 @@ class SlackSender:
         if self.alarm is not None:
             wait = self._last_header.get(scope, 0.0) + self.header_interval - time.monotonic()
             if wait > 0:
-                self.alarm.set(f"header:{scope}", wait, lambda: self._deferred_refresh(scope))
+                key = f"header:{scope}"
+                if not self.alarm.pending(key):  # one deferred refresh renders whatever is stored when it runs
+                    self.alarm.set(key, wait, lambda: self._deferred_refresh(scope))
                 return
         state = await self.store.get_state(scope)
         memo = await self.memo_get(scope, "header")
         if not memo or not memo.get("ts") or memo.get("archived"):
             return
-        out = render.header(state, await self._header_record(scope))
+        out = render.header(state, await self.records.get(scope))
         shown = digest(out)
         if memo.get("digest") == shown:
             return
@@ -160,13 +174,6 @@ class SlackSender:
         self.stats.updates += 1
         self._last_header[scope] = time.monotonic()
         await self.memo_put(scope, "header", {**memo, "digest": shown})
-
-    async def _header_record(self, scope: str) -> list[Entry]:
-        """The typed record the header shows (issue 15): the last goal, the last constraints, the last decision."""
-        out: list[Entry] = []
-        for kind, limit in (("goal", 1), ("constraint", render.CONSTRAINTS_SHOWN), ("decision", 1)):
-            out += await self.store.read_last(scope, limit=limit, kinds=[kind])
-        return out
 
     async def _deferred_refresh(self, scope: str) -> None:
         try:
@@ -194,7 +201,7 @@ class SlackSender:
             log.warning("slack: %s has no channel (set DECKLOG_ALERTS_CHANNEL); it stays in the log only", scope)
             await self.memo_put(scope, "header", {"state": "no_channel"})
             return
-        out = render.header(state, await self._header_record(scope))
+        out = render.header(state, await self.records.get(scope))
         posted = await self.post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
         permalink = ""
         try:

@@ -7,14 +7,16 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack import render
-from core.entries import Entry, Message
+from core.entries import Entry, Message, Observation
 from core.outbox import PermanentFailure, RetryAfter
+from core.store import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +107,43 @@ def from_slack(entry: Entry) -> bool:
     """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
     as it was, and no updater acts on a message. The sender skips it without reading anything."""
     return isinstance(entry.payload, Message) and bool(entry.payload.ts)
+
+
+RECORD_KINDS = frozenset({"goal", "constraint", "decision"})
+
+
+class HeaderRecords:
+    """The typed record the header shows (issue 15): the last goal, the last constraints, the last decision.
+
+    Read from the log once per scope and kept until the sender delivers an entry of one of those kinds (the sender
+    sees every entry of a scope, in order): a storm's header refreshes do not read the log three times each."""
+
+    def __init__(self, store: LogStore, *, keep: int = 512) -> None:
+        self.store = store
+        self.keep = keep
+        self._known: dict[str, list[Entry]] = {}
+
+    def saw(self, scope: str, entries: Sequence[Entry]) -> None:
+        if any(e.kind in RECORD_KINDS for e in entries):
+            self._known.pop(scope, None)
+
+    async def get(self, scope: str) -> list[Entry]:
+        known = self._known.get(scope)
+        if known is not None:
+            return known
+        out: list[Entry] = []
+        for kind, limit in (("goal", 1), ("constraint", render.CONSTRAINTS_SHOWN), ("decision", 1)):
+            out += await self.store.read_last(scope, limit=limit, kinds=[kind])
+        self._known[scope] = out
+        while len(self._known) > self.keep:
+            self._known.pop(next(iter(self._known)))
+        return out
+
+
+def alert_observation(entry: Entry) -> bool:
+    """An alert's observation (it has a fingerprint): no reply of its own (``render.entry_reply`` gives none), no
+    updater acts on it; the header's counters and the per-minute summary show it."""
+    return isinstance(entry.payload, Observation) and bool(entry.payload.fingerprint)
 
 
 def retry_after(exc: SlackApiError) -> float | None:

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from core.clock import ManualClock, iso
 from core.entries import Actor, NewEntry
 from core.errors import Conflict
-from core.index import Index
+from core.index import Index, fingerprints
 from core.index_postgres import PostgresIndex
+from core.insights import read_milestones
 from core.store import MemoryLogStore
 from core.store import postgres_schema as pg
 
@@ -247,3 +249,29 @@ async def test_rebuild_replaces_everything(index: Index) -> None:
     assert await index.inbound_scope("slack:Ev7") == "incident/a"
     assert [h.seq for h in await index.search("disk")] == [2]
     assert await index.position("incident/a") == 2
+
+
+async def test_a_batch_of_repeats_keeps_the_last_observation_of_each_fingerprint(index: Index) -> None:
+    """One apply of many observations (an alert storm's batch): each fingerprint's row is its last observation's,
+    and a milestones row written once stays right when later applies skip rewriting it."""
+    log = MemoryLogStore()
+    await declared(log, "incident/storm", "Storm")
+    await log.append("incident/storm", [obs("fp1"), obs("fp2", service="db"), obs("fp1"), obs("fp1", "resolved")])
+    await feed(index, log, "incident/storm")
+    await log.append("incident/storm", [obs("fp2", "resolved", service="db"), obs("fp2", service="db")])
+    await feed(index, log, "incident/storm")
+
+    def rows(conn: Any) -> dict[str, tuple[str, str, str]]:
+        q = sa.select(fingerprints.c.fingerprint, fingerprints.c.scope, fingerprints.c.status, fingerprints.c.service)
+        return {r[0]: (r[1], r[2], r[3]) for r in conn.execute(q)}
+
+    assert await index.file.read(rows) == {
+        "fp1": ("incident/storm", "resolved", "api"),
+        "fp2": ("incident/storm", "firing", "db"),
+    }
+    [row] = await index.file.read(lambda conn: read_milestones(conn, None))
+    assert row.status == (await log.get_state("incident/storm")).status != "resolved"
+    await log.append("incident/storm", [NewEntry.make("status_changed", ALICE, {"status": "resolved"})])
+    await feed(index, log, "incident/storm")
+    [row] = await index.file.read(lambda conn: read_milestones(conn, None))
+    assert row.status == "resolved" and row.ttr is not None

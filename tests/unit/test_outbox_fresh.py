@@ -3,6 +3,7 @@ back to the durable pending rows on a failure, an explicit wake, or a commit the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,12 @@ class CountingStore(SqliteLogStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pending_reads = 0
+        self.read_pause = 0.0  # a slow read: commits land while it runs
 
     async def outbox_pending(self, scope: Any, topic: str, *, limit: int = 100) -> Any:
         self.pending_reads += 1
+        if self.read_pause:
+            await asyncio.sleep(self.read_pause)
         return await super().outbox_pending(scope, topic, limit=limit)
 
 
@@ -122,3 +126,34 @@ async def test_a_late_feed_item_is_not_delivered_twice(world: tuple[CountingStor
     dispatcher._on_commit(SCOPE, (entry,))  # the same entry again (a feed item that raced a pending read)
     await dispatcher.idle()
     assert rec.seqs.count(seq) == 1
+
+
+async def test_commits_during_a_pending_read_are_queued_and_the_pair_turns_clean(
+    world: tuple[CountingStore, Dispatcher, Recorder],
+) -> None:
+    store, dispatcher, rec = world
+    dispatcher.wake(SCOPE)  # back to the durable rows: the next drain reads them while a storm commits
+    before = store.pending_reads
+    store.read_pause = 0.05
+    seqs: list[int] = []
+    for burst in range(8):
+        seqs += await asyncio.gather(*(message(store, f"storm {burst}.{i}") for i in range(5)))
+    await eventually(lambda: sorted(set(rec.seqs[1:])) == sorted(seqs), what="every storm entry delivered")
+    await dispatcher.idle()
+    assert rec.seqs == sorted(rec.seqs) and len(rec.seqs) == len(set(rec.seqs))  # in order, each once
+    assert store.pending_reads - before <= 2  # the commits made while reading were queued, not read again
+    assert dispatcher._clean.get((SCOPE, "rec"), 0.0) > 0
+    assert await pending(store) == 0
+
+
+async def test_a_new_scope_is_delivered_from_the_feed_alone(
+    world: tuple[CountingStore, Dispatcher, Recorder],
+) -> None:
+    store, dispatcher, rec = world
+    before, delivered = store.pending_reads, len(rec.seqs)
+    first = await store.append("incident/brand-new", [NewEntry.make("declared", ACTOR, {"title": "new"})], create=True)
+    more = await store.append("incident/brand-new", [NewEntry.make("message", ACTOR, {"text": "next"})])
+    await dispatcher.idle()
+    assert store.pending_reads == before  # seq 1 came through the feed: nothing of the scope was committed before
+    assert (await store.outbox_summary("incident/brand-new")).pending.get("rec", 0) == 0
+    assert rec.seqs[delivered:] == [first.entries[0].seq, more.entries[0].seq] == [1, 2]

@@ -152,3 +152,49 @@ async def test_a_busy_thread_gets_the_due_time_a_fresh_scheduler_reads_from_the_
         assert mine is not None and mine.first_at > (await store.read(scope, limit=2))[1].at  # after the turn
     finally:
         await store.close()
+
+
+async def test_the_agents_sender_coalesces_a_storm_into_one_look_per_window(tmp_path: Path) -> None:
+    """A storm's batches are looked at once per window, and the turn ends up armed where the log says (the last
+    entry's debounce, capped by the max wait); a question is never held back."""
+    from core.agents.scheduler import AgentsSender
+
+    clock = ManualClock()
+    store = SqliteLogStore(tmp_path, topics=("agents",), clock=clock)
+    alarm = RecordingAlarm()
+    scope = "incident/storm"
+    alice = Actor.human("U0ALICE", "alice")
+    try:
+        await store.append(scope, [NewEntry.make("declared", alice, {"title": "Storm"})], create=True)
+        runtime = TurnRuntime(store, reasoner=RuleBasedReasoner(), clock=clock)
+        scheduler = TurnScheduler(runtime, alarm, first_delay=0, debounce=40_000, max_wait=80_000, clock=clock)
+        looks: list[list[int]] = []
+        real_due = scheduler.due
+
+        async def counted(s: str, *, batch: Any = ()) -> Due | None:
+            looks.append([e.seq for e in batch])
+            return await real_due(s, batch=batch)
+
+        scheduler.due = counted  # type: ignore[method-assign]
+        sender = AgentsSender(scheduler, interval=3600)  # a window longer than the test: it ends when told to
+        seqs = []
+        for i in range(30):
+            clock.advance(seconds=1)
+            result = await store.append(scope, [NewEntry.make("observation", alice, {"text": f"alert {i}"})])
+            await sender.deliver(scope, result.entries)
+            seqs.append(result.entries[0].seq)
+        assert looks == [seqs[:1]]  # the first batch at once, the other 29 held for the window
+        await sender._look(scope)  # the window ends
+        assert looks == [seqs[:1], seqs[-1:]] and not sender._held
+        expected = await real_due(scope)
+        assert expected is not None and expected.last_at == clock.now()
+        key = f"agents:turn:{scope}"
+        assert alarm.delays[key] == pytest.approx((expected.at - clock.now()).total_seconds())
+        answered: list[int] = []
+        scheduler.answer_later = lambda s, q: answered.append(q.seq)  # type: ignore[method-assign]
+        ask = NewEntry.make("question", alice, {"text": "status?", "key": "q1"})
+        result = await store.append(scope, [ask])
+        await sender.deliver(scope, result.entries)  # within the window: answered at once all the same
+        assert answered == [result.entries[0].seq]
+    finally:
+        await store.close()
