@@ -32,8 +32,8 @@ from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.slack import SlackOut
 from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
+from core.agents.agents_sender import AgentsSender
 from core.agents.catchup import ModelCatchUp
-from core.agents.scheduler import AgentsSender
 from core.prompts import PromptLibrary
 from core.store.due_turns_postgres import PostgresDueTurns
 from core.store.postgres import PostgresLogStore

@@ -9,6 +9,7 @@
 - ``ports``: ``Proposer`` and ``ActionCatalogView`` (the action desk plugs in there).
 """
 
+from core.agents.agents_sender import AgentsSender
 from core.agents.context import ContextAgents
 from core.agents.ports import ActionCatalogView, ActionInfo, EmptyCatalog, Proposer, SuggestingProposer
 from core.agents.reasoner import (
@@ -25,7 +26,7 @@ from core.agents.reasoner import (
 )
 from core.agents.rules import RuleBasedReasoner
 from core.agents.runtime import TurnRaced, TurnResult, TurnRuntime
-from core.agents.scheduler import AgentsSender, TurnScheduler
+from core.agents.scheduler import TurnScheduler
 from core.agents.tools import ToolBox, ToolResult
 
 __all__ = [

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from core.agents import TurnRuntime, TurnScheduler
-from core.agents.scheduler import AgentsSender
+from core.agents.agents_sender import AgentsSender
 from core.alarm import AsyncioAlarm
 from core.entries import Actor, NewEntry
 from core.store.due_turns_postgres import PostgresDueTurns

@@ -13,8 +13,9 @@ from pathlib import Path
 import psycopg
 
 from core.agents import TurnRuntime, TurnScheduler
+from core.agents.agents_sender import AgentsSender
 from core.agents.reasoner import TurnInput, TurnOutput
-from core.agents.scheduler import TOPIC, WAKE_MEMO, AgentsSender
+from core.agents.scheduler import TOPIC, WAKE_MEMO
 from core.alarm import AsyncioAlarm
 from core.entries import NewEntry, Question
 from core.store import SqliteLogStore
