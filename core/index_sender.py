@@ -12,6 +12,9 @@ from core.index import Index
 #: Only these kinds may be held back (``IndexSender.interval``): the index's view of an alert storm may lag by a
 #: fraction of a second. Everything else (a declaration's inbound id, a thread's route, a message) goes at once.
 PACED_KINDS = frozenset({"observation"})
+#: Pacing starts with the third observation-only batch in a row within ``interval``: a storm, not a new incident's
+#: first alerts (whose header and thread link must reach the index at once).
+STORM_RUN = 3
 
 
 class IndexSender:
@@ -19,8 +22,8 @@ class IndexSender:
 
     An alert storm commits an observation every few milliseconds per incident, and each apply is a transaction
     with a fixed cost (the scope's row, its position, its milestones) on top of its entries. So a batch made only of
-    alert observations that comes less than ``interval`` seconds after the scope's previous apply waits out the
-    rest of it (only this scope's ``index`` drain waits; meanwhile the dispatcher queues what is committed, and
+    alert observations that comes less than ``interval`` seconds after the scope's previous apply, the third such in
+    a row, waits out the rest of it (only this scope's ``index`` drain waits; meanwhile the dispatcher queues what is committed, and
     the next batch carries all of it): one apply per scope per interval, however fast the alerts come. A full batch
     (a backlog) never waits. Rows stay pending until applied, so a crash while waiting loses nothing.
     """
@@ -35,11 +38,18 @@ class IndexSender:
         if interval is not None:
             self.interval = interval
         self._last: dict[str, float] = {}  # scope → when its last apply started (monotonic)
+        self._runs: dict[str, int] = {}  # scope → observation-only batches in a row, each within ``interval``
 
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
         loop = asyncio.get_running_loop()
-        last = self._last.get(scope)
-        if last is not None and len(entries) < self.batch_size and all(e.kind in PACED_KINDS for e in entries):
+        last, paced = (
+            self._last.get(scope),
+            len(entries) < self.batch_size and all(e.kind in PACED_KINDS for e in entries),
+        )
+        recent = last is not None and loop.time() - last < self.interval
+        run = self._runs.get(scope, 0) + 1 if paced and recent else 0
+        self._runs[scope] = run
+        if last is not None and run >= STORM_RUN:  # a storm, not an incident's first alerts: its header goes at once
             wait = last + self.interval - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -47,5 +57,6 @@ class IndexSender:
         if len(self._last) > 4096:  # scopes not seen lately need no pacing
             horizon = loop.time() - self.interval
             self._last = {k: v for k, v in self._last.items() if v > horizon}
+            self._runs = {k: v for k, v in self._runs.items() if k in self._last}
         state = await self.store.get_state(scope)
         await self.index.apply(state, entries)
