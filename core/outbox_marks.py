@@ -5,8 +5,10 @@ with ``durable=False``), so the dispatcher need not wait for it. Marks are buffe
 ``delay`` seconds after the first one, all topics of a scope together (their requests land in one group commit of
 the scope's file). Before the dispatcher reads a scope's pending rows it flushes that scope, so a delivered entry
 is never read back as pending by this process; a crash loses at most ``delay`` seconds of marks (redelivered at
-boot, which the senders are idempotent against). ``delay`` is 0.5 s: an alert storm delivers a batch to every
-topic of an incident every few milliseconds, and one flush per half second writes all of them in a few statements.
+boot, which the senders are idempotent against). A scope's flush comes ``delay`` (5 ms) after its first mark, but
+never sooner than ``spacing`` (0.5 s) after its previous flush: an alert storm delivers a batch to every topic of
+an incident every few milliseconds, and one flush per half second writes all of them in a few statements, while a
+quiet incident's marks are written at once.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ log = logging.getLogger(__name__)
 
 
 class DoneMarks:
-    def __init__(self, store: LogStore, *, delay: float = 0.5) -> None:
+    def __init__(self, store: LogStore, *, delay: float = 0.005, spacing: float = 0.5) -> None:
         self.store = store
         self.delay = delay
+        self.spacing = spacing
+        self._last: dict[str, float] = {}  # scope -> when its last flush started (loop time)
         self._marks: dict[str, dict[str, list[int]]] = {}  # scope -> topic -> seqs
         self._flushing: dict[str, asyncio.Task[None]] = {}
         self._sleeping: set[str] = set()  # scopes whose flush task has not started writing yet
@@ -40,7 +44,7 @@ class DoneMarks:
         me = asyncio.current_task()
         try:
             try:
-                await asyncio.sleep(self.delay)
+                await asyncio.sleep(self._wait(scope))
             finally:
                 self._sleeping.discard(scope)
             await self._write(scope)
@@ -52,9 +56,17 @@ class DoneMarks:
             if self._flushing.get(scope) is me:
                 del self._flushing[scope]
 
+    def _wait(self, scope: str) -> float:
+        now = asyncio.get_running_loop().time()
+        last = self._last.get(scope)
+        if len(self._last) > 4096:  # scopes not flushed lately need no spacing
+            self._last = {k: v for k, v in self._last.items() if v > now - self.spacing}
+        return self.delay if last is None else max(self.delay, last + self.spacing - now)
+
     async def _write(self, scope: str) -> None:
         topics = self._marks.pop(scope, {})
         if topics:
+            self._last[scope] = asyncio.get_running_loop().time()
             self.flushes += 1
             await asyncio.gather(*(self.store.outbox_done(scope, topic, seqs) for topic, seqs in topics.items()))
 
