@@ -91,7 +91,10 @@ async def test_two_replicas_deliver_one_scope_in_order_and_once(stores: list[Pos
     seqs = [seq for _s, seq, _w in recording.calls]
     assert violations(recording.calls) == 0
     assert Counter(seqs) == Counter(range(1, total + 1))  # each once
-    assert {w for *_x, w in recording.calls} == {"r0", "r1"}  # both replicas drained some of it
+    # Both replicas took part: each drained some of it, or one found the cursor held by the other (a drain that keeps
+    # listening to the commit feed may keep the cursor for the whole burst, core/outbox.py).
+    drained = {w for *_x, w in recording.calls}
+    assert drained == {"r0", "r1"} or sum(d.claims_lost for d in dispatchers) > 0, (drained, "no competition")
     summary = await stores[1].outbox_summary(SCOPE)
     assert not summary.pending.get("slack")
     for d in dispatchers:
