@@ -365,6 +365,7 @@ class SlackSender:
         """Another replica drained ``scope`` last: its memos are reloaded; if it died holding the cursor, what was
         committed before now may have been posted by it and is looked up first (as after a restart)."""
         self._memos.pop(scope, None)
+        self.records.forget(scope)  # the header's goal/constraint/decision record may have changed there
         if died:
             self._suspect[scope] = time.time()
 

@@ -125,7 +125,11 @@ class HeaderRecords:
 
     def saw(self, scope: str, entries: Sequence[Entry]) -> None:
         if any(e.kind in RECORD_KINDS for e in entries):
-            self._known.pop(scope, None)
+            self.forget(scope)
+
+    def forget(self, scope: str) -> None:
+        """Read it again next time (another replica delivered some of the scope: it may have seen a decision)."""
+        self._known.pop(scope, None)
 
     async def get(self, scope: str) -> list[Entry]:
         known = self._known.get(scope)
