@@ -3,9 +3,11 @@
 Subjects: ``PostgresLogStore`` (group commit under the scope row's ``FOR UPDATE``), 1 producer / 1 scope,
 16 / 1, 16 / 16, and 3 replicas × 16 producers on one hot scope (three processes, each its own store, competing
 for the scope row). Baselines, raw psycopg 3 on the same database, the same transaction
-``SELECT head FOR UPDATE; INSERT entries; INSERT 2 outbox rows each; UPDATE head; COMMIT``: one per append with
-1 thread and with 16 threads on one hot scope, and *batched* — 16 threads hand their appends to one writer thread
-that commits everything waiting in one transaction (hand-written group commit: the baseline for decklog's). A fresh database ``decklog_bench_<pid>`` is made on the server of
+``SELECT head FOR UPDATE; INSERT the entry; INSERT its 2 outbox rows; UPDATE head; COMMIT``: one per append with
+1 thread and with 16 threads on one hot scope; and *batched* — 16 threads hand their appends to one writer
+thread that commits everything waiting in one transaction, its rows with ``COPY`` as decklog's are
+(hand-written group commit: the baseline for decklog's; until 2026-12-02 it used ``executemany``, decision 107).
+A fresh database ``decklog_bench_<pid>`` is made on the server of
 ``--database-url`` (default ``DECKLOG_DATABASE_URL``, else 127.0.0.1:5432/test) and dropped at the end.
 """
 
@@ -151,22 +153,23 @@ def _raw(url: str, threads: int, seconds: float, warmup: float) -> Sample:
 
 
 def _raw_tx(conn: psycopg.Connection[Any], scope: str, row: str, n: int) -> None:
-    """One transaction appending ``n`` entries to ``scope`` (the shape of decklog's, by hand)."""
+    """One transaction appending ``n`` entries to ``scope`` (the shape of decklog's, by hand: its rows go in with
+    ``COPY``, as decklog's do, core/store/postgres_bulk.py)."""
     with conn.transaction():
         (version,) = conn.execute(
             "SELECT version FROM scope_heads WHERE scope_id = %s FOR UPDATE", (scope,)
         ).fetchone() or (0,)
         seqs = range(int(version) + 1, int(version) + 1 + n)
         with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO entries (scope_id, seq, id, kind, at, actor, payload, refs, prev_hash, hash) "
-                "VALUES (%s, %s, %s, 'message', '', '{}', %s, '[]', '', '')",
-                [(scope, seq, f"{scope}-{seq}", row) for seq in seqs],
-            )
-            cur.executemany(
-                "INSERT INTO outbox (scope_id, topic, seq) VALUES (%s, 'index', %s), (%s, 'slack', %s)",
-                [(scope, seq, scope, seq) for seq in seqs],
-            )
+            with cur.copy(
+                "COPY entries (scope_id, seq, id, kind, at, actor, payload, refs, prev_hash, hash) FROM STDIN"
+            ) as copy:
+                for seq in seqs:
+                    copy.write_row((scope, seq, f"{scope}-{seq}", "message", "", "{}", row, "[]", "", ""))
+            with cur.copy("COPY outbox (scope_id, topic, seq) FROM STDIN") as copy:
+                for seq in seqs:
+                    copy.write_row((scope, "index", seq))
+                    copy.write_row((scope, "slack", seq))
         conn.execute("UPDATE scope_heads SET version = %s, body = %s WHERE scope_id = %s", (seqs[-1], row, scope))
 
 

@@ -27,6 +27,7 @@ from core.errors import NotFound
 from core.ids import ScopeId
 from core.state import ScopeState, empty_state
 from core.store import postgres_batch as multi
+from core.store import postgres_bulk as bulk
 from core.store import postgres_schema as pg
 from core.store.chain import ChainKey
 from core.store.ports import AppendResult, Decide, Listener, ScopeRef, VerifyReport, notify_listeners
@@ -295,9 +296,8 @@ class PostgresLogStore(PostgresOutbox):
 
     def write_batch(self, conn: Connection, b: Batch) -> None:
         """Write a staged batch: entries, outbox rows (and cursor rows for new topics) and the head."""
-        conn.execute(E.insert(), [{"scope_id": b.scope, **row} for row in b.entry_rows])
-        if b.outbox_rows:
-            conn.execute(pg.outbox.insert(), [{"scope_id": b.scope, **row} for row in b.outbox_rows])
+        bulk.insert_entries(conn, [{"scope_id": b.scope, **row} for row in b.entry_rows])
+        bulk.insert_outbox(conn, [{"scope_id": b.scope, **row} for row in b.outbox_rows])
         if not b.existed:
             cursors = [{"scope_id": b.scope, "topic": topic} for topic in self.topics]
             conn.execute(pg_insert(pg.outbox_cursors).on_conflict_do_nothing(), cursors)

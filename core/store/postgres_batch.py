@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from core.errors import NotFound
 from core.state import ScopeState, empty_state
+from core.store import postgres_bulk as bulk
 from core.store import postgres_schema as pg
 from core.store.ports import AppendResult, Decide
 from core.store.staging import Batch
@@ -105,10 +106,8 @@ def stage_all(store: Staging, conn: Connection, b: Batch, batch: Sequence[Reques
 def write_all(conn: Connection, batches: Sequence[Batch]) -> None:
     """Every staged batch's entries, outbox rows and head, one statement per table."""
     entries = [{"scope_id": b.scope, **row} for b in batches for row in b.entry_rows]
-    conn.execute(pg.entries.insert(), entries)
-    outbox = [{"scope_id": b.scope, **row} for b in batches for row in b.outbox_rows]
-    if outbox:
-        conn.execute(pg.outbox.insert(), outbox)
+    bulk.insert_entries(conn, entries)
+    bulk.insert_outbox(conn, [{"scope_id": b.scope, **row} for b in batches for row in b.outbox_rows])
     h = pg.scope_heads
     heads = [
         {"k": b.scope, "v": b.state.version, "hh": b.head_hash, "ha": b.head_at, "body": b.state.model_dump_json()}
