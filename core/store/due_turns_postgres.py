@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -89,6 +90,7 @@ class PostgresDueTurns:
         self._due_in: DueIn | None = None
         self._spawn: Spawn | None = None
         self._keys: set[str] = set()
+        self._serving: set[str] = set()  # scopes whose claimed turn runs in this replica now
         self._stopped = False
 
     # -- the port ---------------------------------------------------------------------------------------------
@@ -170,7 +172,8 @@ class PostgresDueTurns:
         """Claim the due rows this replica can take (up to ``batch`` per query) and run each turn in a task."""
         taken = 0
         while not self._stopped and self._spawn is not None:
-            claims = await self.store.run(self._claim)
+            claims = await self.store.run(functools.partial(self._claim, serving=sorted(self._serving)))
+            self._serving.update(c.scope for c in claims)
             for claim in claims:
                 self._spawn(self._serve(claim))
             taken += len(claims)
@@ -178,11 +181,14 @@ class PostgresDueTurns:
                 break
         return taken
 
-    def _claim(self, conn: Connection) -> list[Claim]:
+    def _claim(self, conn: Connection, *, serving: Sequence[str] = ()) -> list[Claim]:
         at = sa.func.least(D.c.due_at, D.c.wake_at, D.c.ask_at)  # least() skips NULLs
+        free = sa.or_(D.c.holder.is_(None), D.c.lease_until < DB_NOW)
+        if serving:  # never take over from itself: its own turn there still runs (hung, or not renewing)
+            free = sa.and_(free, D.c.scope_id.not_in(serving))
         due = (
             sa.select(D.c.scope_id, D.c.holder.label("was"), DB_NOW.label("now"))
-            .where(at <= DB_NOW, sa.or_(D.c.holder.is_(None), D.c.lease_until < DB_NOW))
+            .where(at <= DB_NOW, free)
             .order_by(at)
             .limit(self.batch)
             .with_for_update(skip_locked=True)
@@ -207,6 +213,12 @@ class PostgresDueTurns:
         return claims
 
     async def _serve(self, claim: Claim) -> None:
+        try:
+            await self._serve_claim(claim)
+        finally:
+            self._serving.discard(claim.scope)
+
+    async def _serve_claim(self, claim: Claim) -> None:
         """Run the claimed turn, then delete the row or re-arm it from the log (a turn that raised is not
         re-armed, as with the in-process timers, unless entries were delivered while it ran)."""
         assert self._run is not None and self._due_in is not None
