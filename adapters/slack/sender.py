@@ -376,26 +376,10 @@ class SlackSender:
     async def _find_posted(
         self, channel: str, thread_ts: str | None, entry_id: str, key: str, since: float
     ) -> str | None:
-        """Did an earlier attempt post this entry? Look for our metadata near the time it was tried."""
-        oldest = f"{max(0.0, since - 120):.6f}"
-        try:
-            if thread_ts:
-                resp = await self.client.conversations_replies(
-                    channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True, limit=200
-                )
-            else:
-                resp = await self.client.conversations_history(
-                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200
-                )
-        except SlackApiError as exc:
-            self.raise_for(exc, channel)
-            raise
-        messages: list[dict[str, Any]] = resp.get("messages", [])
-        for msg in messages:
-            payload = (msg.get("metadata") or {}).get("event_payload") or {}
-            if payload.get("entry_id") == entry_id and payload.get("key", key) == key:
-                return str(msg["ts"])
-        return None
+        """Did an earlier attempt post this entry? (sender_support.find_posted: every page since then)"""
+        return await sender_support.find_posted(
+            self.client, channel, thread_ts, entry_id, key, since, fail=lambda exc: self.raise_for(exc, channel)
+        )
 
     def raise_for(self, exc: SlackApiError, channel: str) -> None:
         raise_for(exc, channel, self.pacer, self.stats)

@@ -7,11 +7,12 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
 from core.entries import Entry, Message, Observation
@@ -175,3 +176,46 @@ def raise_for(exc: SlackApiError, channel: str, pacer: ChannelPacer, stats: Slac
 
 def digest(out: render.Outgoing) -> str:
     return hashlib.sha256(json.dumps([out.text, out.blocks], sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: Pages of 200 messages ``find_posted`` reads at most before it gives up looking (and the entry is posted).
+FIND_PAGES = 25
+
+
+async def find_posted(
+    client: AsyncWebClient,
+    channel: str,
+    thread_ts: str | None,
+    entry_id: str,
+    key: str,
+    since: float,
+    *,
+    fail: Callable[[SlackApiError], None],
+) -> str | None:
+    """The ts of a message an earlier attempt (this process before a restart, or a replica that died) posted for
+    ``entry_id``/``key``, looked up by its metadata on every page from two minutes before ``since``: a busy alerts
+    channel has more than one page of headers within minutes. ``fail`` turns a Slack error into the sender's."""
+    oldest, cursor = f"{max(0.0, since - 120):.6f}", None
+    for _page in range(FIND_PAGES):
+        try:
+            if thread_ts:
+                resp = await client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                )
+            else:
+                resp = await client.conversations_history(
+                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                )
+        except SlackApiError as exc:
+            fail(exc)
+            raise
+        messages: list[dict[str, Any]] = resp.get("messages", [])
+        for msg in messages:
+            payload = (msg.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("entry_id") == entry_id and payload.get("key", key) == key:
+                return str(msg["ts"])
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not resp.get("has_more") or not cursor:
+            return None
+    log.warning("looking for %s in %s: more than %d pages since %s; posting it", entry_id, channel, FIND_PAGES, oldest)
+    return None
