@@ -15,6 +15,7 @@ from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
 from core.index_schema import (
     INDEX_SUBSCRIBER,
     fingerprints,
+    group_fingerprint,
     inbound,
     route_key,
     routes,
@@ -112,20 +113,29 @@ _DELETE_FINGERPRINT = fingerprints.delete().where(
 
 
 def _index_fingerprints(conn: Connection, scope: str, entries: Sequence[Entry]) -> None:
-    """The fingerprint rows of the alert observations among ``entries``: the last observation of each fingerprint
-    wins (as applying them one by one would), written with one statement per table however many there are (an
+    """The fingerprint rows of the alert observations among ``entries`` (and of the source groups they name,
+    which the alert router claimed before appending them): the last observation of each wins (as applying them one
+    by one would), written with one statement per table however many there are (an
     alert storm delivers hundreds of repeats of a few fingerprints)."""
     last: dict[str, dict[str, Any]] = {}
     for e in entries:
         p = e.payload
-        if isinstance(p, Observation) and p.fingerprint:
+        if not isinstance(p, Observation):
+            continue
+        at = e.at.timestamp()
+        if p.fingerprint:
+            status = p.alert_status or "firing"
             last[p.fingerprint] = {
                 "fingerprint": p.fingerprint,
                 "scope": scope,
                 "service": p.service,
-                "status": p.alert_status or "firing",
-                "updated": e.at.timestamp(),
+                "status": status,
+                "updated": at,
             }
+        group = p.data.get("group")
+        if isinstance(group, str) and group:  # the source's group, claimed by the alert router before the append
+            key = group_fingerprint(group)
+            last[key] = {"fingerprint": key, "scope": scope, "service": p.service, "status": "firing", "updated": at}
     if not last:
         return
     rows = list(last.values())

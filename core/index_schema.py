@@ -5,6 +5,7 @@ helpers (full-text query text, the searchable text of an entry, route keys).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -178,3 +179,10 @@ def searchable_text(entry: Entry) -> str:
 
 def route_key(channel: str, thread_ts: str = "") -> str:
     return f"slack:{channel}:{thread_ts}" if thread_ts else f"slack:{channel}"
+
+
+def group_fingerprint(group: str) -> str:
+    """The index key under which a source's group is claimed (next to the alerts' own fingerprints)."""
+    if len(group) <= 400:
+        return f"group:{group}"
+    return "group:sha256:" + hashlib.sha256(group.encode("utf-8", "replace")).hexdigest()

@@ -12,6 +12,7 @@ from bot.settings import Settings
 from core.entries import Actor
 from core.errors import NotFound, StorageError
 from core.ids import ScopeId
+from core.index_schema import route_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 
@@ -70,7 +71,18 @@ async def reindex_all(rt: Any) -> tuple[int, int]:
         total += len(entries)
         items.append((state, entries))
     await rt.index.rebuild(items)
+    for state, _entries in items:
+        await _sender_routes(rt, str(state.scope))
     return len(items), total
+
+
+async def _sender_routes(rt: Any, scope: str) -> None:
+    """The routes of the bot messages the Slack sender posted (its memos hold their channel and ts): a reply under
+    any of them belongs to the scope. No log entry implies them (decision 92), so the rebuild alone loses them."""
+    for memo in (await rt.store.memo_all(scope, "slack")).values():
+        channel, ts = memo.get("channel"), memo.get("ts")
+        if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
+            await rt.index.add_route(route_key(channel, ts), scope)
 
 
 def write_atomically(path: Path, body: bytes) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from core.clock import iso
 from core.entries import Actor, NewEntry, Observation, Suggestion
+from core.index_schema import group_fingerprint as group_fingerprint
 from core.signals import AlertSignal
 from core.state import ScopeState
 
@@ -138,13 +139,6 @@ def notification_key(signal: AlertSignal) -> str | None:
         discriminator = "content:" + json.dumps(content, ensure_ascii=True)
     material = json.dumps([signal.source, signal.fingerprint, signal.status, discriminator], ensure_ascii=True)
     return f"alert:{signal.source}:{hashlib.sha256(material.encode('ascii')).hexdigest()[:32]}"
-
-
-def group_fingerprint(group: str) -> str:
-    """The index key under which a source's group is claimed (next to the alerts' own fingerprints)."""
-    if len(group) <= 400:
-        return f"group:{group}"
-    return "group:sha256:" + hashlib.sha256(group.encode("utf-8", "replace")).hexdigest()
 
 
 def incident_title(signal: AlertSignal) -> str:
