@@ -15,6 +15,8 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 Job = Callable[[], Awaitable[None]]
+#: How many alarm keys an owner remembers (to cancel them at stop) before it forgets those that already fired.
+KEYS_KEPT = 1024
 
 
 class Alarm(Protocol):

@@ -47,7 +47,7 @@ from typing import Any
 from core.agents.due_turns import DueTurns
 from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
 from core.agents.triggers import warranting
-from core.alarm import Alarm
+from core.alarm import KEYS_KEPT, Alarm
 from core.clock import Clock, SystemClock, parse_iso
 from core.entries import Entry, Question
 from core.errors import NotFound
@@ -254,6 +254,8 @@ class TurnScheduler:
             await self.runtime.answer(scope, question)
 
     def _set(self, key: str, delay: float, job: Callable[[], Awaitable[None]]) -> None:
+        if len(self._keys) >= KEYS_KEPT:  # only pending alarms need cancelling at stop: forget the fired ones
+            self._keys = {k for k in self._keys if self.alarm.pending(k)}
         self._keys.add(key)
         self.alarm.set(key, delay, job)
 

@@ -40,7 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from core.agents.due_turns import Answer, DueIn, RunTurn, Spawn
-from core.alarm import Alarm
+from core.alarm import KEYS_KEPT, Alarm
 from core.alarm import Job as AlarmJob
 from core.store import postgres_schema as pg
 from core.store.postgres import PostgresLogStore
@@ -332,6 +332,8 @@ class PostgresDueTurns:
         )
 
     def _set(self, key: str, delay: float, job: AlarmJob) -> None:
+        if len(self._keys) >= KEYS_KEPT:  # only pending alarms need cancelling at stop: forget the fired ones
+            self._keys = {k for k in self._keys if self.alarm.pending(k)}
         self._keys.add(key)
         self.alarm.set(key, max(delay, 0.0), job)
 
