@@ -53,3 +53,6 @@ class DueTurns(Protocol):
 
     async def stop(self) -> None:
         """Stop claiming; a claimed turn that has not finished is left to its lease (another replica runs it)."""
+
+    async def held(self, scope: str) -> bool:
+        """A replica holds ``scope``'s turn now, under a live lease (its progress reaction is not stale)."""

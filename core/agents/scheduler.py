@@ -298,8 +298,9 @@ class TurnScheduler:
             await self.want(scope, due)
 
     async def arm_pending(self) -> int:
-        """At boot: clear stale progress, answer unanswered questions, arm every pending turn at its due time
-        (with durable due turns: start claiming them; arming again is an upsert that keeps a row's max wait)."""
+        """At boot: clear stale progress (not a turn a live replica holds), answer unanswered questions, arm
+        every pending turn at its due time (with durable due turns: start claiming them; arming again is an upsert
+        that keeps a row's max wait)."""
         if self.due_turns is not None and not self._stopped:
             self.due_turns.start(self.run_due, self.due_in, self._spawn, self.answer_due)
         armed = 0
@@ -307,7 +308,8 @@ class TurnScheduler:
             if sid.kind != "incident":
                 continue
             scope = str(sid)
-            await self.runtime.recover_progress(scope)
+            if self.due_turns is None or not await self.due_turns.held(scope):  # else: a live replica's turn runs
+                await self.runtime.recover_progress(scope)
             try:
                 questions = await self.unanswered(scope)
                 state = await self.store.get_state(scope)

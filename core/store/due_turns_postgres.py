@@ -156,6 +156,10 @@ class PostgresDueTurns:
         for key in self._keys:
             self.alarm.cancel(key)
 
+    async def held(self, scope: str) -> bool:
+        stmt = sa.select(D.c.scope_id).where(D.c.scope_id == scope, D.c.holder.is_not(None), D.c.lease_until >= DB_NOW)
+        return await self.store.run(lambda conn: conn.execute(stmt).first() is not None)
+
     # -- claiming ---------------------------------------------------------------------------------------------
 
     async def _tick(self) -> None:

@@ -191,3 +191,39 @@ async def test_a_renewed_lease_keeps_a_long_turn_and_an_unrenewed_one_moves(pair
 async def _lease_moved(r: Replica, lease_in: float) -> bool:
     [row] = await r.due.rows()
     return float(row["lease_in"]) > lease_in  # type: ignore[arg-type]
+
+
+class Recovered:
+    """A ``TurnProgress`` that records which scopes a boot cleared."""
+
+    def __init__(self) -> None:
+        self.recovered: list[str] = []
+
+    async def working(self, scope: str, *, question_seq: int = 0) -> str:
+        return ""
+
+    async def done(self, scope: str) -> None:
+        return None
+
+    async def recover(self, scope: str) -> None:
+        self.recovered.append(scope)
+
+
+async def test_a_booting_replica_leaves_the_progress_of_a_turn_another_replica_runs(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair
+    progress = Recovered()
+    b.scheduler.runtime.progress = progress
+    gate = asyncio.Event()
+    a.reasoner.gate = gate
+    scope = "incident/shown"
+    await declare(a, scope)
+    await a.scheduler.arm_pending()
+    await eventually(lambda: len(a.reasoner.calls) == 1, timeout=20, what="a's turn started")
+    await b.scheduler.arm_pending()  # b boots while a's turn runs: a's reaction is not stale
+    assert scope not in progress.recovered
+    gate.set()
+    await eventually(lambda: _no_rows(a), timeout=20, what="a's turn ended")
+    await b.scheduler.arm_pending()  # nobody holds it now: whatever is shown is stale
+    assert scope in progress.recovered
