@@ -48,12 +48,21 @@ Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
 
 
 class Inputs(Protocol):
-    """The receivers' door for world inputs (bot/experiment/inputs.py: HTTP on loopback). ``alert`` returns the
-    scopes the notification went to."""
+    """The receivers' door for world inputs and people (bot/experiment/inputs.py: HTTP on loopback, and decklog's
+    Slack receiver fed by the local fake Slack). ``alert`` returns the scopes the notification went to."""
 
     async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]: ...
 
     async def change(self, body: dict[str, Any]) -> None: ...
+
+    async def message(self, scope: str, user: str, text: str, *, times: int = 1) -> None:
+        """``user`` posts in the incident's Slack thread; Slack delivers the event ``times`` times (retries)."""
+
+    async def approve(self, scope: str, proposal_id: str, actor: Actor, *, clicks: int = 1) -> None:
+        """``actor`` clicks Approve on the proposal's Slack message ``clicks`` times."""
+
+    async def deny(self, scope: str, proposal_id: str, actor: Actor, reason: str) -> None:
+        """``actor`` denies the proposal in Slack, with ``reason``."""
 
 
 class Killed(BaseException):
@@ -107,7 +116,7 @@ class Run:
 
     async def deliver(self, step: Any) -> None:
         """A timeline input, through the receivers (``Inputs``): an alert notification (sent twice under
-        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message."""
+        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message in Slack."""
         if step.type == "alert":
             body = {
                 "title": step.title or step.fingerprint,
@@ -125,11 +134,9 @@ class Run:
             await self.inputs.change({**change, "status": "succeeded", "at": self.clock.now().isoformat()})
             return
         for scope in self.scopes[:1] or []:
-            # a Slack event, keyed by its event_id; under dup_delivery Slack retries it (X-Slack-Retry-Num: 1)
-            event_id = f"Ev{self.rng.getrandbits(40):010X}"
-            for _ in range(2 if self.spec.fault == "dup_delivery" else 1):
-                entry = NewEntry.make("message", Actor.human(step.user), {"text": step.text})
-                await self.store.append(scope, [entry], idempotency_key=f"slack:{event_id}")
+            self.rng.getrandbits(40)  # the draw of the old event id: the seed's later choices (nm's workers) stay
+            # posted in the incident's Slack thread; under dup_delivery Slack retries the event (X-Slack-Retry-Num: 1)
+            await self.inputs.message(scope, step.user, step.text, times=2 if self.spec.fault == "dup_delivery" else 1)
 
     # -- faults -----------------------------------------------------------------------------------------------
 
