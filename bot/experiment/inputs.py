@@ -83,3 +83,9 @@ class HttpInputs:
 
     async def deny(self, scope: str, proposal_id: str, actor: Actor, reason: str) -> None:
         await self.slack.deny(scope, proposal_id, actor, reason)
+
+    async def accept(self, scope: str, suggestion_id: str, actor: Actor) -> None:
+        await self.slack.accept(scope, suggestion_id, actor)
+
+    async def record(self, scope: str, kind: str, text: str, actor: Actor) -> None:
+        await self.slack.record(scope, kind, text, actor)

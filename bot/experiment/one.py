@@ -81,7 +81,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         desk = await attach_desk(run, rt)
         assert run.desk is not None
         inputs.slack.attach(run.desk, [desk_hands.APPROVER])
-        run.agents, run.service = Agents(run, rt.index, AgentCatalog(run.desk)), rt.service
+        run.agents = Agents(run, rt.index, AgentCatalog(run.desk))
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)

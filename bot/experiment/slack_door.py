@@ -10,6 +10,8 @@ outbox sender, Bolt behind the durable intake, ``POST /slack/events``) against t
   double-clicks (two clicks on the same rendering, two ``block_actions`` with their own trigger ids).
 - A harmful proposal is denied with its reason by ``/incident deny <proposal id> <reason>`` (the Deny button
   carries no reason, and the policy reads a denial by its reason).
+- The scripted on-call clicks Accept on an agent's suggestion (``suggestion_accept``) and records a decision with
+  ``/incident decision <scope> <text>``.
 
 Every input is acknowledged only after the intake stored it; ``settle`` then waits for the intake's work and for the
 dispatcher, so that what a turn reads next never depends on delivery timing.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
@@ -44,6 +47,7 @@ class SlackDoor:
         self.local = local
         self.part = part
         self.http = http
+        self.done: dict[str, int] = {}  # what the people did, by what (message, retry, approve, deny, accept, …)
 
     @classmethod
     async def open(cls, rt: Runtime) -> SlackDoor:
@@ -98,7 +102,7 @@ class SlackDoor:
 
     async def approve(self, scope: str, proposal_id: str, actor: Actor, *, clicks: int = 1) -> None:
         """``actor`` clicks Approve on the proposal's message (``clicks`` times, on the same rendering)."""
-        channel, message = await self._proposal_message(scope, proposal_id)
+        channel, message = await self._posted(scope, f"proposal:{proposal_id}")
         fake = self.local.slack
         value = f"{scope}|{proposal_id}"
         # Started together: every click finds the button before any answer can change the message (a double-click).
@@ -113,9 +117,27 @@ class SlackDoor:
 
     async def deny(self, scope: str, proposal_id: str, actor: Actor, reason: str) -> None:
         """``actor`` denies the proposal with ``reason``: ``/incident deny <id> <reason>`` in the incident's channel."""
-        channel, _ = await self._proposal_message(scope, proposal_id)
+        channel, _ = await self._posted(scope, f"proposal:{proposal_id}")
         outcome = await self.local.slack.run_command(actor.id, channel, f"deny {proposal_id} {reason}")
         self._check("deny", outcome.responses)
+        await self.settle()
+
+    async def accept(self, scope: str, suggestion_id: str, actor: Actor) -> None:
+        """``actor`` clicks Accept on the suggestion's message."""
+        channel, message = await self._posted(scope, f"suggestion:{suggestion_id}")
+        value = f"{scope}|{suggestion_id}"
+        outcome = await self.local.slack.click_button(
+            actor.id, channel, message.ts, Action.SUGGESTION_ACCEPT.value, value
+        )
+        self._check("accept", outcome.responses)
+        await self.settle()
+
+    async def record(self, scope: str, kind: str, text: str, actor: Actor) -> None:
+        """``actor`` records ``text`` as a ``kind`` (goal, constraint, decision, hypothesis):
+        ``/incident <kind> <scope> <text>`` in the incident's channel."""
+        channel, _ = await self._thread(scope)
+        outcome = await self.local.slack.run_command(actor.id, channel, f"{kind} {scope} {text}")
+        self._check(kind, outcome.responses)
         await self.settle()
 
     async def settle(self) -> None:
@@ -127,7 +149,7 @@ class SlackDoor:
         if deps.counters.get("errors"):
             raise RuntimeError(f"a Slack request failed in decklog's listeners: {deps.counters}")
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         """What Slack sent (``requests``, by kind) and what decklog's Slack part counted (duplicates, errors)."""
         kinds: dict[str, int] = {}
         for d in self.local.slack.deliveries:
@@ -146,6 +168,7 @@ class SlackDoor:
             **self.part.deps.counters,
             **calls,
             "buttons_left": left,
+            "did": dict(self.done),
         }
 
     # -- what the people see -------------------------------------------------------------------------------------
@@ -156,14 +179,14 @@ class SlackDoor:
             raise RuntimeError(f"{scope} has no Slack thread: the Slack sender did not post its header")
         return thread.channel, None if thread.dedicated_channel else thread.ts
 
-    async def _proposal_message(self, scope: str, proposal_id: str) -> tuple[str, Message]:
-        """The message the Slack sender posted for a waiting proposal: the one whose blocks carry its controls."""
-        await self.settle()  # the proposal's entry reaches Slack through the outbox
-        block_id = f"proposal:{proposal_id}"
+    async def _posted(self, scope: str, block_id: str) -> tuple[str, Message]:
+        """The message the Slack sender posted for a waiting proposal or an open suggestion: the one whose blocks
+        carry its buttons (``proposal:<id>``, ``suggestion:<id>``)."""
+        await self.settle()  # the entry reaches Slack through the outbox
         for message in reversed(self.local.slack.workspace.bot_messages()):
             if any(b.get("block_id") == block_id for b in message.blocks or []):
                 return message.channel, message
-        raise RuntimeError(f"no Slack message shows the Approve button of {proposal_id} in {scope}")
+        raise RuntimeError(f"no Slack message of {scope} shows the buttons of {block_id}")
 
     def _person(self, user_id: str, name: str) -> None:
         directory = self.local.slack.workspace.directory
@@ -171,6 +194,7 @@ class SlackDoor:
             directory.add_user(name, user_id=user_id)
 
     def _check(self, what: str, responses: list[DriverResponse]) -> None:
+        self.done[what] = self.done.get(what, 0) + len(responses)
         bad = [r for r in responses if r.status != 200]
         if not responses or bad:
             raise RuntimeError(f"Slack {what}: /slack/events answered {[(r.status, r.body[:200]) for r in bad]}")

@@ -64,6 +64,12 @@ class Inputs(Protocol):
     async def deny(self, scope: str, proposal_id: str, actor: Actor, reason: str) -> None:
         """``actor`` denies the proposal in Slack, with ``reason``."""
 
+    async def accept(self, scope: str, suggestion_id: str, actor: Actor) -> None:
+        """``actor`` clicks Accept on the suggestion's Slack message."""
+
+    async def record(self, scope: str, kind: str, text: str, actor: Actor) -> None:
+        """``actor`` records ``text`` as an entry of ``kind`` (a decision, …) from Slack."""
+
 
 class Killed(BaseException):
     """The agent's process dies here: nothing it would have done next happens (a ``BaseException``, so that the
@@ -105,7 +111,6 @@ class Run:
     desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
     pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
     agents: Any = None  # the turn runtimes (core/experiment/turns.py ``Agents``), built by the composition
-    service: Any = None  # the scope service (``ScopeService``): the on-call's Accept on a suggestion
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)

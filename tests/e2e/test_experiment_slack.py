@@ -17,6 +17,7 @@ from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.experiment import scenario
 from core.experiment.desk_hands import APPROVER
+from core.experiment.reasoner import HOLD
 from core.experiment.run import Spec
 
 
@@ -66,9 +67,23 @@ def test_the_approver_clicks_approve_on_the_posted_proposal_and_denies_with_a_re
     assert {(a["actor"], a["actor_name"]) for a in approvals} == {(APPROVER.id, APPROVER.name)}  # users.info
     assert [a["reason"] for a in denied] == ["restart(service=payments-db)"]  # the policy reads the reason
     slack = r["slack"]
-    assert slack["interactive"] == slack["actions"] == len(approved)  # one block_actions per click
+    assert slack["did"]["approve"] == len(approved) and slack["did"]["deny"] == len(denied)
+    assert slack["did"]["accept"] == 1  # the agents' suggestion to resolve, accepted on its message
+    assert slack["interactive"] == slack["actions"] == len(approved) + 1  # one block_actions per click
     assert slack["slash_commands"] == slack["commands"] == len(denied)
     assert slack["buttons_left"] == 0  # every decided proposal's message was updated with its outcome
+    assert not slack.get("errors")
+
+
+def test_the_on_call_accepts_a_hold_and_records_it_as_a_decision_from_slack(tmp_path: Path) -> None:
+    r = _run(tmp_path, "do-not-act")
+    assert r["correct"] is True, r["checks"]
+    entries = _entries(r)
+    decisions = [e for e in entries if e["kind"] == "decision"]
+    assert [(d["actor"], d["text"]) for d in decisions] == [(APPROVER.id, HOLD)]  # /incident decision <scope> …
+    accepted = [e for e in entries if e["kind"] == "suggestion_feedback" and e["verdict"] == "accepted"]
+    assert len(accepted) == r["slack"]["did"]["accept"] == 2  # the hold, then the resolve
+    assert r["slack"]["did"]["decision"] == 1 and not r["slack"].get("errors")
 
 
 @pytest.mark.parametrize("arm", ["central", "rules", "nm"])
@@ -81,4 +96,5 @@ def test_dup_delivery_is_a_slack_retry_and_a_double_click(tmp_path: Path, arm: s
     assert approvals and len(approvals) == len(set(approvals))
     slack = r["slack"]
     assert slack["events_api"] == 2 and slack["duplicate_requests"] == 1  # the retry is acked, not processed
-    assert slack["interactive"] == slack["actions"] == 2 * len(approvals)  # both clicks reached the listener
+    assert slack["did"]["approve"] == 2 * len(approvals)  # each Approve clicked twice (on the same rendering)
+    assert slack["interactive"] == slack["actions"] == slack["did"]["approve"] + slack["did"]["accept"]
