@@ -1,11 +1,12 @@
 """One experiment run: a scenario's timeline on a virtual clock, one arm's agents, one fault, the shared hands.
 
-Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's turn runtime
-(``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools; core/experiment/turns.py),
-decklog's action desk (its policy, the runner, the ``http`` executors and a scripted approver deciding through the
-desk's API), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who
-holds context (a journaled transcript, or the product's cold views of the log) and who decides the next step (one
-orchestrator, a rule per scope, or M churning workers that find work in the logs).
+Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's Slack part (the people's
+messages, clicks and commands reach it as signed requests from the local fake Slack: ``Inputs``), decklog's turn
+runtime (``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools;
+core/experiment/turns.py), decklog's action desk (its policy, the runner, the ``http`` executors and a scripted
+approver deciding in Slack), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms
+differ in who holds context (a journaled transcript, or the product's cold views of the log) and who decides the
+next step (one orchestrator, a rule per scope, or M churning workers that find work in the logs).
 """
 
 from __future__ import annotations
