@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.actions import AgentCatalog
+from bot.config import DecklogConfig, load_config
 from bot.experiment.desk import ExperimentDesk, attach_desk
 from bot.experiment.inputs import TOKEN, HttpInputs
+from bot.experiment.slack_door import SlackDoor
 from bot.runtime import Runtime
-from bot.settings import load_settings
+from bot.settings import Settings, load_settings
 from core.clock import ManualClock
 from core.entries import Entry
-from core.experiment import policy
+from core.experiment import desk_hands, policy
 from core.experiment.drive import drive
 from core.experiment.judge import judge
 from core.experiment.run import Model, Run, Spec
@@ -49,11 +51,19 @@ def _distinct_fulfilled(logs: Mapping[str, Sequence[Entry]]) -> int:
     return len(done)
 
 
+def experiment_config(settings: Settings) -> DecklogConfig:
+    """decklog.toml as loaded, without Slack's per-channel pacing and header-update spacing (wall-clock waits: a
+    run is on a virtual clock, and its posts go to a fake workspace that never rate-limits)."""
+    config = load_config(settings.resolved_config_path)
+    slack = config.slack.model_copy(update={"pace_per_channel_s": 0.0, "header_update_interval_s": 0.0})
+    return config.model_copy(update={"slack": slack})
+
+
 async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]:
     settings = load_settings(data_dir=data_dir, database_url=None, DECKLOG_ALERT_TOKEN=TOKEN)
     clock = ManualClock()
-    rt = await Runtime.open(settings, clock=clock)
-    inputs = HttpInputs(rt)
+    rt = await Runtime.open(settings, config=experiment_config(settings), clock=clock)
+    inputs = HttpInputs(rt, await SlackDoor.open(rt))
     rt.dispatcher.start()
     http = None
     desk: ExperimentDesk | None = None
@@ -70,13 +80,15 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
         desk = await attach_desk(run, rt)
         assert run.desk is not None
-        run.agents, run.service = Agents(run, rt.index, AgentCatalog(run.desk)), rt.service
+        inputs.slack.attach(run.desk, [desk_hands.APPROVER])
+        run.agents = Agents(run, rt.index, AgentCatalog(run.desk))
         await drive(run)
         logs = {s: await rt.store.read(s) for s in run.scopes}
         verdict = judge(logs, run.world.counters(), spec.scenario)
         for scope in run.scopes:
             rt.dispatcher.wake(scope, ["index"])
         await rt.dispatcher.idle()
+        slack = inputs.slack.stats()
     finally:
         if desk:
             await desk.stop()
@@ -84,7 +96,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.stop()
         await inputs.stop()
         await rt.close()
-    return row(spec, model_name, run, logs, verdict, data_dir)
+    return {**row(spec, model_name, run, logs, verdict, data_dir), "slack": slack}
 
 
 def row(

@@ -1,6 +1,7 @@
 """The hands on decklog's real action desk (``core/actions``): the agent proposes through its ``propose_action``
-tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides through the desk's approve /
-deny API, as a person clicking in Slack would; the desk's ``Runner`` claims, re-checks its safety conditions, calls
+tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides in Slack (the experiment's
+``Inputs``: Approve clicked on the proposal's message, ``deny <id> <reason>``), through decklog's Slack receiver
+and the desk's decide port; the desk's ``Runner`` claims, re-checks its safety conditions, calls
 the world through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
 the result under its fence.
 
@@ -45,18 +46,20 @@ async def checkpoint(run: Run, point: str, auth: RunAuthority) -> None:
 
 
 async def approve_waiting(run: Run, scope: str) -> None:
-    """The scripted approver: approves each waiting proposal, or denies a harmful one and cancels its obligation
-    with the reason (a double-clicked Approve under ``dup_delivery``)."""
+    """The scripted approver, in Slack: clicks Approve on each waiting proposal's message (double-clicks under
+    ``dup_delivery``), or denies a harmful one with its reason (``deny <id> <reason>``) and cancels its obligation
+    with the reason."""
     state = await run.store.get_state(scope)
     harmful = {h.key() for h in run.spec.scenario.world.harmful}
     for p in list(state.proposals.values()):
         if p.status != "waiting_for_approval":
             continue
         key = action_key(p.action, dict(p.params))
-        bad = key in harmful
-        for _ in range(2 if run.spec.fault == "dup_delivery" else 1):
-            await _desk(run).decide(scope, p.id, not bad, APPROVER, key if bad else "", f"slack:act:{p.id}")
-        if bad and p.obligation_id:
+        if key not in harmful:
+            await run.inputs.approve(scope, p.id, APPROVER, clicks=2 if run.spec.fault == "dup_delivery" else 1)
+            continue
+        await run.inputs.deny(scope, p.id, APPROVER, key)
+        if p.obligation_id:
             cancel = {"obligation_id": p.obligation_id, "reason": f"denied by {APPROVER.name}"}
             try:
                 await run.store.append(scope, [NewEntry.make("obligation_cancelled", APPROVER, cancel)])

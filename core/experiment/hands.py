@@ -8,8 +8,9 @@ proposals to the desk. Then, in this order:
 - each re-check the turn made (its ``action`` view read before ``propose_action``) is recorded as an observation
   naming the obligation and the conditions it re-checked, which the judge reads;
 - the mutants' breakage: ``drop`` cancels obligations with no reason, ``no_claim`` calls the executor itself;
-- the scripted on-call: approves each waiting proposal, or denies a harmful one (and cancels its obligation with
-  the reason); records an agent's hold suggestion as a decision; accepts a suggestion to resolve;
+- the scripted on-call, in Slack (``Run.inputs``): clicks Approve on each waiting proposal, or denies a harmful one
+  with its reason (and cancels its obligation with the reason, in the log: Slack has no command for that); accepts
+  an agent's hold suggestion and records it as a decision; accepts a suggestion to resolve;
 - the approved proposal of each obligation the turn re-checked runs on the desk (``desk.execute``, where the
   ``actions`` outbox sender would).
 
@@ -89,19 +90,15 @@ async def after_turn(run: Run, scope: str, result: TurnResult) -> bool:
 
 
 async def on_call(run: Run, scope: str) -> None:
-    """The scripted on-call reads the agents' open suggestions: a hold becomes their decision, a resolve is
-    accepted (``ScopeService.suggestion_feedback``, as the Accept button does). Other suggestions (the alert
-    router's "the alert resolved") are left to the agents: the on-call follows the agents, never ahead of them."""
+    """The scripted on-call reads the agents' open suggestions, in Slack: a hold is accepted (Accept on its
+    message) and recorded as their decision (``/incident decision``); a resolve is accepted, which resolves.
+    Other suggestions (the alert router's "the alert resolved") are left to the agents: the on-call follows the
+    agents, never ahead of them."""
     state = await run.store.get_state(scope)
     for sid, text in list(state.suggestions.items()):
         action = state.suggestion_actions.get(sid, "")
         if action == "resolve" and text == RESOLVE:
-            await run.service.suggestion_feedback(
-                scope, sid, "accepted", desk_hands.APPROVER, idempotency_key=f"slack:suggestion:{sid}"
-            )
+            await run.inputs.accept(scope, sid, desk_hands.APPROVER)
         elif text == HOLD:
-            decision = NewEntry.make("decision", desk_hands.APPROVER, {"text": text})
-            await run.service.suggestion_feedback(
-                scope, sid, "accepted", desk_hands.APPROVER, idempotency_key=f"slack:suggestion:{sid}"
-            )
-            await run.store.append(scope, [decision], idempotency_key=f"slack:decision:{sid}")
+            await run.inputs.accept(scope, sid, desk_hands.APPROVER)
+            await run.inputs.record(scope, "decision", text, desk_hands.APPROVER)

@@ -1,11 +1,12 @@
 """One experiment run: a scenario's timeline on a virtual clock, one arm's agents, one fault, the shared hands.
 
-Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's turn runtime
-(``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools; core/experiment/turns.py),
-decklog's action desk (its policy, the runner, the ``http`` executors and a scripted approver deciding through the
-desk's API), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms differ in who
-holds context (a journaled transcript, or the product's cold views of the log) and who decides the next step (one
-orchestrator, a rule per scope, or M churning workers that find work in the logs).
+Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's Slack part (the people's
+messages, clicks and commands reach it as signed requests from the local fake Slack: ``Inputs``), decklog's turn
+runtime (``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools;
+core/experiment/turns.py), decklog's action desk (its policy, the runner, the ``http`` executors and a scripted
+approver deciding in Slack), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms
+differ in who holds context (a journaled transcript, or the product's cold views of the log) and who decides the
+next step (one orchestrator, a rule per scope, or M churning workers that find work in the logs).
 """
 
 from __future__ import annotations
@@ -48,12 +49,27 @@ Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
 
 
 class Inputs(Protocol):
-    """The receivers' door for world inputs (bot/experiment/inputs.py: HTTP on loopback). ``alert`` returns the
-    scopes the notification went to."""
+    """The receivers' door for world inputs and people (bot/experiment/inputs.py: HTTP on loopback, and decklog's
+    Slack receiver fed by the local fake Slack). ``alert`` returns the scopes the notification went to."""
 
     async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]: ...
 
     async def change(self, body: dict[str, Any]) -> None: ...
+
+    async def message(self, scope: str, user: str, text: str, *, times: int = 1) -> None:
+        """``user`` posts in the incident's Slack thread; Slack delivers the event ``times`` times (retries)."""
+
+    async def approve(self, scope: str, proposal_id: str, actor: Actor, *, clicks: int = 1) -> None:
+        """``actor`` clicks Approve on the proposal's Slack message ``clicks`` times."""
+
+    async def deny(self, scope: str, proposal_id: str, actor: Actor, reason: str) -> None:
+        """``actor`` denies the proposal in Slack, with ``reason``."""
+
+    async def accept(self, scope: str, suggestion_id: str, actor: Actor) -> None:
+        """``actor`` clicks Accept on the suggestion's Slack message."""
+
+    async def record(self, scope: str, kind: str, text: str, actor: Actor) -> None:
+        """``actor`` records ``text`` as an entry of ``kind`` (a decision, …) from Slack."""
 
 
 class Killed(BaseException):
@@ -96,7 +112,6 @@ class Run:
     desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
     pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
     agents: Any = None  # the turn runtimes (core/experiment/turns.py ``Agents``), built by the composition
-    service: Any = None  # the scope service (``ScopeService``): the on-call's Accept on a suggestion
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)
@@ -107,7 +122,7 @@ class Run:
 
     async def deliver(self, step: Any) -> None:
         """A timeline input, through the receivers (``Inputs``): an alert notification (sent twice under
-        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message."""
+        ``dup_delivery``: a webhook retry with the same ``event_id``), a change, or a human message in Slack."""
         if step.type == "alert":
             body = {
                 "title": step.title or step.fingerprint,
@@ -125,11 +140,9 @@ class Run:
             await self.inputs.change({**change, "status": "succeeded", "at": self.clock.now().isoformat()})
             return
         for scope in self.scopes[:1] or []:
-            # a Slack event, keyed by its event_id; under dup_delivery Slack retries it (X-Slack-Retry-Num: 1)
-            event_id = f"Ev{self.rng.getrandbits(40):010X}"
-            for _ in range(2 if self.spec.fault == "dup_delivery" else 1):
-                entry = NewEntry.make("message", Actor.human(step.user), {"text": step.text})
-                await self.store.append(scope, [entry], idempotency_key=f"slack:{event_id}")
+            self.rng.getrandbits(40)  # the draw of the old event id: the seed's later choices (nm's workers) stay
+            # posted in the incident's Slack thread; under dup_delivery Slack retries the event (X-Slack-Retry-Num: 1)
+            await self.inputs.message(scope, step.user, step.text, times=2 if self.spec.fault == "dup_delivery" else 1)
 
     # -- faults -----------------------------------------------------------------------------------------------
 
