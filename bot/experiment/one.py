@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.actions import AgentCatalog
+from bot.agents import turn_delays
 from bot.config import DecklogConfig, load_config
 from bot.experiment.desk import ExperimentDesk, attach_desk
 from bot.experiment.inputs import TOKEN, HttpInputs
@@ -78,6 +79,9 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
             await http.start()
             model = http.call
         run = Run(spec, rt.store, inputs, clock, model, data_dir / "journal")
+        # ``rules``: decklog's TurnScheduler, armed by the dispatcher's ``agents`` sender, with the product's delays
+        run.dispatcher = rt.dispatcher
+        run.delays = (*turn_delays(settings, rt.config.agents), settings.turn_max_wait)
         desk = await attach_desk(run, rt)
         assert run.desk is not None
         inputs.slack.attach(run.desk, [desk_hands.APPROVER])

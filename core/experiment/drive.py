@@ -1,19 +1,24 @@
 """Driving a run: the timeline on the virtual clock, the arm's scheduling, fault recovery.
 
-Every arm takes a turn on a scope only when the log says there is work (triggers): its newest entry is not a turn
-that decided nothing, or an obligation is open with no live lease. ``rules`` turns every scope with work in
-order; ``nm`` lets one of M churning workers pick a scope with work at random; ``central`` is woken like ``rules``
-but keeps its transcript warm. When no scope has work, the virtual clock jumps to the world's next due time.
+``rules`` is scheduled by decklog's own ``TurnScheduler`` (core/experiment/scheduled.py): its turns come when the
+product's triggers, debounce and max wait say, and the driver only fires the alarms the clock has reached, jumping
+the clock to the next alarm's (or the world's, or the next input's) due time when nothing is due now.
+
+``central`` and ``nm`` take a turn on a scope only when the log says there is work: its newest entry is not a turn
+that decided nothing, or an obligation is open with no live lease. ``nm`` lets one of M churning workers pick a
+scope with work at random; ``central`` turns every scope with work in order and keeps its transcript warm. When no
+scope has work, the virtual clock jumps to the world's next due time.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core.experiment import desk_hands
 from core.experiment.desk_hands import deliver_resolutions
 from core.experiment.hands import LEASE
 from core.experiment.run import Killed, Run
+from core.experiment.scheduled import RulesDispatch
 from core.obligations import lease_live
 
 MAX_STEPS = 60
@@ -34,13 +39,18 @@ async def _turn(run: Run, scope: str) -> bool:
     try:
         return await run.step(scope)
     except Killed as k:
-        run.generation += 1
-        run.agent = f"agent-{run.generation}"
-        if run.spec.arm == "central":
-            run.forget()  # a new orchestrator reloads the journal
-        if str(k) in ("kill_after_claim", "lease_expiry"):
-            run.clock.advance(seconds=LEASE + 1)
+        _recover(run, str(k))
         return True
+
+
+def _recover(run: Run, point: str) -> None:
+    """The killed agent is replaced (after its lease, when it died holding a claim)."""
+    run.generation += 1
+    run.agent = f"agent-{run.generation}"
+    if run.spec.arm == "central":
+        run.forget()  # a new orchestrator reloads the journal
+    if point in ("kill_after_claim", "lease_expiry"):
+        run.clock.advance(seconds=LEASE + 1)
 
 
 async def _phase_faults(run: Run) -> None:
@@ -108,7 +118,55 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
     await desk_hands.resume(run, p)
 
 
+async def _settle_rules(run: Run, d: RulesDispatch, until: datetime | None) -> None:
+    """Fire every alarm due by ``until`` (None: until nothing is pending) in time order, one at a time; between
+    firings: a killed process replaced, the phase faults, a paused holder resumed, the world's resolutions."""
+    while True:
+        await d.quiet()
+        if run.died:
+            point, run.died = run.died, ""
+            _recover(run, point)
+        await _phase_faults(run)
+        if d.agent != run.agent:  # killed, or a new population: a new process boots and re-arms from the log
+            await d.boot()
+            continue
+        await _resume_paused(run)
+        await deliver_resolutions(run)
+        if await d.fire():
+            continue
+        due = [t for t in (d.next_due(), run.world.next_due()) if t is not None]
+        nxt = min(due) if due else None
+        if nxt is None or (until is not None and nxt > until):
+            if until is None and run.paused:
+                await _resume_paused(run, force=True)
+                continue
+            return
+        if nxt <= run.clock.now():
+            return  # nothing fired and nothing is later: settled
+        run.clock.advance(seconds=(nxt - run.clock.now()).total_seconds())
+
+
+async def _drive_rules(run: Run) -> None:
+    d = RulesDispatch(run)
+    await d.boot()
+    start = run.clock.now()
+    try:
+        for step in sorted(run.spec.scenario.timeline, key=lambda s: s.at):
+            target = start + timedelta(seconds=step.at)
+            await _settle_rules(run, d, target)
+            if target > run.clock.now():
+                run.clock.advance(seconds=(target - run.clock.now()).total_seconds())
+                await deliver_resolutions(run)
+            await run.deliver(step)
+        await _settle_rules(run, d, None)
+    finally:
+        await d.stop()
+
+
 async def drive(run: Run) -> None:
+    if run.spec.arm == "rules":
+        await _drive_rules(run)
+        return
     start = run.clock.now()
     for step in sorted(run.spec.scenario.timeline, key=lambda s: s.at):
         target = start + timedelta(seconds=step.at)

@@ -165,6 +165,10 @@ class ScriptedReasoner:
         # the ids this turn's findings get are the seed's (a recording then replays to the same requests)
         obligations = [replace(o, obligation_id=f"ob-{run.rng.getrandbits(24):06x}") for o in c.obligations]
         suggestions = [replace(s, suggestion_id=f"sg-{run.rng.getrandbits(32):08x}") for s in c.suggestions]
+        # The read tools' answers are recorded after the turn (core/experiment/hands.py), by the agent, so they
+        # warrant no turn; a product tool answers within the turn. So a turn that asked for them asks for another
+        # look at once: the scheduler's forced wake-up (``rules``; the other arms' drivers see the new entries).
+        wake = 0.0 if any(n["tool"] == "scenario_lookup" for n in notes) else None
         return TurnOutput(
             hypotheses=list(c.hypotheses),
             suggestions=suggestions,
@@ -178,6 +182,7 @@ class ScriptedReasoner:
             ),
             model=self.model,
             tool_calls=notes,
+            wake_after=wake,
         )
 
 

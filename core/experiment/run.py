@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.actions import ActionDesk
+from core.agents.runtime import TurnResult
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
 from core.experiment.hands import after_turn
@@ -27,6 +28,7 @@ from core.experiment.scenario import Scenario
 from core.experiment.view import Cost, Folded, entry_lines, header, state_lines
 from core.experiment.world import WorldSim
 from core.obligations import lease_live
+from core.outbox import Dispatcher
 from core.store import LogStore
 from core.views import DEFAULT_BUDGET
 
@@ -112,6 +114,11 @@ class Run:
     desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
     pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
     agents: Any = None  # the turn runtimes (core/experiment/turns.py ``Agents``), built by the composition
+    # ``rules``: decklog's outbox dispatcher (its ``agents`` sender arms the TurnScheduler's turns) and the
+    # scheduler's (first_delay, debounce, max_wait), the product's settings; core/experiment/scheduled.py
+    dispatcher: Dispatcher | None = None
+    delays: tuple[float, float, float] = (60.0, 13.0, 60.0)
+    died: str = ""  # ``rules``: the fault point that killed the scheduled turn's process, until it is replaced
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)
@@ -242,6 +249,10 @@ class Run:
     async def step(self, scope: str) -> bool:
         self.steps += 1
         result = await self.agents.runtime().run_turn(scope, trigger="experiment", force=True)
+        return await self.after(scope, result)
+
+    async def after(self, scope: str, result: TurnResult) -> bool:
+        """What follows every arm's turn: the ``kill_after_append`` point, then the hands (core/experiment/hands.py)."""
         await self.maybe("kill_after_append", scope)
         return await after_turn(self, scope, result)
 

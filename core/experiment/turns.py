@@ -4,6 +4,10 @@ scripted policy as its reasoner, the run's action desk as its ``Proposer`` and c
 A new agent (a replacement after a kill, a worker that joins, a new population) is a new runtime: a fresh process
 with an empty view cache. ``kill_after_append`` dies between the turn's append and the hand-off of its proposals
 to the desk (the runtime's step after the record, "before the outbox").
+
+The ``rules`` arm's runtimes are ``ScheduledTurns``: decklog's ``TurnScheduler`` (core/experiment/scheduled.py)
+calls their ``run_turn`` with its own trigger and ``force``; each is the product turn followed by the hands, as
+``Run.step`` does for the other arms (the way bot/agents.py's ``TimedTurns`` wraps the same call for a histogram).
 """
 
 from __future__ import annotations
@@ -11,14 +15,42 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.agents.ports import ActionCatalogView
-from core.agents.runtime import TurnRuntime
+from core.agents.runtime import TurnResult, TurnRuntime
 from core.entries import Actor
 from core.experiment.hands import LEASE
 from core.experiment.reasoner import ScriptedReasoner
+from core.experiment.run import Killed
 from core.index import Index
 
 if TYPE_CHECKING:
     from core.experiment.run import Run
+
+
+class ScheduledTurns(TurnRuntime):
+    """A ``rules`` agent's process, as the scheduler runs it: ``TurnRuntime.run_turn``, then ``Run.after`` (the
+    ``kill_after_append`` point and the hands). A turn that covered nothing (``skipped``, ``raced``) is no step. A
+    kill (``Killed``, raised inside the turn or its hands) ends the process: the scheduler gets a ``skipped``
+    result, ``run.died`` names the point, and the driver boots a replacement, which re-arms from the log."""
+
+    def __init__(self, run: Run, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.run = run
+
+    async def run_turn(self, scope: str, *, trigger: str = "debounce", force: bool = False) -> TurnResult:
+        run = self.run
+        if run.died:
+            return TurnResult(scope, "skipped", f"the process died at {run.died}")
+        run.steps += 1
+        try:
+            result = await super().run_turn(scope, trigger=trigger, force=force)
+            if result.status in ("skipped", "raced"):
+                run.steps -= 1
+                return result
+            await run.after(scope, result)
+        except Killed as k:
+            run.died = str(k)
+            return TurnResult(scope, "skipped", f"the process died at {k}")
+        return result
 
 
 class _DyingProposer:
@@ -48,15 +80,17 @@ class Agents:
         """The current agent's runtime (``run.agent``)."""
         name = self.run.agent
         if name not in self._runtimes:
-            self._runtimes[name] = TurnRuntime(
-                self.run.store,
-                reasoner=ScriptedReasoner(self.run, name),
-                clock=self.run.clock,
-                index=self.index,
-                budget=self.run.spec.budget,
-                proposer=_DyingProposer(self.run),
-                catalog=self.catalog,
-                lease_seconds=LEASE,
-                instance=name,
-            )
+            run = self.run
+            kw: dict[str, Any] = {
+                "reasoner": ScriptedReasoner(run, name),
+                "clock": run.clock,
+                "index": self.index,
+                "budget": run.spec.budget,
+                "proposer": _DyingProposer(run),
+                "catalog": self.catalog,
+                "lease_seconds": LEASE,
+                "instance": name,
+            }
+            scheduled = run.spec.arm == "rules"
+            self._runtimes[name] = ScheduledTurns(run, run.store, **kw) if scheduled else TurnRuntime(run.store, **kw)
         return self._runtimes[name]
