@@ -43,14 +43,17 @@ async def _turn(run: Run, scope: str) -> bool:
         return True
 
 
-def _recover(run: Run, point: str) -> None:
-    """The killed agent is replaced (after its lease, when it died holding a claim)."""
+def _recover(run: Run, point: str) -> float:
+    """The killed agent is replaced (after its lease, when it died holding a claim: ``central`` and ``nm`` jump the
+    clock; ``rules`` boots the replacement that much later). Returns the wait."""
     run.generation += 1
     run.agent = f"agent-{run.generation}"
     if run.spec.arm == "central":
         run.forget()  # a new orchestrator reloads the journal
-    if point in ("kill_after_claim", "lease_expiry"):
-        run.clock.advance(seconds=LEASE + 1)
+    wait = LEASE + 1 if point in ("kill_after_claim", "lease_expiry") else 0.0
+    if wait and run.spec.arm != "rules":
+        run.clock.advance(seconds=wait)
+    return wait
 
 
 async def _phase_faults(run: Run) -> None:
@@ -120,14 +123,15 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
 
 async def _settle_rules(run: Run, d: RulesDispatch, until: datetime | None) -> None:
     """Fire every alarm due by ``until`` (None: until nothing is pending) in time order, one at a time; between
-    firings: a killed process replaced, the phase faults, a paused holder resumed, the world's resolutions."""
+    firings: a killed process replaced (when its lease ran out, if it held a claim; the inputs of the meantime are
+    delivered on time and wait in the log), the phase faults, a paused holder resumed, the world's resolutions."""
     while True:
         await d.quiet()
         if run.died:
             point, run.died = run.died, ""
-            _recover(run, point)
+            await d.die(_recover(run, point))
         await _phase_faults(run)
-        if d.agent != run.agent:  # killed, or a new population: a new process boots and re-arms from the log
+        if d.boot_due():  # killed, or a new population: a new process boots and re-arms from the log
             await d.boot()
             continue
         await _resume_paused(run)

@@ -44,7 +44,9 @@ def _texts(r: dict[str, Any]) -> list[tuple[str, datetime, str, str, str]]:
     async def read() -> list[tuple[str, datetime, str, str, str]]:
         rt = await Runtime.open(load_settings(data_dir=Path(r["data_dir"]), database_url=None))
         try:
-            return [(s, e.at, e.kind, e.actor.id, normalize(e.text)) for s in r["scopes"] for e in await rt.store.read(s)]
+            return [
+                (s, e.at, e.kind, e.actor.id, normalize(e.text)) for s in r["scopes"] for e in await rt.store.read(s)
+            ]
         finally:
             await rt.close()
 
@@ -95,3 +97,18 @@ def test_the_scheduled_arm_repeats_exactly(tmp_path: Path) -> None:
     assert {k: v for k, v in a.items() if k != "data_dir"} == {k: v for k, v in b.items() if k != "data_dir"}
     assert _texts(a) == _texts(b)
     assert a["correct"] is True
+
+
+def test_inputs_arrive_on_time_while_a_dead_holders_lease_runs_out(tmp_path: Path) -> None:
+    """``lease_expiry`` on the flapping alert: the paused holder's process is dead until its lease runs out; the
+    alert's flaps of the meantime are recorded at their own times (not in a burst when the replacement boots), so
+    the takeover's mitigation comes after the last flap and the alert ends resolved."""
+    r = _run(tmp_path, "flapping-alert", "lease_expiry")
+    assert r["correct"] is True and r["duplicate_effects"] == 0
+    log = _log(r)
+    flaps = [at for _s, at, kind, actor, p in log if kind == "observation" and actor == "generic" and p["data"]]
+    steps = next(s for s in scenario.builtin() if s.id == "flapping-alert").timeline
+    start = next(at for _s, at, kind, _a, _p in log if kind == "declared")
+    assert flaps[: len(steps)] == [start + timedelta(seconds=s.at) for s in steps]
+    boot = next(at for _s, at, kind, _a, p in log if kind == "agent_turn" and p["trigger"] == "boot")
+    assert boot > flaps[len(steps) - 1]
