@@ -22,6 +22,7 @@ from core.experiment.scheduled import RulesDispatch
 from core.obligations import lease_live
 
 MAX_STEPS = 60
+SUSPEND = 30 * 60.0  # seconds with no agents (``suspend``)
 
 
 async def has_work(run: Run, scope: str) -> bool:
@@ -56,19 +57,24 @@ def _recover(run: Run, point: str) -> float:
     return wait
 
 
-async def _phase_faults(run: Run) -> None:
+async def _phase_faults(run: Run) -> float:
+    """``suspend`` / ``replace_all`` at their phase. Returns how long the agents are away (``suspend``: 30 minutes;
+    ``central`` and ``nm`` jump the clock, ``rules``' process is down that long while the inputs arrive on time)."""
     if not run.due() or not run.scopes:
-        return
+        return 0.0
     if run.spec.fault == "suspend":
         run.fired = True
         await run.mark(run.scopes[0], "suspend")
-        run.clock.advance(minutes=30)
+        if run.spec.arm == "rules":
+            return SUSPEND
+        run.clock.advance(seconds=SUSPEND)
     elif run.spec.fault == "replace_all":
         run.fired = True
         await run.mark(run.scopes[0], "replace_all")
         run.generation += 10
         run.agent = f"agent-{run.generation}"
         run.forget()
+    return 0.0
 
 
 async def _round(run: Run, work: list[str]) -> None:
@@ -123,14 +129,16 @@ async def _resume_paused(run: Run, *, force: bool = False) -> None:
 
 async def _settle_rules(run: Run, d: RulesDispatch, until: datetime | None) -> None:
     """Fire every alarm due by ``until`` (None: until nothing is pending) in time order, one at a time; between
-    firings: a killed process replaced (when its lease ran out, if it held a claim; the inputs of the meantime are
-    delivered on time and wait in the log), the phase faults, a paused holder resumed, the world's resolutions."""
+    firings: a killed process replaced (when its lease ran out, if it held a claim), the phase faults (``suspend``:
+    no process for 30 minutes), a paused holder resumed, the world's resolutions. While no process runs, the inputs
+    arrive on time and wait in the log, and the replacement re-arms from it."""
     while True:
         await d.quiet()
         if run.died:
             point, run.died = run.died, ""
             await d.die(_recover(run, point))
-        await _phase_faults(run)
+        if away := await _phase_faults(run):
+            await d.die(away)
         if d.boot_due():  # killed, or a new population: a new process boots and re-arms from the log
             await d.boot()
             continue

@@ -9,6 +9,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.experiment.one import run_one
 from bot.runtime import Runtime
 from bot.settings import load_settings
@@ -99,11 +101,13 @@ def test_the_scheduled_arm_repeats_exactly(tmp_path: Path) -> None:
     assert a["correct"] is True
 
 
-def test_inputs_arrive_on_time_while_a_dead_holders_lease_runs_out(tmp_path: Path) -> None:
-    """``lease_expiry`` on the flapping alert: the paused holder's process is dead until its lease runs out; the
-    alert's flaps of the meantime are recorded at their own times (not in a burst when the replacement boots), so
-    the takeover's mitigation comes after the last flap and the alert ends resolved."""
-    r = _run(tmp_path, "flapping-alert", "lease_expiry")
+@pytest.mark.parametrize("fault", ["lease_expiry", "suspend"])
+def test_inputs_arrive_on_time_while_no_agent_process_runs(tmp_path: Path, fault: str) -> None:
+    """The flapping alert, with no agent process for a while: ``lease_expiry`` (the paused holder's process is dead
+    until its lease runs out) or ``suspend`` (30 minutes). The alert's flaps of the meantime are recorded at their
+    own times (not in a burst when the replacement boots), so the mitigation comes after the last flap and the
+    alert ends resolved."""
+    r = _run(tmp_path, "flapping-alert", fault)
     assert r["correct"] is True and r["duplicate_effects"] == 0
     log = _log(r)
     flaps = [at for _s, at, kind, actor, p in log if kind == "observation" and actor == "generic" and p["data"]]
