@@ -7,7 +7,9 @@ the clock to the next alarm's (or the world's, or the next input's) due time whe
 ``central`` and ``nm`` take a turn on a scope only when the log says there is work: its newest entry is not a turn
 that decided nothing, or an obligation is open with no live lease. ``nm`` lets one of M churning workers pick a
 scope with work at random; ``central`` turns every scope with work in order and keeps its transcript warm. When no
-scope has work, the virtual clock jumps to the world's next due time.
+scope has work, the virtual clock jumps to the world's next due time. After a kill (the lease of a claim it held)
+and under ``suspend``, no agent runs for a while (``Run.away_until``). No jump of the clock passes the next
+timeline input: the inputs arrive on time in every arm, and wait in the log while no agent runs.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _recover(run: Run, point: str) -> float:
         run.forget()  # a new orchestrator reloads the journal
     wait = LEASE + 1 if point in ("kill_after_claim", "lease_expiry") else 0.0
     if wait and run.spec.arm != "rules":
-        run.clock.advance(seconds=wait)
+        run.away_until = run.clock.now() + timedelta(seconds=wait)
     return wait
 
 
@@ -67,7 +69,7 @@ async def _phase_faults(run: Run) -> float:
         await run.mark(run.scopes[0], "suspend")
         if run.spec.arm == "rules":
             return SUSPEND
-        run.clock.advance(seconds=SUSPEND)
+        run.away_until = run.clock.now() + timedelta(seconds=SUSPEND)
     elif run.spec.fault == "replace_all":
         run.fired = True
         await run.mark(run.scopes[0], "replace_all")
@@ -92,30 +94,43 @@ async def _round(run: Run, work: list[str]) -> None:
         await _turn(run, scope)
 
 
-async def _settle(run: Run, budget: int) -> None:
-    while budget > 0:
+async def _settle(run: Run, budget: int, until: datetime | None = None) -> None:
+    """Rounds of turns on the scopes with work, up to ``budget``, until the next timeline input's time ``until``
+    (None: until nothing is left to do)."""
+    while budget > 0 and (until is None or run.clock.now() < until):
         budget -= 1
         await _phase_faults(run)
-        work = [s for s in run.scopes if await has_work(run, s)]
+        work = [] if _away(run) else [s for s in run.scopes if await has_work(run, s)]
         if work:
             await _round(run, work)
-            run.clock.advance(seconds=5)
+            _advance(run, run.clock.now() + timedelta(seconds=5), until)
             await _resume_paused(run)
-        elif not await _idle(run):
+        elif not await _idle(run, until):
             return
         await deliver_resolutions(run)
 
 
-async def _idle(run: Run) -> bool:
-    """Nothing to do now: resume a paused holder, or jump to the world's next due time. False when neither."""
-    if run.paused:
+def _away(run: Run) -> bool:
+    return run.away_until is not None and run.clock.now() < run.away_until
+
+
+def _advance(run: Run, to: datetime, until: datetime | None) -> None:
+    """Move the clock to ``to``, never past ``until`` (the next timeline input)."""
+    to = min(to, until) if until is not None else to
+    if to > run.clock.now():
+        run.clock.advance(seconds=(to - run.clock.now()).total_seconds())
+
+
+async def _idle(run: Run, until: datetime | None = None) -> bool:
+    """Nothing to do now: wait out the agents' absence, resume a paused holder, or jump to the world's next due
+    time (never past ``until``). False when there is nothing to wait for before ``until``."""
+    due = [t for t in (run.world.next_due(), run.away_until if _away(run) else None) if t is not None]
+    if run.paused and not _away(run):
         await _resume_paused(run, force=True)
         return True
-    due = run.world.next_due()
-    if due is None:
+    if not due or (until is not None and min(due) > until):
         return False
-    if due > run.clock.now():
-        run.clock.advance(seconds=(due - run.clock.now()).total_seconds())
+    _advance(run, min(due), until)
     return True
 
 
@@ -175,6 +190,12 @@ async def _drive_rules(run: Run) -> None:
         await d.stop()
 
 
+def next_at(run: Run, at: float, start: datetime) -> datetime | None:
+    """When the timeline's next input after offset ``at`` is due (None: it was the last)."""
+    later = sorted(s.at for s in run.spec.scenario.timeline if s.at > at)
+    return start + timedelta(seconds=later[0]) if later else None
+
+
 async def drive(run: Run) -> None:
     if run.spec.arm == "rules":
         await _drive_rules(run)
@@ -187,7 +208,7 @@ async def drive(run: Run) -> None:
             await deliver_resolutions(run)
         await run.deliver(step)
         if run.scopes:
-            await _settle(run, 12)
+            await _settle(run, 12, next_at(run, step.at, start))
     await _settle(run, MAX_STEPS)
     while run.paused:  # a holder still paused when the step budget ran out wakes up before the run ends
         await _resume_paused(run, force=True)

@@ -16,6 +16,7 @@ import json
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -119,6 +120,7 @@ class Run:
     dispatcher: Dispatcher | None = None
     delays: tuple[float, float, float] = (60.0, 13.0, 60.0)
     died: str = ""  # ``rules``: the fault point that killed the scheduled turn's process, until it is replaced
+    away_until: datetime | None = None  # ``central`` / ``nm``: no agent runs before this (a kill's lease, ``suspend``)
 
     def __post_init__(self) -> None:
         self.world = WorldSim(self.spec.scenario, fences=self.spec.fences)
