@@ -14,6 +14,8 @@ Measured:
 - receiver throughput (alerts acknowledged per second, ``concurrency`` requests in flight) and request latency,
   against a baseline measured in the same round: the same requests to a no-op aiohttp handler that reads the body
   and answers 202 JSON (same client, same loop);
+- the server process's CPU time per alert (all its threads, the load generator excluded) against raw
+  ``LogStore.append``'s per append: on a shared machine, less sensitive to other load than the rates;
 - alert → Slack header latency (p50/p99) for the alerts that open incidents: from the request being sent to the
   fake Slack receiving ``chat.postMessage`` for that incident's header;
 - Slack messages per alert once every alert is summarised: headers, alert summaries and anything else posted
@@ -177,12 +179,13 @@ async def store_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Samp
             await store.append(f"incident/svc-{f % storm.services}", [entry])
             latencies.append(time.perf_counter() - started)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         await asyncio.gather(*(worker() for _ in range(concurrency)))
+        cpu = time.process_time() - cpu
     finally:
         await store.close()
-    return Sample(storm.alerts, time.perf_counter() - started, latencies)
+    return Sample(storm.alerts, time.perf_counter() - started, latencies, cpu_seconds=cpu)
 
 
 # -- decklog -----------------------------------------------------------------------------------------------------
@@ -214,8 +217,9 @@ async def decklog_storm(
     server = DecklogServer(settings, config=config)
     await server.start()
     try:
-        began = time.time()
+        began, cpu = time.time(), time.process_time()
         result = await blast_from_child(server.url + "/alerts/generic", storm, concurrency)
+        cpu = time.process_time() - cpu  # this (server) process only: the load generator is a child
         bad = [s for s in result.statuses if s != 202]
         if bad:
             raise SystemExit(f"{len(bad)} requests were not accepted (first: {bad[0]})")
@@ -296,7 +300,7 @@ async def decklog_storm(
         }
         updates = [c for c in fake.calls_to("chat.update") if (c.args.get("channel"), c.args.get("ts")) in header_ts]
         return StormResult(
-            sample=Sample(storm.alerts, result.seconds, result.latencies),
+            sample=Sample(storm.alerts, result.seconds, result.latencies, cpu_seconds=cpu),
             incidents=len(opened),
             outcomes=outcomes,
             header_latencies=[headers[s] - opened[s] for s in opened if s in headers],
@@ -479,6 +483,8 @@ def report(
     )
     floor_rate = median([f.rate for f in floor])
     floor_ratio = median([r.sample.rate / f.rate for r, f in zip(runs, floor, strict=True) if f.rate > 0])
+    cpu_us = median([r.sample.cpu_us_per_op for r in runs])
+    floor_cpu_us = median([f.cpu_us_per_op for f in floor])
     rows = [
         [
             "receiver throughput",
@@ -493,6 +499,14 @@ def report(
             f"{fmt_rate(floor_rate)} appends/s",
             fmt_ratio(floor_ratio),
             "baseline: raw LogStore.append of the same observations (no HTTP, routing or dispatch)",
+        ],
+        [
+            "server CPU per alert",
+            f"{cpu_us:,.0f} µs",
+            f"{floor_cpu_us:,.0f} µs",
+            fmt_ratio(cpu_us / floor_cpu_us),
+            "process CPU (all threads) while the requests ran, per alert; baseline: per raw append. Less "
+            "sensitive than rates to other load on a shared machine",
         ],
         [
             "request latency p50",

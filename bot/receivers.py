@@ -228,6 +228,8 @@ class Receivers:
 
     def _evidence(self, payload: object, body: bytes) -> dict[str, Any]:
         """The vendor payload as evidence, capped at ``raw_evidence_bytes`` (text when it cannot be JSON)."""
+        if _shallow(body) and not _may_hold_surrogates(body):
+            return truncate_raw(payload, self.raw_bytes)  # the common case: nothing to check or replace
         if _depth(payload) <= RAW_DEPTH_MAX:
             try:
                 text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
@@ -317,6 +319,17 @@ def _json(body: bytes) -> object:
         raise Refused(400, "malformed JSON: nested too deeply") from None
     except ValueError as exc:
         raise Refused(400, f"malformed JSON: {exc}") from None
+
+
+def _shallow(body: bytes) -> bool:
+    """JSON nested ``n`` deep has at least ``n`` opening brackets: few brackets, no need to walk it (``_depth``)."""
+    return body.count(b"{") + body.count(b"[") <= RAW_DEPTH_MAX
+
+
+def _may_hold_surrogates(body: bytes) -> bool:
+    """Only a ``\\udXXX`` escape makes a lone surrogate (strict UTF-8 never decodes to one): without one, the
+    parsed payload stores as UTF-8 as it is."""
+    return b"\\ud" in body or b"\\uD" in body
 
 
 def _depth(value: object) -> int:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -41,11 +42,18 @@ from core.store.ports import (
     VerifyReport,
     notify_listeners,
 )
-from core.store.scope_files import ScopeFile, ScopeFiles
+from core.store.scope_files import SQL, ScopeFile, ScopeFiles
 from core.store.spares import SpareFiles
 from core.store.sqlite_outbox import SqliteOutbox
 from core.store.staging import Batch, Lookups, new_entry_id, stage
-from core.store.statements import raw_cursor, row_to_entry, trusted_row_to_entry
+from core.store.statements import (
+    KEYS_PER_SELECT,
+    raw_cursor,
+    raw_rows,
+    row_to_entry,
+    select_by_keys,
+    trusted_row_to_entry,
+)
 from core.store.verify import verify_rows
 
 __all__ = [
@@ -288,15 +296,19 @@ class SqliteLogStore(SqliteOutbox):
         return stage(b, entries, expected_version, request_key, now=self.clock.now(), look=look)
 
     def _lookups(self, conn: Connection, b: Batch) -> Lookups:
-        e, key_col = t.entries, t.entries.c.idempotency_key
+        """Key lookups as compiled text on the DBAPI cursor (core/store/statements.py): through
+        ``Connection.execute`` the expanding ``IN`` was recompiled on every append and was most of staging."""
 
         def by_request_key(key: str) -> list[Entry]:
-            where = sa.or_(key_col == key, sa.and_(key_col > key + "#", key_col < key + "$"))
-            rows = conn.execute(sa.select(e).where(where).order_by(e.c.seq)).all()
+            rows = raw_rows(conn, SQL.select_by_request_key, {"key": key, "lo": key + "#", "hi": key + "$"})
             return [trusted_row_to_entry(b.scope, r) for r in rows]
 
         def by_entry_keys(keys: list[str]) -> list[Entry]:
-            rows = conn.execute(sa.select(e).where(key_col.in_(keys)).order_by(e.c.seq)).all()
+            rows: list[Any] = []
+            for start in range(0, len(keys), KEYS_PER_SELECT):
+                part = keys[start : start + KEYS_PER_SELECT]
+                rows.extend(raw_rows(conn, select_by_keys(len(part)), {f"k{i}": k for i, k in enumerate(part)}))
+            rows.sort(key=lambda r: r.seq)
             return [trusted_row_to_entry(b.scope, r) for r in rows]
 
         return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id, chain_key=self.chain_key)

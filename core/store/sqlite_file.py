@@ -13,6 +13,7 @@ See docs/decisions.md.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -194,8 +195,8 @@ class SqliteFile(Generic[C]):
         try:
             with conn.begin():
                 return fn(conn)
-        except sa.exc.OperationalError as exc:
-            raise StorageError(f"reading {self.path.name}: {exc.orig}") from exc
+        except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
+            raise StorageError(f"reading {self.path.name}: {getattr(exc, 'orig', exc)}") from exc
 
     def _open_reader(self) -> None:
         """Under ``_read_lock``."""
@@ -283,9 +284,9 @@ class SqliteFile(Generic[C]):
                     for req in batch:
                         self._run_one(conn, ctx, req)
                     self._end_batch(conn, ctx)
-            except sa.exc.OperationalError as exc:
+            except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
                 self._on_abort()
-                raise StorageError(f"writing {self.path.name}: {exc.orig}") from exc
+                raise StorageError(f"writing {self.path.name}: {getattr(exc, 'orig', exc)}") from exc
             except BaseException:
                 self._on_abort()
                 raise
@@ -297,13 +298,13 @@ class SqliteFile(Generic[C]):
         savepoint = conn.begin_nested() if req.savepoint else None
         try:
             req.result = req.fn(conn, ctx)
-        except sa.exc.IntegrityError as exc:
+        except (sa.exc.IntegrityError, sqlite3.IntegrityError) as exc:
             if savepoint is None:
                 raise
             savepoint.rollback()
-            req.error = StorageError(f"integrity: {exc.orig}")
-        except sa.exc.SQLAlchemyError:
-            raise  # the connection or the file is in trouble: the whole batch fails
+            req.error = StorageError(f"integrity: {getattr(exc, 'orig', exc)}")
+        except (sa.exc.SQLAlchemyError, sqlite3.Error):
+            raise  # the connection or the file is in trouble (also from compiled text on the cursor): the batch fails
         except Exception as exc:  # the request's own error (bad input, a bug in its decide)
             if savepoint is not None:
                 savepoint.rollback()

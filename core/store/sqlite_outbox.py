@@ -6,8 +6,6 @@ A mixin of ``SqliteLogStore``: it uses the store's scope files (``_use``), stagi
 
 from __future__ import annotations
 
-import collections
-import functools
 import json
 import time
 from collections.abc import Sequence
@@ -22,19 +20,7 @@ from core.store import schema as t
 from core.store.ports import AppendResult, Decide, OutboxItem, OutboxSummary, ParkedItem, ScopeRef
 from core.store.scope_files import SQL, ScopeFile
 from core.store.staging import Batch
-from core.store.statements import raw_cursor, trusted_row_to_entry
-
-
-@functools.cache
-def _row_type(names: tuple[str, ...]) -> Any:
-    return collections.namedtuple("Row", names)
-
-
-def raw_rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
-    """Rows of a compiled statement, each with its columns as attributes."""
-    cur = raw_cursor(conn).execute(sql, params)
-    make = _row_type(tuple(d[0] for d in cur.description))._make
-    return [make(row) for row in cur.fetchall()]
+from core.store.statements import raw_cursor, raw_rows, trusted_row_to_entry
 
 
 class SqliteOutbox:
@@ -74,13 +60,11 @@ class SqliteOutbox:
         async with self._use(scope) as sf:
 
             def w(conn: Connection, _b: Batch) -> None:
-                conn.execute(
-                    t.outbox.update()
-                    .where(t.outbox.c.topic == topic, t.outbox.c.seq.in_(list(seqs)))
-                    .values(published_at=now)
-                )
+                # compiled text on the cursor: a storm flushes marks for every topic of every incident
+                rows = [{"topic": topic, "seq": seq, "now": now} for seq in dict.fromkeys(seqs)]
+                raw_cursor(conn).executemany(SQL.mark_done, rows)
 
-            await sf.file.write(w, durable=False)
+            await sf.file.write(w, savepoint=False, durable=False)  # fails only with the file: then the batch does
 
     async def outbox_failed(
         self, scope: ScopeRef, topic: str, seq: int, *, attempts: int, next_attempt_at: float, error: str

@@ -10,6 +10,7 @@ A PostgreSQL backend compiles the same constructs for its own dialect.
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -55,6 +56,13 @@ SELECT_PENDING = (
 SELECT_MEMOS = sa.select(t.sender_memo.c.key, t.sender_memo.c.value).where(
     t.sender_memo.c.topic == sa.bindparam("topic")
 )
+_KEY = t.entries.c.idempotency_key
+#: The stored entries of a request key: the key itself and its ``key#n`` siblings (``#`` < ``$``, nothing between).
+SELECT_BY_REQUEST_KEY = (
+    sa.select(t.entries)
+    .where(sa.or_(_KEY == sa.bindparam("key"), sa.and_(_KEY > sa.bindparam("lo"), _KEY < sa.bindparam("hi"))))  # noqa: SIM300
+    .order_by(t.entries.c.seq)
+)
 MARK_DONE = (
     t.outbox.update()
     .where(t.outbox.c.topic == sa.bindparam("topic"), t.outbox.c.seq == sa.bindparam("seq"))
@@ -75,6 +83,7 @@ class Compiled:
     select_pending: str
     select_memos: str
     mark_done: str
+    select_by_request_key: str
 
 
 def _text(stmt: Any, dialect: Dialect) -> str:
@@ -99,12 +108,45 @@ def compiled(dialect_name: str = "sqlite") -> Compiled:
         select_pending=_text(SELECT_PENDING, d).replace(" OFFSET :param_1", ""),
         select_memos=_text(SELECT_MEMOS, d),
         mark_done=_text(MARK_DONE, d),
+        select_by_request_key=_text(SELECT_BY_REQUEST_KEY, d),
     )
+
+
+#: ``select_by_keys`` texts are made for up to this many keys; a longer list is looked up in slices.
+KEYS_PER_SELECT = 64
+
+
+@cache
+def select_by_keys(n: int, dialect_name: str = "sqlite") -> str:
+    """The stored entries whose idempotency key is one of ``:k0`` … ``:k{n-1}`` (1 ≤ n ≤ ``KEYS_PER_SELECT``),
+    in seq order: one text per list length, compiled once (the append path's duplicate check; the partial
+    unique index on the key serves it)."""
+    if not 1 <= n <= KEYS_PER_SELECT or dialect_name != "sqlite":
+        raise ValueError(f"no select_by_keys({n}, {dialect_name!r})")
+    from sqlalchemy.dialects import sqlite
+
+    stmt = sa.select(t.entries).where(_KEY.in_([sa.bindparam(f"k{i}") for i in range(n)])).order_by(t.entries.c.seq)
+    return _text(stmt, sqlite.dialect(paramstyle="named"))
 
 
 def raw_cursor(conn: Connection) -> Any:
     """The DBAPI cursor of a SQLAlchemy connection, inside its current transaction."""
     return conn.connection.cursor()
+
+
+@cache
+def _row_type(names: tuple[str, ...]) -> Any:
+    return collections.namedtuple("Row", names)
+
+
+def raw_rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+    """Rows of a compiled statement run on the DBAPI cursor, each with its columns as attributes."""
+    cur = raw_cursor(conn).execute(sql, params)
+    rows = cur.fetchall()
+    if not rows:
+        return []
+    make = _row_type(tuple(d[0] for d in cur.description))._make
+    return [make(row) for row in rows]
 
 
 def row_to_entry(scope: str, row: Any) -> Entry:

@@ -365,3 +365,61 @@ async def test_a_topic_with_kinds_gets_rows_only_for_those_kinds(tmp_path: Path)
         assert [i.entry.seq for i in await reopened.outbox_pending(SCOPE, "links")] == [4]
     finally:
         await reopened.close()
+
+
+# -- key lookups as compiled text --------------------------------------------------------------------------------
+
+
+def keyed(n: int, prefix: str) -> list[NewEntry]:
+    return [message(f"{prefix} {i}", key=f"{prefix}:{i}") for i in range(n)]
+
+
+async def test_a_request_with_more_entry_keys_than_one_lookup_takes_still_finds_a_stored_one(
+    store: SqliteLogStore,
+) -> None:
+    """``select_by_keys`` takes at most ``KEYS_PER_SELECT`` keys: a longer list is looked up in slices."""
+    await declare(store)
+    first = await store.append(SCOPE, keyed(150, "a"))
+    assert not first.duplicate and len(first.entries) == 150
+    stored = {e.idempotency_key: e for e in first.entries}
+    again = await store.append(SCOPE, [*keyed(130, "b"), message("old", key="a:140"), message("old", key="a:3")])
+    assert again.duplicate
+    assert [e.id for e in again.entries] == [stored["a:3"].id, stored["a:140"].id]  # in seq order
+    fresh = await store.append(SCOPE, keyed(150, "c"))
+    assert not fresh.duplicate
+    entries = await read_all(store)
+    assert len(entries) == 1 + 150 + 150
+    assert_gapless_chain(entries)
+
+
+async def test_a_retried_request_key_finds_all_its_entries_and_no_neighbour_key(store: SqliteLogStore) -> None:
+    await declare(store)
+    first = await store.append(SCOPE, [message("a"), message("b"), message("c")], idempotency_key="ev")
+    await store.append(SCOPE, [message("x")], idempotency_key="ev2")  # not one of ev's entries ("ev#n" only)
+    await store.append(SCOPE, [message("y")], idempotency_key="e")
+    again = await store.append(SCOPE, [message("other")], idempotency_key="ev")
+    assert again.duplicate
+    assert [e.id for e in again.entries] == [e.id for e in first.entries]
+    assert [e.idempotency_key for e in again.entries] == ["ev", "ev#2", "ev#3"]
+
+
+async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(store: SqliteLogStore) -> None:
+    """A DBAPI error from compiled text on the cursor (not wrapped by SQLAlchemy) is the file's trouble, as a
+    SQLAlchemy error is: every request of the batch fails with ``StorageError`` and nothing of it commits."""
+    from core.errors import StorageError
+    from core.store.statements import raw_cursor
+
+    await declare(store)
+    file = scope_file(store)
+
+    def broken(conn: Any, _b: Any) -> None:
+        raw_cursor(conn).execute("UPDATE no_such_table SET x = 1")
+
+    bad, neighbour = await asyncio.gather(
+        file.write(broken, savepoint=False), store.append(SCOPE, [message("same batch")]), return_exceptions=True
+    )
+    assert isinstance(bad, StorageError)
+    assert isinstance(neighbour, StorageError)
+    assert [e.kind for e in await read_all(store)] == ["declared"]
+    after = await store.append(SCOPE, [message("next batch")])
+    assert after.entries[0].seq == 2

@@ -129,6 +129,26 @@ async def test_a_retry_of_the_same_notification_appends_nothing_but_a_new_notifi
     assert [bool(e.payload.raw) for e in observations] == [True, True]
 
 
+async def test_a_resend_that_changes_nothing_writes_nothing_durable(world: World) -> None:
+    """README: "a resend that changes nothing writes nothing" — no row, no outbox row, not one WAL frame."""
+    first, _ = await world.send(alert(event_id="ev-1"), alert("fp-other", event_id="ev-9"))
+    await world.dispatcher.idle()
+    await world.dispatcher.marks.flush()
+    file = world.store._files[first.scope].file
+    wal = Path(str(file.path) + "-wal")
+
+    def written() -> tuple[int, int]:
+        assert file._conn is not None
+        return file._conn.connection.dbapi_connection.total_changes, wal.stat().st_size
+
+    before, version = written(), (await world.store.get_state(first.scope)).version
+    outcomes = await world.send(alert(event_id="ev-1"), alert("fp-other", event_id="ev-9"))
+    assert {o.outcome for o in outcomes} == {"duplicate"} and {o.scope for o in outcomes} == {first.scope}
+    assert not any(o.appended for o in outcomes)
+    assert written() == before
+    assert (await world.store.get_state(first.scope)).version == version
+
+
 async def test_a_retry_through_another_router_after_a_restart_is_still_a_duplicate(world: World) -> None:
     (first,) = await world.send(alert(event_id="ev-1"))
     await world.dispatcher.idle()
