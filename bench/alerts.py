@@ -47,7 +47,7 @@ from aiohttp import web
 from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, median, note, percentile, verdict
 from bot.config import load_config
 from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from bot.server import DecklogServer
+from bot.server import DecklogServer, freeze_heap
 from bot.settings import Settings, example_config_path
 from core.alerts import SUMMARY_SOURCE
 from core.entries import Actor, NewEntry
@@ -216,6 +216,7 @@ async def decklog_storm(
     settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
     server = DecklogServer(settings, config=config)
     await server.start()
+    freeze_heap()  # as `decklog serve` does after its start
     try:
         began, cpu = time.time(), time.process_time()
         result = await blast_from_child(server.url + "/alerts/generic", storm, concurrency)
@@ -352,6 +353,7 @@ async def big_notifications(
     settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
     server = DecklogServer(settings, config=load_config(example_config_path()))
     await server.start()
+    freeze_heap()  # as `decklog serve` does after its start
     out: list[float] = []
     drains: list[float] = []
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

@@ -195,6 +195,15 @@ async def _quietly(stopper: Stopper) -> None:
         log.exception("error while stopping")
 
 
+def freeze_heap() -> None:
+    """Once the server has started: everything made so far (modules, schemas, the app) lives as long as the
+    process, so move it out of the garbage collector's reach, and a full collection walks only what requests
+    created. Unfrozen, full collections paused the event loop for 120-300 ms under load (acks and deliveries wait
+    behind them). ``decklog serve`` calls it; so do the benches that run the server in process."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
     logging.basicConfig(
         level=os.environ.get("DECKLOG_LOG_LEVEL", "INFO").upper(),
@@ -212,11 +221,7 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await server.start()
-        # Everything made so far (modules, schemas, the app) lives as long as the process: move it out of the
-        # garbage collector's reach, so that a full collection walks only what requests created. Unfrozen, full
-        # collections paused the event loop for 120-300 ms under load (acks and deliveries wait behind them).
-        gc.collect()
-        gc.freeze()
+        freeze_heap()
         mode = {
             "sandbox": "the local sandbox workspace",
             "http": "Slack over HTTP",
