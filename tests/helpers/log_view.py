@@ -144,6 +144,17 @@ def headers_by_scope(fake: FakeSlack, channel: str = GENERAL) -> Counter[str]:
     )
 
 
+def _header_posts(fake: FakeSlack, scope: str, channel: str = GENERAL) -> str:
+    """The header messages of ``scope`` (when there is more than one: which entry each names, and its ts)."""
+    posts = [
+        f"{((m.metadata or {}).get('event_payload') or {}).get('entry_id')}@{m.ts}"
+        for m in fake.workspace.messages.all(fake.workspace.channel(channel).id)
+        if (m.metadata or {}).get("event_type") == "decklog_header"
+        and ((m.metadata or {}).get("event_payload") or {}).get("scope") == scope
+    ]
+    return f" ({', '.join(posts)})" if len(posts) > 1 else ""
+
+
 def _count(lost: list[str], dups: list[str], what: str, n: int) -> None:
     if n == 0:
         lost.append(what)
@@ -179,7 +190,7 @@ def judge_log(log: dict[str, ScopeFile], fake: FakeSlack, acked: Acked) -> Verdi
         _count(v.lost, v.duplicates, f"alert {fingerprint}", firing[fingerprint])
     headers = headers_by_scope(fake)
     for scope in incidents:
-        _count(v.lost, v.duplicates, f"header of {scope}", headers[scope])
+        _count(v.lost, v.duplicates, f"header of {scope}{_header_posts(fake, scope)}", headers[scope])
     for (scope, entry_id, key), n in slack_entry_posts(fake).items():
         if n > 1 and key != "header":
             v.duplicates.append(f"slack post {scope} {entry_id} {key} ×{n}")
