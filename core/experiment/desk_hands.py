@@ -120,6 +120,8 @@ async def _resolutions(run: Run) -> None:
 
 async def deliver_resolutions(run: Run) -> None:
     """The world resolves its alerts once a mitigation has had ``resolve_after`` seconds to work."""
-    for fp in run.world.due_resolutions(run.clock.now()):
-        body = {"title": fp, "fingerprint": fp, "status": "resolved", "event_id": f"{fp}:resolved:world"}
+    now = run.clock.now()
+    for fp in run.world.due_resolutions(now):
+        event_id = f"{fp}:resolved:world:{now.timestamp():.0f}"  # its own notification each time it clears
+        body = {"title": fp, "fingerprint": fp, "status": "resolved", "event_id": event_id}
         await run.inputs.alert(body)

@@ -140,6 +140,8 @@ class Run:
                 "service": step.service,
                 "event_id": f"{step.fingerprint}:{step.status}:{step.at:g}",
             }
+            if step.status == "firing":
+                self.world.fired(step.fingerprint, self.clock.now())
             for scope in await self.inputs.alert(body, times=2 if self.spec.fault == "dup_delivery" else 1):
                 if scope not in self.scopes:
                     self.scopes.append(scope)

@@ -22,6 +22,7 @@ class WorldSim:
         self._bad = {h.key() for h in scenario.world.harmful}
         self._resolve_at: datetime | None = None
         self._resolved = False
+        self._again: dict[str, datetime] = {}  # an alert that fired after the resolution -> when it clears
 
     def apply(self, action: str, params: dict[str, Any], *, fence: int, resource: str) -> str:
         """Apply an effect; a fenced resource refuses a token older than the newest it has seen."""
@@ -39,15 +40,26 @@ class WorldSim:
         if self._resolve_at is None:
             self._resolve_at = now + timedelta(seconds=self.scenario.world.resolve_after)
 
+    def fired(self, fingerprint: str, now: datetime) -> None:
+        """A timeline alert fired. One the mitigation covers that fires after the world resolved (a late or
+        flapping notification of a cause already fixed) clears again ``resolve_after`` later, as it would."""
+        if self._resolved and fingerprint in self.scenario.world.resolves:
+            self._again.setdefault(fingerprint, now + timedelta(seconds=self.scenario.world.resolve_after))
+
     def next_due(self) -> datetime | None:
-        return self._resolve_at if self._resolve_at is not None and not self._resolved else None
+        due = [*self._again.values(), *([self._resolve_at] if self._resolve_at and not self._resolved else [])]
+        return min(due) if due else None
 
     def due_resolutions(self, now: datetime) -> tuple[str, ...]:
-        """The alerts that resolve now: once, when the mitigation has had ``resolve_after`` seconds."""
+        """The alerts that resolve now: those the mitigation covers, once it has had ``resolve_after`` seconds;
+        then each one that fired again after that, ``resolve_after`` after it did."""
+        again = tuple(fp for fp, at in sorted(self._again.items()) if at <= now)
+        for fp in again:
+            del self._again[fp]
         if self._resolve_at is None or self._resolved or now < self._resolve_at:
-            return ()
+            return again
         self._resolved = True
-        return self.scenario.world.resolves
+        return self.scenario.world.resolves + again
 
     def observe(self, action: str, params: dict[str, Any]) -> bool:
         """Reconcile: was this effect applied?"""
