@@ -45,6 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.agents.due_turns import DueTurns
+from core.agents.recover_proposals import recover_proposals
 from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
 from core.agents.triggers import warranting
 from core.alarm import KEYS_KEPT, Alarm
@@ -310,6 +311,8 @@ class TurnScheduler:
             scope = str(sid)
             if self.due_turns is None or not await self.due_turns.held(scope):  # else: a live replica's turn runs
                 await self.runtime.recover_progress(scope)
+                rt = self.runtime
+                await recover_proposals(rt.store, rt.proposer, rt.actor, scope)  # a crash between record and desk
             try:
                 questions = await self.unanswered(scope)
                 state = await self.store.get_state(scope)
