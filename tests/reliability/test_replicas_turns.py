@@ -168,15 +168,21 @@ async def _no_rows(r: Replica) -> bool:
     return not await r.due.rows()
 
 
+async def held_turn(r: Replica, scope: str) -> asyncio.Event:
+    """Declare ``scope`` on ``r`` and start its turn, held in the reasoner until the returned gate is set."""
+    gate = asyncio.Event()
+    r.reasoner.gate = gate
+    await declare(r, scope)
+    await r.scheduler.arm_pending()
+    await eventually(lambda: len(r.reasoner.calls) == 1, timeout=20, what=f"{scope}'s turn started")
+    return gate
+
+
 async def test_a_renewed_lease_keeps_a_long_turn_and_an_unrenewed_one_moves(pair: tuple[Replica, Replica]) -> None:
     a, b = pair
     a.due.lease_s = b.due.lease_s = 3.0
-    gate = asyncio.Event()
-    a.reasoner.gate = gate
     scope = "incident/long"
-    await declare(a, scope)
-    await a.scheduler.arm_pending()
-    await eventually(lambda: len(a.reasoner.calls) == 1, timeout=20, what="a's turn started")
+    gate = await held_turn(a, scope)
     b.scheduler.due_turns.start(b.scheduler.run_due, b.scheduler.due_in, b.scheduler._spawn)  # type: ignore[union-attr]
     [first] = await a.due.rows()
     await eventually(lambda: _lease_moved(a, float(first["lease_in"])), timeout=20, what="a renewal")  # type: ignore[arg-type]
@@ -215,12 +221,8 @@ async def test_a_booting_replica_leaves_the_progress_of_a_turn_another_replica_r
     a, b = pair
     progress = Recovered()
     b.scheduler.runtime.progress = progress
-    gate = asyncio.Event()
-    a.reasoner.gate = gate
     scope = "incident/shown"
-    await declare(a, scope)
-    await a.scheduler.arm_pending()
-    await eventually(lambda: len(a.reasoner.calls) == 1, timeout=20, what="a's turn started")
+    gate = await held_turn(a, scope)
     await b.scheduler.arm_pending()  # b boots while a's turn runs: a's reaction is not stale
     assert scope not in progress.recovered
     gate.set()

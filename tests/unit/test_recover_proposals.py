@@ -5,27 +5,16 @@ again: once, however many replicas boot, and never when it did reach the desk.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from core.agents.recover_proposals import recover_proposals
 from core.entries import Actor, NewEntry
 from core.store import SqliteLogStore
+from tests.unit.test_agents import RecordingProposer
 
 AGENT = Actor.agent("rules", "decklog rules")
 ALICE = Actor.human("U0ALICE", "alice")
 SCOPE = "incident/lost-proposal"
 CALL = {"tool": "propose", "action": "rollback_deploy", "params": {"service": "api"}, "obligation_id": "ob-1"}
-
-
-class Desk:
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    async def propose(
-        self, scope: str, *, action: str, params: dict[str, Any], rationale: str, obligation_id: str, actor: Actor
-    ) -> str:
-        self.calls.append({"scope": scope, "action": action, "params": params, "obligation_id": obligation_id})
-        return "parked p-1 for approval"
 
 
 async def _recorded_turn(store: SqliteLogStore) -> None:
@@ -40,12 +29,18 @@ async def test_a_lost_proposal_is_proposed_again_once(tmp_path: Path) -> None:
     store = SqliteLogStore(tmp_path)
     try:
         await _recorded_turn(store)
-        desk = Desk()
+        desk = RecordingProposer()
         assert await recover_proposals(store, desk, AGENT, SCOPE) == 1
         assert desk.calls == [
-            {"scope": SCOPE, "action": "rollback_deploy", "params": {"service": "api"}, "obligation_id": "ob-1"}
+            {
+                "scope": SCOPE,
+                "action": "rollback_deploy",
+                "params": {"service": "api"},
+                "obligation_id": "ob-1",
+                "actor": AGENT.id,
+            }
         ]
-        other = Desk()  # a second replica booting, or this one again
+        other = RecordingProposer()  # a second replica booting, or this one again
         assert await recover_proposals(store, other, AGENT, SCOPE) == 0
         assert other.calls == []
     finally:
@@ -64,7 +59,7 @@ async def test_a_proposal_that_reached_the_desk_is_left_alone(tmp_path: Path) ->
             "obligation_id": "ob-1",
         }
         await store.append(SCOPE, [NewEntry.make("proposal", AGENT, made)])
-        desk = Desk()
+        desk = RecordingProposer()
         assert await recover_proposals(store, desk, AGENT, SCOPE) == 0
         assert desk.calls == []
     finally:
