@@ -28,10 +28,12 @@ async def recover_proposals(store: LogStore, proposer: Proposer, actor: Actor, s
     """Propose again what the newest turn of ``scope`` proposed and the desk never got. Returns how many."""
     try:
         state = await store.get_state(scope)
+        if not state.is_open or not state.obligations:  # boot looks at every scope: most need no read
+            return 0
         turns = await store.read_last(scope, limit=1, kinds=["agent_turn"])
     except NotFound:
         return 0
-    if not state.is_open or not turns or turns[0].payload.model_dump().get("outcome") != "ok":
+    if not turns or turns[0].payload.model_dump().get("outcome") != "ok":
         return 0
     turn = turns[0]
     wanted = [dict(c) for c in turn.payload.model_dump().get("tool_calls", ()) if c.get("tool") == "propose"]
