@@ -90,6 +90,8 @@ class Dispatcher(SharedCursors):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.claims_lost = 0  # drains that found another replica holding the cursor
         self.takeovers = 0  # cursors taken from a replica whose lease ran out
+        self.leases_lapsed = 0  # drains stopped because their cursor lease ran out mid-drain (a stalled replica)
+        self._lease_until: dict[tuple[str, str], float] = {}
         self._quiet: set[tuple[str, str]] = set()  # drains woken by another replica's commit (``remote_commit``)
         self._released: dict[tuple[str, str], float] = {}  # cursors this replica let go of lately (monotonic)
 
@@ -320,6 +322,8 @@ class Dispatcher(SharedCursors):
                 and head.attempts == 0
             ):
                 chunk.append(items[i + len(chunk)])
+            if self.shared and not self._lease_left(scope, sender.name):
+                return False
             try:
                 if sender.name in FORK_TOPICS or not await self._is_fork(scope):
                     await sender.deliver(scope, [it.entry for it in chunk])

@@ -4,6 +4,11 @@ Each drain holds the cursor row (``claim_cursor``/``take_cursor``, core/store/po
 on the database clock, renewed before every batch and every third of the lease while a batch is delivered; it is released after its done marks are written, so the next
 holder never reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
 mid-delivery) is told to the sender (``handed_over(scope, died=True)``): it reconciles before it posts again.
+
+A holder also keeps its lease's deadline on its own monotonic clock, counted from before the request that took or
+renewed it, and starts no delivery within ``LEASE_MARGIN_S`` of it: a replica that stalled past its lease (a frozen
+VM, a stuck event loop) while another took the cursor over stops at its next item instead of delivering the rest of
+the batch it had read (decision 115).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ CURSOR_LEASE_S = 10.0
 CLAIM_RETRY_S = 0.25
 #: A replica that released a cursor this recently is the one another replica's commit may have collided with.
 RECENT_S = 1.0
+#: No delivery starts with less than this left of the holder's lease by its own clock (a call started just before
+#: the deadline could still land after another replica took over).
+LEASE_MARGIN_S = CURSOR_LEASE_S / 5
 
 
 class SharedCursors:
@@ -33,10 +41,12 @@ class SharedCursors:
     marks: DoneMarks
     claims_lost: int
     takeovers: int
+    leases_lapsed: int
 
     _running: dict[tuple[str, str], asyncio.Task[None]]
     _quiet: set[tuple[str, str]]
     _released: dict[tuple[str, str], float]
+    _lease_until: dict[tuple[str, str], float]  # monotonic deadline of each cursor lease this replica holds
 
     def _arm(self, scope: str, topic: str, delay: float) -> None:
         raise NotImplementedError
@@ -79,12 +89,17 @@ class SharedCursors:
         """Take or renew the (scope, topic) cursor. When another replica drained it last, the sender is told
         (``handed_over``): its cached memos may be stale, and if that replica died mid-delivery, it reconciles
         before it posts again."""
+        asked = time.monotonic()
         take = getattr(self.store, "take_cursor", None)
         if take is None:
-            return bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+            ok = bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+            if ok:
+                self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
+            return ok
         claim = await take(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
         if claim is None:
             return False
+        self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
         if claim.previous:
             if claim.died:
                 self.takeovers += 1
@@ -99,13 +114,29 @@ class SharedCursors:
         delivery (a Slack call taking seconds) keeps its cursor; only a dead one (or a frozen process) loses it."""
         while True:
             await asyncio.sleep(CURSOR_LEASE_S / 3)
+            asked = time.monotonic()
             try:  # a False (the row was being looked at by another replica right now) is retried at the next beat
-                await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
+                if await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S):
+                    self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
             except Exception:
                 log.warning("dispatcher: renewing the lease of %s/%s failed", scope, topic, exc_info=True)
 
+    def _lease_left(self, scope: str, topic: str) -> bool:
+        """Whether a delivery may start (with replicas): while the cursor lease has more than
+        ``LEASE_MARGIN_S`` left by this replica's clock. When not, the drain stops and looks again soon (the cursor
+        is re-taken, or found taken over)."""
+        if time.monotonic() < self._lease_until.get((scope, topic), 0.0) - LEASE_MARGIN_S:
+            return True
+        self.leases_lapsed += 1
+        log.warning(
+            "dispatcher: the lease of %s/%s ran out during its drain; stopping before the next delivery", scope, topic
+        )
+        self._arm(scope, topic, CLAIM_RETRY_S)
+        return False
+
     async def _release(self, scope: str, topic: str) -> None:
         """Our done marks go first, so the next holder does not read what we delivered as pending."""
+        self._lease_until.pop((scope, topic), None)
         try:
             await asyncio.shield(self.marks.flush(scope))
             await asyncio.shield(self.store.release_cursor(scope, topic, self.owner))

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
 import sqlalchemy as sa
 
+from core import outbox_cursors
 from core.entries import Entry
 from core.outbox import Dispatcher
 from core.store import postgres_schema as pg
@@ -104,6 +106,44 @@ async def test_a_live_holder_stuck_in_a_slow_delivery_keeps_its_cursor(pg_url: s
         while sender.seqs != [1]:
             assert asyncio.get_running_loop().time() < deadline, sender.seqs
             await asyncio.sleep(0.02)
+        await dispatcher.stop()
+    finally:
+        await holder.close()
+        await other.close()
+
+
+async def test_a_holder_stalled_past_its_lease_delivers_nothing_more_of_its_batch(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frozen replica (its lease beat never ran) wakes up after another took the cursor over: the item it was
+    delivering finishes, and it starts none of the rest of the batch it had read."""
+    monkeypatch.setattr(outbox_cursors, "CURSOR_LEASE_S", 1.0)
+    monkeypatch.setattr(outbox_cursors, "LEASE_MARGIN_S", 0.2)
+
+    async def frozen(_self: Dispatcher, _scope: str, _topic: str) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(Dispatcher, "_keep_lease", frozen)
+    holder, other = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await declare(holder)
+        await holder.append(SCOPE, [message("one batch with the declaration")])
+        sender = Stalled()
+        sender.batch_size = 1
+        dispatcher = Dispatcher(holder, [sender])
+        dispatcher.start()
+        dispatcher.wake(SCOPE)  # as the boot sweep does: both rows are read in one batch
+        await asyncio.wait_for(sender.entered.wait(), 30)
+        deadline = asyncio.get_running_loop().time() + 30
+        while await other.take_cursor(SCOPE, "slack", "other", lease_s=60) is None:  # once the lease ran out
+            assert asyncio.get_running_loop().time() < deadline, "the stalled holder's lease never ran out"
+            await asyncio.sleep(0.05)
+        sender.release.set()
+        while dispatcher.leases_lapsed == 0 and len(sender.seqs) < 2:
+            assert asyncio.get_running_loop().time() < deadline, sender.seqs
+            await asyncio.sleep(0.02)
+        assert sender.seqs == [1], "the stalled holder went on delivering after its lease ran out"
+        assert dispatcher.leases_lapsed == 1
         await dispatcher.stop()
     finally:
         await holder.close()
