@@ -5,7 +5,8 @@ Related: another incident linked to this one, sharing a service with it, or decl
 (one cause breaking several services at once opens incidents that share neither a link nor a service: the storm).
 Listed: each run started or ended within ``WINDOW`` before this incident's newest entry (or since) — the other
 scope, the action, its target (its params), how it ended (``applied`` / ``failed`` / ``uncertain``: no result
-yet, or one the runner has not settled), when, and the entry to cite. From stored state only: the index lists the
+yet, or one the runner has not settled / ``compensated``: it applied and a later run undid it, so the mitigation is
+no longer in place), when, and the entry to cite (for a compensated run, the compensation). From stored state only: the index lists the
 candidates (without one, the linked incidents only), the other scopes' logs say which actions ran and how they
 ended. The window is anchored on stored times, never on a clock, so the same stored state gives the same list.
 """
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.clock import iso, parse_iso
-from core.entries import ActionResult, ActionStarted, Entry
+from core.entries import ActionResult, ActionStarted, EffectCompensated, Entry
 from core.errors import NotFound
 from core.views.reader import Reader
 from core.views.shapes import at_text
@@ -69,7 +70,7 @@ async def related_actions(reader: Reader, *, target: tuple[str, str] | None = No
             other = await reader.store.get_state(scope)
         except NotFound:
             continue
-        entries = await reader.over(other).last(("action_started", "action_result"), 2 * RUNS)
+        entries = await reader.over(other).last(("action_started", "action_result", "effect_compensated"), 3 * RUNS)
         items += _runs(scope, relation, entries, since)
     if target is not None:
         items = [i for i in items if (i["action"], i["target"]) == target]
@@ -100,11 +101,14 @@ async def _related_scopes(reader: Reader, since: datetime) -> dict[str, str]:
 def _runs(scope: str, relation: str, entries: list[Entry], since: datetime) -> list[dict[str, Any]]:
     started: dict[str, Entry] = {}
     ended: dict[str, Entry] = {}
+    undone: dict[str, Entry] = {}
     for e in entries:
         if isinstance(e.payload, ActionStarted):
             started[e.payload.run_id] = e
         elif isinstance(e.payload, ActionResult):
             ended[e.payload.run_id] = e  # oldest first: a reconciled result replaces the uncertain one
+        elif isinstance(e.payload, EffectCompensated):
+            undone[e.payload.original_run] = e
     out = []
     for run_id, st in started.items():
         res = ended.get(run_id)
@@ -112,13 +116,15 @@ def _runs(scope: str, relation: str, entries: list[Entry], since: datetime) -> l
         if last.at < since or not isinstance(st.payload, ActionStarted):
             continue
         outcome = res.payload.outcome if res is not None and isinstance(res.payload, ActionResult) else "uncertain"
+        if outcome == "applied" and run_id in undone:
+            outcome, last = "compensated", undone[run_id]
         out.append(
             {
                 "scope": scope,
                 "relation": relation,
                 "action": st.payload.action,
                 "target": target_of(st.payload.params),
-                "outcome": outcome if outcome in ("applied", "uncertain") else "failed",
+                "outcome": outcome if outcome in ("applied", "uncertain", "compensated") else "failed",
                 "at": at_text(last.at),
                 "ref": f"{scope}#{last.seq}",
             }

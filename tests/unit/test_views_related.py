@@ -134,3 +134,24 @@ async def test_the_section_is_bounded_by_the_budget_and_says_what_it_left_out(de
     assert view.bytes <= whole.bytes - 400 and 1 <= len(items) < 12
     assert items == full[-len(items) :]  # the oldest runs go first
     assert f"related_actions: + {12 - len(items)} earlier related actions omitted" in view.omitted
+
+
+async def test_a_run_undone_by_a_compensation_is_listed_as_compensated_not_applied(desk: Desk) -> None:
+    """A rollback applied next door and then compensated is no longer in place: a reasoner must not skip its own
+    rollback because of it."""
+    await desk.incident("incident/payments-latency", ["payments"])
+    await desk.run("incident/payments-latency", "r-1", "applied")
+    await desk.run("incident/payments-latency", "r-undo", "applied", {"service": "payments", "to": "v2"})
+    desk.clock.advance(seconds=30)
+    undone = {"original_run": "r-1", "compensating_run": "r-undo"}
+    await desk.store.append("incident/payments-latency", [NewEntry.make("effect_compensated", DESK, undone)])
+    await desk.reindex("incident/payments-latency")
+    await desk.incident(HERE, ["payments"])
+    items, _ = await desk.related()
+    first = next(i for i in items if i["target"] == "change=change/payments-v2,service=payments")
+    assert (first["outcome"], first["ref"], first["at"]) == (
+        "compensated",
+        "incident/payments-latency#6",
+        "2026-09-19T03:13:30Z",  # when it was undone
+    )
+    assert applied_in(items, "rollback_deploy", ROLLBACK) is None
