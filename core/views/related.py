@@ -115,7 +115,7 @@ def _runs(scope: str, relation: str, entries: list[Entry], since: datetime) -> l
         last = res or st
         if last.at < since or not isinstance(st.payload, ActionStarted):
             continue
-        outcome = res.payload.outcome if res is not None and isinstance(res.payload, ActionResult) else "uncertain"
+        outcome: str = res.payload.outcome if res is not None and isinstance(res.payload, ActionResult) else "uncertain"
         if outcome == "applied" and run_id in undone:
             outcome, last = "compensated", undone[run_id]
         out.append(
