@@ -54,7 +54,7 @@ class Approvals:
         group = spec.approver_group if spec else ""
         member_of = await self.ctx.memberships(actor.id, group)
         original = await self._proposal_entry(scope, prop)
-        evidence = await self.ctx.evidence(scope, state, prop.params) if approve else Evidence()
+        evidence = await self.ctx.evidence(scope, state, prop.params, action=prop.action) if approve else Evidence()
         new_pid = new_proposal_id()
         not_waiting: list[str] = []
 

@@ -14,6 +14,11 @@ Conditions (``safety_conditions = [...]`` in decklog.toml):
   back already.
 - ``no_other_run_in_flight`` — no other run in the scope is running or has an uncertain outcome.
 - ``incident_open`` — the scope is not resolved.
+- ``not_run_in_related_incident`` — the action has not applied (or is not in flight, outcome still uncertain) on
+  the same target in a related incident within the last 6 h (core/views/related.py: linked, sharing a service, or
+  declared within the hour). One cause opens several incidents; this keeps a second one from applying the same
+  mitigation again (a second "roll back one release" would roll back further). A run that a compensation undid
+  does not count.
 """
 
 from __future__ import annotations
@@ -41,10 +46,22 @@ class ChangeFact:
 
 
 @dataclass(frozen=True)
+class RelatedRun:
+    """A run of the same action on the same target in a related incident that applied or is still uncertain."""
+
+    scope: str
+    outcome: str
+    at: str
+    ref: str
+    relation: str = ""
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the conditions may read besides the scope's own state (gathered outside the write transaction)."""
 
     changes: tuple[ChangeFact, ...] = ()
+    related_runs: tuple[RelatedRun, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +158,23 @@ def _runs_judge(inputs: Inputs) -> tuple[bool, str]:
     return True, "no other run is in flight"
 
 
+# -- not_run_in_related_incident --------------------------------------------------------------------------------
+
+
+def _related_inputs(_state: ScopeState, evidence: Evidence, _params: Mapping[str, Any]) -> Inputs:
+    return {"runs": sorted([r.at, r.scope, r.outcome, r.ref, r.relation] for r in evidence.related_runs)}
+
+
+def _related_judge(inputs: Inputs) -> tuple[bool, str]:
+    runs = inputs["runs"]
+    if not runs:
+        return True, "not run on this target in a related incident"
+    at, scope, outcome, ref, relation = runs[-1]
+    more = f" (and {len(runs) - 1} more)" if len(runs) > 1 else ""
+    why = f", related: {relation}" if relation else ""
+    return False, f"already {outcome} in {scope} at {at} ({ref}{why}){more}"
+
+
 # -- incident_open -----------------------------------------------------------------------------------------------
 
 
@@ -166,6 +200,12 @@ CONDITIONS: Mapping[str, Condition] = {
         ),
         Condition("no_other_run_in_flight", "no other run is in flight", _runs_inputs, _runs_judge),
         Condition("incident_open", "the incident is not resolved", _open_inputs, _open_judge),
+        Condition(
+            "not_run_in_related_incident",
+            "the action has not run on this target in a related incident",
+            _related_inputs,
+            _related_judge,
+        ),
     )
 }
 

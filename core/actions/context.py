@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.actions.catalog import Catalog
-from core.actions.conditions import ChangeFact, Evidence
+from core.actions.conditions import ChangeFact, Evidence, RelatedRun
 from core.actions.policy import ApproverPolicy
 from core.clock import Clock
 from core.entries import Actor
@@ -18,6 +18,9 @@ from core.errors import NotFound
 from core.index import Index
 from core.state import ScopeState
 from core.store import LogStore
+from core.views.cache import ViewCache
+from core.views.reader import Reader
+from core.views.related import related_actions, target_of
 
 log = logging.getLogger("core.actions.desk")
 
@@ -41,8 +44,30 @@ class DeskContext:
     clock: Clock
     groups: GroupResolver | None = None
 
-    async def evidence(self, scope: str, state: ScopeState, params: Mapping[str, Any]) -> Evidence:
-        """Facts from outside the scope's own state: the change scopes linked to it or touching the service."""
+    async def evidence(self, scope: str, state: ScopeState, params: Mapping[str, Any], *, action: str = "") -> Evidence:
+        """Facts from outside the scope's own state: the change scopes linked to it or touching the service, and
+        (when ``action``'s conditions ask for them) its runs on the same target in related incidents."""
+        changes = await self._changes(state, params)
+        related = await self._related_runs(state, params, action) if self._wants_related(action) else ()
+        return Evidence(changes, related)
+
+    def _wants_related(self, action: str) -> bool:
+        return (
+            bool(action)
+            and action in self.catalog
+            and ("not_run_in_related_incident" in self.catalog.get(action).safety_conditions)
+        )
+
+    async def _related_runs(self, state: ScopeState, params: Mapping[str, Any], action: str) -> tuple[RelatedRun, ...]:
+        reader = Reader(self.store, state, ViewCache(), self.index)
+        runs = await related_actions(reader, target=(action, target_of(params)))
+        return tuple(
+            RelatedRun(r["scope"], r["outcome"], r["at"], r["ref"], r["relation"])
+            for r in runs
+            if r["outcome"] in ("applied", "uncertain")
+        )
+
+    async def _changes(self, state: ScopeState, params: Mapping[str, Any]) -> tuple[ChangeFact, ...]:
         facts: dict[str, ChangeFact] = {}
         for other in state.linked:
             if not other.startswith("change/"):
@@ -56,7 +81,7 @@ class DeskContext:
         if service and self.index is not None:
             for row in await self.index.list_scopes(kind="change", service=service, limit=200):
                 facts.setdefault(row.id, ChangeFact(row.id, row.services, row.created_at, row.status, row.title))
-        return Evidence(tuple(sorted(facts.values(), key=lambda c: c.scope)))
+        return tuple(sorted(facts.values(), key=lambda c: c.scope))
 
     async def memberships(self, user_id: str, action_group: str) -> frozenset[str]:
         """The Slack user groups (of those that may approve) that ``user_id`` belongs to."""

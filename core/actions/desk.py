@@ -111,9 +111,9 @@ class ActionDesk:
         """The actions that may be proposed here (their executor is configured)."""
         return [a for a in self.listing() if a.available]
 
-    async def evidence(self, scope: str, state: ScopeState, params: Mapping[str, Any]) -> Evidence:
-        """Facts from outside the scope's own state: the change scopes linked to it or touching the service."""
-        return await self.ctx.evidence(scope, state, params)
+    async def evidence(self, scope: str, state: ScopeState, params: Mapping[str, Any], *, action: str = "") -> Evidence:
+        """Facts from outside the scope's own state (``DeskContext.evidence``)."""
+        return await self.ctx.evidence(scope, state, params, action=action)
 
     # -- proposing --------------------------------------------------------------------------------------------
 

@@ -105,7 +105,7 @@ class Proposals:
         normalised = spec.normalise(params)
         req = Request(scope, spec, normalised, rationale, obligation_id, actor, compensates_run, text)
         state = await self.ctx.store.get_state(scope)
-        evidence = await self.ctx.evidence(scope, state, normalised)
+        evidence = await self.ctx.evidence(scope, state, normalised, action=spec.name)
         digest = pm.args_hash(spec.name, normalised)
         pid = new_proposal_id()
         found: list[str] = []

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from core.actions.conditions import Evidence
 from core.actions.executor import ExecutionRequest
@@ -18,7 +18,16 @@ from core.state import ScopeState
 
 RUNNER = Actor.system("runner")
 DESK_PURPOSES = ("action", "compensation")  # obligations the desk opened for one proposal only
-EvidenceSource = Callable[[str, ScopeState, Mapping[str, Any]], Awaitable[Evidence]]
+
+
+class EvidenceSource(Protocol):
+    """What the runner reads besides the scope's state before it acts (``DeskContext.evidence``)."""
+
+    def __call__(
+        self, scope: str, state: ScopeState, params: Mapping[str, Any], *, action: str = ...
+    ) -> Awaitable[Evidence]: ...
+
+
 Checkpoint = Callable[[str, "RunAuthority"], Awaitable[None]]
 
 

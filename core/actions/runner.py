@@ -198,7 +198,7 @@ class Runner(RunReconciling):
         """Record ``action_started`` under the fence once the safety conditions hold on current evidence; a report
         when the run ends here (stale, deferred: too little lease left, skipped: a condition failed), else None."""
         state = await self.store.get_state(auth.scope)
-        evidence = await self.evidence(auth.scope, state, auth.params)
+        evidence = await self.evidence(auth.scope, state, auth.params, action=spec.name)
         started = self._started(auth, prop)
         skipped: list[str] = []
         deferred: list[str] = []

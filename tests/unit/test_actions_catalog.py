@@ -39,7 +39,12 @@ def test_the_shipped_example_declares_the_rollback_and_the_status_page_update() 
     assert rollback.risk == "R2" and rollback.available
     assert rollback.executor.url == "http://deploy.internal:8080/rollback"
     assert rollback.executor.reconcile_url == "http://deploy.internal:8080/reconcile"
-    assert rollback.safety_conditions == ("alert_still_firing", "change_is_latest_on_service", "no_other_run_in_flight")
+    assert rollback.safety_conditions == (
+        "alert_still_firing",
+        "change_is_latest_on_service",
+        "no_other_run_in_flight",
+        "not_run_in_related_incident",
+    )
     assert rollback.compensation is not None and rollback.compensation.action == "restore_deploy"
     status = catalog.get("status_page_update")
     assert status.risk == "R2" and status.executor.type == "statuspage" and status.executor.page_id == "kctbh9vrtdwd"
