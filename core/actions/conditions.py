@@ -32,6 +32,7 @@ from core.entries import canonical_json
 from core.state import ScopeState
 
 Inputs = dict[str, Any]
+RELATED_RUNS = "not_run_in_related_incident"  # the condition that reads other incidents' runs
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ CONDITIONS: Mapping[str, Condition] = {
         Condition("no_other_run_in_flight", "no other run is in flight", _runs_inputs, _runs_judge),
         Condition("incident_open", "the incident is not resolved", _open_inputs, _open_judge),
         Condition(
-            "not_run_in_related_incident",
+            RELATED_RUNS,
             "the action has not run on this target in a related incident",
             _related_inputs,
             _related_judge,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.actions.catalog import Catalog
-from core.actions.conditions import ChangeFact, Evidence, RelatedRun
+from core.actions.conditions import RELATED_RUNS, ChangeFact, Evidence, RelatedRun
 from core.actions.policy import ApproverPolicy
 from core.clock import Clock
 from core.entries import Actor
@@ -52,11 +52,7 @@ class DeskContext:
         return Evidence(changes, related)
 
     def _wants_related(self, action: str) -> bool:
-        return (
-            bool(action)
-            and action in self.catalog
-            and ("not_run_in_related_incident" in self.catalog.get(action).safety_conditions)
-        )
+        return bool(action) and action in self.catalog and (RELATED_RUNS in self.catalog.get(action).safety_conditions)
 
     async def _related_runs(self, state: ScopeState, params: Mapping[str, Any], action: str) -> tuple[RelatedRun, ...]:
         reader = Reader(self.store, state, ViewCache(), self.index)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from core.actions.catalog import ActionSpec, Catalog
-from core.actions.conditions import evaluate, failing
+from core.actions.conditions import RELATED_RUNS, evaluate, failing
 from core.actions.executor import Executor
 from core.actions.run_authority import (
     DESK_PURPOSES,
@@ -36,6 +36,7 @@ from core.actions.run_authority import (
     new_run_id,
 )
 from core.actions.run_reconcile import RunReconciling
+from core.actions.run_targets import TargetGate
 from core.clock import Clock, parse_iso
 from core.entries import NewEntry, ObligationReleased, ProposalClosed
 from core.errors import Conflict, NotFound, StaleFence
@@ -89,6 +90,7 @@ class Runner(RunReconciling):
         self.lease_margin = lease_margin
         self.unfenced = unfenced
         self.stats = RunnerStats()
+        self.gate = TargetGate(store)
 
     def lease_for(self, executor: Executor | None) -> float:
         """A run's lease covers the call and the result write: at least twice the executor's timeout plus a
@@ -193,6 +195,27 @@ class Runner(RunReconciling):
         return await self._finish(auth, auth.run_id, result, spec, prop)
 
     async def _start(
+        self, auth: RunAuthority, spec: ActionSpec, executor: Executor, prop: ProposalState
+    ) -> RunReport | None:
+        """``_start_checked``, inside the (action, target) gate when a condition reads the sibling incidents' runs
+        (core/actions/run_targets.py): a sibling's runner that checks at the same instant then sees this start."""
+        if RELATED_RUNS not in spec.safety_conditions:
+            return await self._start_checked(auth, spec, executor, prop)
+        async with self.gate.hold(spec.name, auth.params, auth.run_id) as held:
+            if held:
+                return await self._start_checked(auth, spec, executor, prop)
+        why = "another incident was starting this action on this target; not started, the next attempt checks again"
+
+        def give_back(s: ScopeState) -> list[NewEntry]:
+            self._check(s, auth)
+            released = ObligationReleased(obligation_id=auth.obligation_id, fence=auth.fence, reason=why)
+            return [NewEntry.make("obligation_released", RUNNER, released)]
+
+        if await self._write(auth, give_back, f"defer {auth.run_id}") is None:
+            return RunReport("stale", auth.run_id, "the claim was taken over before the run could start")
+        return RunReport("deferred", auth.run_id, why)
+
+    async def _start_checked(
         self, auth: RunAuthority, spec: ActionSpec, executor: Executor, prop: ProposalState
     ) -> RunReport | None:
         """Record ``action_started`` under the fence once the safety conditions hold on current evidence; a report

@@ -274,6 +274,12 @@ class PostgresOutbox:
         ).returning(L.c.owner)
         return await self.run(lambda conn: conn.execute(stmt).first() is not None)
 
+    async def release_lease(self, name: str, owner: str) -> None:
+        """Give lease ``name`` up now, if ``owner`` still holds it."""
+        L = pg.leases
+        stmt = L.delete().where(L.c.name == name, L.c.owner == owner)
+        await self.run(lambda conn: conn.execute(stmt))
+
     # -- sender memos -----------------------------------------------------------------------------------------
 
     async def memo_get(self, scope: ScopeRef, topic: str, key: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ sees), at approval (a run next door meanwhile is drift), and right before the ca
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,21 @@ def test_the_condition_passes_with_no_related_run_and_names_the_newest_when_ther
         "already uncertain in incident/b at 2026-09-19T03:12:00Z (incident/b#4, related: declared within 1 h)"
         " (and 1 more)"
     )
+
+
+async def test_two_siblings_starting_at_once_apply_it_once(tmp_path: Path) -> None:
+    """Both approved, both run at the same moment: the (action, target) gate makes the second runner's last check see
+    the first one's start (core/actions/run_targets.py)."""
+    async with desk_kit(tmp_path, actions=[guarded_rollback(), restore_action(), effect_action()]) as kit:
+        first, ob1 = await _incident(kit, "Payments 5xx")
+        second, ob2 = await _incident(kit, "Checkout 5xx on payments")
+        pid1, pid2 = await _propose(kit, first, ob1), await _propose(kit, second, ob2)
+        for scope, pid, key in ((first, pid1, "k1"), (second, pid2, "k2")):
+            reply = await kit.slack.decide(scope=scope, proposal_id=pid, approve=True, actor=BOB, reason="", key=key)
+            assert "runs now" in reply, reply
+        reports = await asyncio.gather(
+            kit.desk.execute(first, pid1, receipt="r1"), kit.desk.execute(second, pid2, receipt="r2")
+        )
+        assert sorted(r.status for r in reports) == ["applied", "skipped"], reports
+        assert len(kit.deploy.effects) == 1
+        assert kit.desk.runner.gate._locks == {}  # nothing left behind
