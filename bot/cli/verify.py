@@ -87,6 +87,12 @@ async def _verify_all(settings: Settings, key: Any) -> int:
     if not data_dir.is_dir():
         raise NotFound(f"no data directory at {data_dir}")
     result = await audit(data_dir, key=key)
+    if result.empty:
+        print(
+            f"decklog: note: {len(result.empty)} empty scope file(s), declarations that never committed (nothing of "
+            f"them was acknowledged): {', '.join(result.empty)}",
+            file=sys.stderr,
+        )
     for line in result.problems:
         print(f"decklog: {line}", file=sys.stderr)
     summary = f"{result.ok} of {result.scopes} scopes verify ({result.keyed} keyed)"

@@ -29,6 +29,7 @@ from core.state import ScopeState
 from core.store.chain import ChainKey
 from core.store.readonly import EntryRow, StateRow, entry_rows, read_sqlite, table_names, verify_scope_file
 from core.store.statements import row_to_entry
+from core.store.verify import NO_ENTRIES
 
 SCOPE_COLUMNS = ("kind", "title", "status", "severity")
 
@@ -39,6 +40,7 @@ class AuditResult:
     ok: int = 0
     keyed: int = 0
     problems: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)  # scope files of declarations that never committed
 
 
 def scope_files(data_dir: Path) -> list[tuple[str, Path]]:
@@ -56,8 +58,11 @@ async def audit(data_dir: Path, *, key: ChainKey | None) -> AuditResult:
         except InvalidInput:
             result.problems.append(f"scopes/{path.name}: not a scope file name")
             continue
-        result.scopes += 1
         report = verify_scope_file(path, scope, key=key)
+        if report.reason == NO_ENTRIES:  # not a scope: an interrupted declaration left the file (reindex agrees)
+            result.empty.append(scope)
+            continue
+        result.scopes += 1
         if not report.ok:
             result.problems.append(f"{scope}: seq {report.first_bad_seq}: {report.reason}")
             continue

@@ -17,6 +17,10 @@ from core.store.chain import KEY_SETTING, ChainKey, key_id_of, link_hash
 from core.store.ports import VerifyReport
 from core.store.statements import row_to_entry
 
+#: A scope file without a single entry: a declaration that never committed (its process died after the file was
+#: put in place). Nothing of it was acknowledged; `decklog verify --all` and `reindex` pass over it.
+NO_ENTRIES = "the scope has no entries"
+
 
 def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None, *, key: ChainKey | None = None) -> VerifyReport:
     state = empty_state(scope)
@@ -52,7 +56,7 @@ def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None, *, key: 
     if state_row is None:
         if count:
             return VerifyReport(scope, False, count, 1, "the stored state is missing")
-        return VerifyReport(scope, False, 0, None, "the scope has no entries")
+        return VerifyReport(scope, False, 0, None, NO_ENTRIES)
     if state_row.version != count or state_row.head_hash != prev_hash:
         bad_seq = min(state_row.version, count) + 1 if state_row.version != count else count
         return VerifyReport(

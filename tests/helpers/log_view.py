@@ -66,6 +66,8 @@ def read_log(data_dir: Path) -> dict[str, ScopeFile]:
             continue
         finally:
             db.close()
+        if not rows:  # a declaration that never committed (killed after its file was put in place): not a scope
+            continue
         scope = path.stem.replace("~", "/", 1)
         out[scope] = ScopeFile(scope, rows, pending, parked)
     return out

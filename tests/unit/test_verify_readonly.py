@@ -137,3 +137,21 @@ async def test_a_tampered_file_fails_read_only_too(tmp_path: Path) -> None:
     assert out.returncode == 1 and "seq 4" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not [n for n in os.listdir(data / "scopes") if n.endswith(("-wal", "-shm"))]  # no side files made
+
+
+async def test_an_empty_scope_file_left_by_an_interrupted_declaration_is_noted_not_failed(tmp_path: Path) -> None:
+    """A process killed after a (spare) scope file was put in place and before the declaration committed leaves a
+    file without entries. Nothing of it was acknowledged: ``verify --all`` notes it and passes, as ``reindex`` does.
+    (The SIGKILL test under mixed load produced exactly this.)"""
+    data = tmp_path / "data"
+    store = SqliteLogStore(data, spare_files=1)
+    await fill(store)
+    store.spares.fill()
+    await store.close()
+    spare = next((data / "spare").glob("*.db"))
+    shutil.copy(spare, path_of(data, "incident/payments-5xx-2"))
+    assert run(data, "reindex").returncode == 0
+    out = run(data, "verify", "--all")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok: 2 of 2 scopes verify")
+    assert "1 empty scope file(s)" in out.stderr and "incident/payments-5xx-2" in out.stderr
