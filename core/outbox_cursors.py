@@ -94,12 +94,12 @@ class SharedCursors:
         if take is None:
             ok = bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
             if ok:
-                self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
+                self._leased(scope, topic, asked)
             return ok
         claim = await take(scope, topic, self.owner, lease_s=CURSOR_LEASE_S)
         if claim is None:
             return False
-        self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
+        self._leased(scope, topic, asked)
         if claim.previous:
             if claim.died:
                 self.takeovers += 1
@@ -117,9 +117,13 @@ class SharedCursors:
             asked = time.monotonic()
             try:  # a False (the row was being looked at by another replica right now) is retried at the next beat
                 if await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S):
-                    self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
+                    self._leased(scope, topic, asked)
             except Exception:
                 log.warning("dispatcher: renewing the lease of %s/%s failed", scope, topic, exc_info=True)
+
+    def _leased(self, scope: str, topic: str, asked: float) -> None:
+        """A take or renewal asked for at ``asked`` (monotonic) succeeded: the database's deadline is no earlier."""
+        self._lease_until[(scope, topic)] = asked + CURSOR_LEASE_S
 
     def _lease_left(self, scope: str, topic: str) -> bool:
         """Whether a delivery may start (with replicas): while the cursor lease has more than

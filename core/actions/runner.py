@@ -208,8 +208,7 @@ class Runner(RunReconciling):
 
         def give_back(s: ScopeState) -> list[NewEntry]:
             self._check(s, auth)
-            released = ObligationReleased(obligation_id=auth.obligation_id, fence=auth.fence, reason=why)
-            return [NewEntry.make("obligation_released", RUNNER, released)]
+            return [_released(auth, why)]
 
         if await self._write(auth, give_back, f"defer {auth.run_id}") is None:
             return RunReport("stale", auth.run_id, "the claim was taken over before the run could start")
@@ -232,9 +231,7 @@ class Runner(RunReconciling):
             if left < executor.timeout + self.lease_margin:
                 # Not enough lease left to make the call safely: give the claim back, keep the approval.
                 deferred.append(f"the lease had {left:.1f}s left, too little for a {executor.timeout:g}s call")
-                why = deferred[0] + "; not started, the next attempt claims a fresh lease"
-                released = ObligationReleased(obligation_id=auth.obligation_id, fence=auth.fence, reason=why)
-                return [NewEntry.make("obligation_released", RUNNER, released)]
+                return [_released(auth, deferred[0] + "; not started, the next attempt claims a fresh lease")]
             failed = failing(evaluate(spec.safety_conditions, s, evidence, auth.params))
             if not failed:
                 return [started]
@@ -270,3 +267,9 @@ class Runner(RunReconciling):
 
         await self.store.append(scope, close)
         return RunReport("withdrawn", detail=reason)
+
+
+def _released(auth: RunAuthority, why: str) -> NewEntry:
+    """The claim given back unstarted (the approval stays): the next attempt claims afresh."""
+    released = ObligationReleased(obligation_id=auth.obligation_id, fence=auth.fence, reason=why)
+    return NewEntry.make("obligation_released", RUNNER, released)

@@ -6,8 +6,8 @@ Related: another incident linked to this one, sharing a service with it, or decl
 Listed: each run started or ended within ``WINDOW`` before this incident's newest entry (or since) — the other
 scope, the action, its target (its params), how it ended (``applied`` / ``failed`` / ``uncertain``: no result
 yet, or one the runner has not settled / ``compensated``: it applied and a later run undid it, so the mitigation is
-no longer in place), when, and the entry to cite (for a compensated run, the compensation). From stored state only: the index lists the
-candidates (without one, the linked incidents only), the other scopes' logs say which actions ran and how they
+no longer in place), when, and the entry to cite (for a compensated run, the compensation). From stored state only:
+the index lists the candidates (without one, the linked incidents only), the other scopes' logs say which actions ran and how they
 ended. The window is anchored on stored times, never on a clock, so the same stored state gives the same list.
 """
 
