@@ -78,6 +78,7 @@ def build_slack_out(rt: Runtime, endpoint: SlackEndpoint, mode: SlackMode, *, ht
         channel_prefix=rt.config.slack.dedicated_channel_prefix,
         alarm=rt.alarm,
         header_interval=rt.config.slack.header_update_interval_s,
+        fence=rt.dispatcher,
     )
     return SlackOut(client, sender)
 

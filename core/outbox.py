@@ -21,21 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
-import socket
 import time
-import uuid
 from collections.abc import Sequence
 
 from core.alarm import Alarm, AsyncioAlarm
 from core.entries import Entry
 from core.errors import NotFound
+from core.outbox_cursors import CLAIM_RETRY_S, SharedCursors
 from core.outbox_cursors import CURSOR_LEASE_S as CURSOR_LEASE_S
-from core.outbox_cursors import SharedCursors
 from core.outbox_marks import DoneMarks
 from core.outbox_types import DispatchStats as DispatchStats
-from core.outbox_types import OneByOne
+from core.outbox_types import LeaseLost, OneByOne
 from core.outbox_types import PermanentFailure as PermanentFailure
 from core.outbox_types import RetryAfter as RetryAfter
 from core.outbox_types import RetryPolicy as RetryPolicy
@@ -84,16 +81,7 @@ class Dispatcher(SharedCursors):
         self._started = False
         self._stopped = False
         self.last_activity = time.monotonic()
-        # Several replicas on one database: each drain holds the (scope, topic) cursor, and the commit-feed fast
-        # path is off (another replica's cursor may hold older entries than those this one committed).
-        self.shared = callable(getattr(store, "claim_cursor", None))
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.claims_lost = 0  # drains that found another replica holding the cursor
-        self.takeovers = 0  # cursors taken from a replica whose lease ran out
-        self.leases_lapsed = 0  # drains stopped because their cursor lease ran out mid-drain (a stalled replica)
-        self._lease_until: dict[tuple[str, str], float] = {}
-        self._quiet: set[tuple[str, str]] = set()  # drains woken by another replica's commit (``remote_commit``)
-        self._released: dict[tuple[str, str], float] = {}  # cursors this replica let go of lately (monotonic)
+        self._init_cursors()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -327,6 +315,9 @@ class Dispatcher(SharedCursors):
             try:
                 if sender.name in FORK_TOPICS or not await self._is_fork(scope):
                     await sender.deliver(scope, [it.entry for it in chunk])
+            except LeaseLost:  # found inside the delivery, before its effect: nothing of it was started
+                self._arm(scope, sender.name, CLAIM_RETRY_S)
+                return False
             except RetryAfter as exc:
                 self.stats.rate_limited += 1
                 await self.store.outbox_failed(

@@ -1,21 +1,26 @@
 """Several replicas on one database: the dispatcher's (scope, topic) delivery cursors (a mixin of ``Dispatcher``).
 
 Each drain holds the cursor row (``claim_cursor``/``take_cursor``, core/store/postgres_outbox.py) under a lease
-on the database clock, renewed before every batch and every third of the lease while a batch is delivered; it is released after its done marks are written, so the next
-holder never reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
+on the database clock, renewed (``renew_cursor``, which waits for the row lock) before every batch and every third
+of the lease while a batch is delivered; it is released after its done marks are written, so the next holder never
+reads what was delivered as pending. A cursor taken over from a replica whose lease ran out (it died
 mid-delivery) is told to the sender (``handed_over(scope, died=True)``): it reconciles before it posts again.
 
 A holder also keeps its lease's deadline on its own monotonic clock, counted from before the request that took or
 renewed it, and starts no delivery within ``LEASE_MARGIN_S`` of it: a replica that stalled past its lease (a frozen
 VM, a stuck event loop) while another took the cursor over stops at its next item instead of delivering the rest of
-the batch it had read (decision 115).
+the batch it had read (decision 115). A sender that waits inside one delivery checks the same deadline right
+before each effect it cannot take back (``holds``, decision 121).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from typing import Any
 
 from core.outbox_marks import DoneMarks
@@ -36,6 +41,7 @@ LEASE_MARGIN_S = CURSOR_LEASE_S / 5
 
 class SharedCursors:
     store: Any
+    shared: bool
     owner: str
     senders: dict[str, Sender]
     marks: DoneMarks
@@ -47,6 +53,18 @@ class SharedCursors:
     _quiet: set[tuple[str, str]]
     _released: dict[tuple[str, str], float]
     _lease_until: dict[tuple[str, str], float]  # monotonic deadline of each cursor lease this replica holds
+
+    def _init_cursors(self) -> None:
+        # Several replicas on one database: each drain holds the (scope, topic) cursor, and the commit-feed fast
+        # path is off (another replica's cursor may hold older entries than those this one committed).
+        self.shared = callable(getattr(self.store, "claim_cursor", None))
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.claims_lost = 0  # drains that found another replica holding the cursor
+        self.takeovers = 0  # cursors taken from a replica whose lease ran out
+        self.leases_lapsed = 0  # deliveries not started because the cursor lease ran out (a stalled replica)
+        self._lease_until = {}
+        self._quiet = set()  # drains woken by another replica's commit (``remote_commit``)
+        self._released = {}  # cursors this replica let go of lately (monotonic)
 
     def _arm(self, scope: str, topic: str, delay: float) -> None:
         raise NotImplementedError
@@ -111,15 +129,37 @@ class SharedCursors:
 
     async def _keep_lease(self, scope: str, topic: str) -> None:
         """While a drain runs, renew its cursor lease every third of the lease: a live replica stalled in a slow
-        delivery (a Slack call taking seconds) keeps its cursor; only a dead one (or a frozen process) loses it."""
+        delivery (a Slack call taking seconds, a wait for the channel's next post slot) keeps its cursor; only a
+        dead one (or a frozen process) loses it."""
         while True:
             await asyncio.sleep(CURSOR_LEASE_S / 3)
-            asked = time.monotonic()
-            try:  # a False (the row was being looked at by another replica right now) is retried at the next beat
-                if await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S):
-                    self._leased(scope, topic, asked)
+            try:
+                await self._renew(scope, topic)
             except Exception:
                 log.warning("dispatcher: renewing the lease of %s/%s failed", scope, topic, exc_info=True)
+
+    async def _renew(self, scope: str, topic: str) -> bool:
+        """Extend the lease this replica holds (False: another replica took the cursor over)."""
+        asked = time.monotonic()
+        renew = getattr(self.store, "renew_cursor", None)
+        if renew is None:
+            ok = bool(await self.store.claim_cursor(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+        else:
+            ok = bool(await renew(scope, topic, self.owner, lease_s=CURSOR_LEASE_S))
+        if ok:
+            self._leased(scope, topic, asked)
+        return ok
+
+    def holds(self, scope: str, topic: str) -> bool:
+        """The fence a sender checks right before an effect it cannot take back (``LeaseFence``): False while
+        this replica drains (scope, topic) with too little of its lease left. A sender may wait long inside one
+        delivery (its channel's next post slot), so the check before the delivery is not enough."""
+        until = self._lease_until.get((scope, topic))
+        if until is None or time.monotonic() < until - LEASE_MARGIN_S:
+            return True
+        self.leases_lapsed += 1
+        log.warning("dispatcher: the lease of %s/%s ran out inside a delivery; its effect is not started", scope, topic)
+        return False
 
     def _leased(self, scope: str, topic: str, asked: float) -> None:
         """A take or renewal asked for at ``asked`` (monotonic) succeeded: the database's deadline is no earlier."""
@@ -159,7 +199,7 @@ class SharedCursors:
 
     async def _claim_more(self, scope: str, topic: str) -> bool:
         """Renew the cursor's lease before a batch (False: it ran out and another replica took it)."""
-        if await self._take(scope, topic):
+        if await self._renew(scope, topic):
             return True
         self.claims_lost += 1
         return False

@@ -34,6 +34,17 @@ class RetryAfter(Exception):
         self.seconds = seconds
 
 
+class LeaseLost(Exception):
+    """Raised by a sender that found, right before an effect, that this replica's cursor lease has run out
+    (``LeaseFence``): nothing was started; the drain stops and the row stays pending for whoever holds the cursor."""
+
+
+class LeaseFence(Protocol):
+    """The dispatcher's view of its cursor leases, for senders (core/outbox_cursors.py ``holds``)."""
+
+    def holds(self, scope: str, topic: str) -> bool: ...
+
+
 class PermanentFailure(Exception):
     """Retrying cannot help (e.g. the channel is gone): park the row now."""
 

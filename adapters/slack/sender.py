@@ -32,6 +32,7 @@ from core.alarm import Alarm
 from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
+from core.outbox_types import LeaseFence, LeaseLost
 from core.state import ScopeState
 from core.store import LogStore
 
@@ -57,6 +58,7 @@ class SlackSender:
         channel_prefix: str = "inc-",
         alarm: Alarm | None = None,
         header_interval: float = 2.0,
+        fence: LeaseFence | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -68,6 +70,7 @@ class SlackSender:
         self._channel_ids: dict[str, str] = {}
         self.alarm = alarm
         self.header_interval = header_interval
+        self.fence = fence  # the dispatcher's cursor leases (several replicas): checked right before a post
         # Entries committed before this process started may have been posted by a previous one that died before
         # it could say so; those, and posts whose answer was lost in this process, are looked up before posting.
         self.started_at = time.time()
@@ -308,7 +311,7 @@ class SlackSender:
                 await self.memo_put(scope, key, done)
                 self._uncertain.discard((scope, key))
                 return done
-        await self.pacer.wait(channel)
+        await self.paced(scope, channel)
         metadata = {
             "event_type": event_type,
             "event_payload": {"scope": scope, "seq": entry.seq, "entry_id": entry.id, "key": key},
@@ -339,6 +342,14 @@ class SlackSender:
         await self.memo_put(scope, key, done)
         await self.index.add_route(route_key(channel, done["ts"]), scope)
         return done
+
+    async def paced(self, scope: str, channel: str) -> None:
+        """Wait for the channel's next post slot (shared by every replica, so possibly many seconds away), then
+        check that this replica still holds the scope's cursor: a post started after another replica took it over
+        would not be found by that replica's look-before-posting, and Slack would show it twice (decision 121)."""
+        await self.pacer.wait(channel)
+        if self.fence is not None and not self.fence.holds(scope, TOPIC):
+            raise LeaseLost(f"{scope}: the delivery cursor's lease ran out while waiting to post to {channel}")
 
     async def memo_get(self, scope: str, key: str) -> dict[str, Any] | None:
         """The sender's memos of a scope, loaded once and kept (write-through): this process is their only writer."""

@@ -47,7 +47,7 @@ async def upload_report(sender: SlackSender, scope: str, entry: Entry, p: Report
     content = stash.get("content")
     if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
         raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
-    await sender.pacer.wait(channel)
+    await sender.paced(scope, channel)
     await sender.memo_put(scope, key, {"state": "uploading", "at": time.time()})
     try:
         resp = await sender.client.files_upload_v2(

@@ -240,6 +240,18 @@ class PostgresOutbox:
 
         return await self.run(w)
 
+    async def renew_cursor(self, scope: ScopeRef, topic: str, owner: str, *, lease_s: float = 30.0) -> bool:
+        """The holder extends its own lease. Unlike a take it waits for the row lock (another replica's take looks
+        at the row for a moment): a renewal skipped for that reason could let a live holder's lease run out in
+        the middle of a delivery (decision 121). False once another replica has taken the cursor, or it was let go."""
+        until = sa.func.clock_timestamp() + sa.func.make_interval(0, 0, 0, 0, 0, 0, lease_s)
+        stmt = (
+            C.update()
+            .where(C.c.scope_id == _key(scope), C.c.topic == topic, C.c.owner == owner, C.c.lease_until.is_not(None))
+            .values(lease_until=until)
+        )
+        return await self.run(lambda conn: int(conn.execute(stmt).rowcount or 0) == 1)
+
     async def outbox_pending_scopes(self) -> list[str]:
         """Scopes with rows waiting for delivery (any topic), from the partial pending index: the replicas' sweep
         (a dead replica's deliveries are found here, whoever committed them)."""
