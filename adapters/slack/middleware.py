@@ -112,8 +112,11 @@ def message_scope(deps: SlackDeps) -> BoltMiddleware:
         event = req.event
         if event.get("subtype") not in RECORDED_SUBTYPES or event.get("bot_id") or not event.get("user"):
             return
-        channel = event.get("channel", "")
-        scope = await deps.index.route(channel, event.get("thread_ts") or "")
+        channel, thread_ts = event.get("channel", ""), event.get("thread_ts") or ""
+        scope = await deps.index.route(channel, thread_ts)
+        parent = event.get("parent_user_id")
+        if scope is None and thread_ts and parent and parent == req.context.get("bot_user_id"):
+            scope = await header_scope(deps, req.client, channel, thread_ts)
         if scope is None:
             return
         req.context[SCOPE] = scope
@@ -156,6 +159,20 @@ async def _fetch(client: AsyncWebClient, channel: str, ts: str) -> dict[str, Any
         return None
     messages: list[dict[str, Any]] = resp.get("messages", [])
     return next((m for m in messages if m.get("ts") == ts), None)
+
+
+async def header_scope(deps: SlackDeps, client: AsyncWebClient, channel: str, thread_ts: str) -> str | None:
+    """The scope named by the metadata of decklog's own header at the root of a thread the index does not know yet.
+
+    The sender indexes a header's thread only after ``chat.postMessage`` (and ``chat.getPermalink``) returned, and
+    on another replica that write lands later still; a reply typed the moment the header appeared would otherwise be
+    acknowledged and not recorded (the two-replica Socket Mode test's lost ``socket update 0``)."""
+    root = await _fetch(client, channel, thread_ts)
+    metadata = (root or {}).get("metadata") or {}
+    if metadata.get("event_type") != "decklog_header":
+        return None
+    scope = str((metadata.get("event_payload") or {}).get("scope") or "")
+    return scope if scope and await deps.store.exists(scope) else None
 
 
 async def route_with_patience(deps: SlackDeps, channel: str, ts: str, root_ts: str) -> str | None:

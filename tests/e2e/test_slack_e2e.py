@@ -89,6 +89,30 @@ async def test_thread_replies_edits_and_deletions_become_entries(server: Decklog
     assert (await kinds(server, scope)).count("message") == 1
 
 
+async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_metadata(server: DecklogServer) -> None:
+    """The sender indexes a header's thread after its post returned (on another replica, later still): a reply in
+    that window is routed by the metadata of decklog's own header at the thread's root, not dropped."""
+    from core.index import routes
+
+    fake = server.sandbox
+    scope, state = await declare(server)
+    await server.runtime.index.file.write(lambda conn, _: conn.execute(routes.delete()))  # the window, held open
+    assert await server.runtime.index.route(GENERAL, state.thread.ts) is None
+    await fake.post_message(BOB, GENERAL, "typed the moment the header appeared", thread_ts=state.thread.ts)
+    await eventually(lambda: _has(server, scope, "message"), what="the early reply recorded")
+    # a reply under a person's message (no decklog header at the root) is still not recorded
+    other = await fake.post_message(CAROL, GENERAL, "lunch?")
+    await fake.post_message(BOB, GENERAL, "sure", thread_ts=other.ts)
+    await fake.post_message(BOB, GENERAL, "one more for the incident", thread_ts=state.thread.ts)
+    await eventually(lambda: _count(server, scope, "message", 2), what="the second early reply recorded")
+    texts = [e.payload.text for e in await server.runtime.store.read(scope, kinds=["message"])]  # type: ignore[attr-defined]
+    assert texts == ["typed the moment the header appeared", "one more for the incident"]
+
+
+async def _count(server: DecklogServer, scope: str, kind: str, n: int) -> bool:
+    return (await kinds(server, scope)).count(kind) >= n
+
+
 async def _has(server: DecklogServer, scope: str, kind: str) -> bool:
     return kind in await kinds(server, scope)
 
