@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ class ScopeFile:
     rows: list[Row]
     pending: Counter[str]  # topic → outbox rows neither published nor parked
     parked: Counter[str]
+    stuck: list[str] = field(default_factory=list)  # the pending rows, described (for a failure's message)
 
 
 def read_log(data_dir: Path) -> dict[str, ScopeFile]:
@@ -62,6 +64,14 @@ def read_log(data_dir: Path) -> dict[str, ScopeFile]:
                     ).fetchall()
                 )
             )
+            stuck = [
+                f"{topic} #{seq} {kind} attempts={attempts} due_in={due - time.time():.1f}s error={error[:120]!r}"
+                for topic, seq, kind, attempts, due, error in db.execute(
+                    "SELECT o.topic, o.seq, e.kind, o.attempts, o.next_attempt_at, o.last_error FROM outbox o"
+                    " JOIN entries e ON e.seq = o.seq WHERE o.published_at IS NULL AND o.parked_at IS NULL"
+                    " ORDER BY o.seq LIMIT 5"
+                )
+            ]
         except sqlite3.OperationalError:  # a file that has no tables yet (being created): no entries
             continue
         finally:
@@ -69,7 +79,7 @@ def read_log(data_dir: Path) -> dict[str, ScopeFile]:
         if not rows:  # a declaration that never committed (killed after its file was put in place): not a scope
             continue
         scope = path.stem.replace("~", "/", 1)
-        out[scope] = ScopeFile(scope, rows, pending, parked)
+        out[scope] = ScopeFile(scope, rows, pending, parked, [f"{scope} {row}" for row in stuck])
     return out
 
 
@@ -102,6 +112,7 @@ class Verdict:
     lost: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     pending: Counter[str] = field(default_factory=Counter)  # outbox rows still to deliver, by topic
+    stuck: list[str] = field(default_factory=list)  # which rows those are
     parked: Counter[str] = field(default_factory=Counter)
     scopes: int = 0
     entries: int = 0
@@ -122,7 +133,7 @@ class Verdict:
         if self.duplicates:
             parts.append(f"{len(self.duplicates)} duplicated: " + "; ".join(self.duplicates[:limit]))
         if sum(self.pending.values()):
-            parts.append(f"outbox pending {dict(self.pending)}")
+            parts.append(f"outbox pending {dict(self.pending)}: " + "; ".join(self.stuck[:limit]))
         if sum(self.parked.values()):
             parts.append(f"outbox parked {dict(self.parked)}")
         return " | ".join(parts)
@@ -198,6 +209,7 @@ def judge_log(log: dict[str, ScopeFile], fake: FakeSlack, acked: Acked) -> Verdi
             v.duplicates.append(f"slack post {scope} {entry_id} {key} ×{n}")
     for f in log.values():
         v.pending.update(f.pending)
+        v.stuck.extend(f.stuck)
         v.parked.update(f.parked)
     return v
 

@@ -34,10 +34,12 @@ async def test_sigkill_under_mixed_slack_and_alert_load_loses_and_duplicates_not
         assert sum(c.socket for c in run.cycles) >= 5, "too few Socket Mode cycles"
         counts = acked.counts()
         assert acked.total >= 100 and all(counts.values()), f"the load acked too little to prove anything: {counts}"
-        verdict, _ = await run.settle(timeout=90)
+        verdict, final = await run.settle(timeout=90)
     assert not verdict.lost, verdict.describe()
     assert not verdict.duplicates, verdict.describe()
-    assert not sum(verdict.pending.values()) and not sum(verdict.parked.values()), verdict.describe()
+    assert not sum(verdict.pending.values()) and not sum(verdict.parked.values()), (
+        f"{verdict.describe()}\nthe final server's log:\n{final.log_tail(60)}"
+    )
 
     scopes = sorted(read_log(data))
     store = SqliteLogStore(data, topics=OUTBOX_TOPICS)
