@@ -35,9 +35,11 @@ browser:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1)) || \
 	  echo "note: could not install chromium; browser tests will be skipped"; }
 
-## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser)
+## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser), on TEST_WORKERS processes,
+## each test file whole on one of them (TEST_WORKERS=0 runs it in this process)
+TEST_WORKERS ?= 2
 test: $(VENV)/.dev browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,6 @@
-"""The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot and every 30 s) and the
-lifecycle job (every 30 s: channel archives and reminders that have fallen due, core/lifecycle.py)."""
+"""The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot, then every 3 s on SQLite and
+30 s on PostgreSQL) and the lifecycle job (every 30 s: channel archives and reminders that have fallen due,
+core/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ from core.store.postgres import PostgresLogStore
 log = logging.getLogger("decklog")
 
 SWEEP_S = 30.0
+#: On SQLite the sweep is the only way a running server learns of another process's commits (``decklog declare`` or
+#: ``append`` beside it): one index query, then one outbox summary per scope updated in the last minute.
+SQLITE_SWEEP_S = 3.0
 #: How often the due lifecycle items (archives, reminders) are looked for; their due times live in the log.
 LIFECYCLE_S = 30.0
 #: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
@@ -102,7 +106,8 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
     async def lifecycle_tick() -> None:
         await lifecycle.tick()
 
-    jobs = [Job("sweep", SWEEP_S, sweeps.periodic), Job("lifecycle", LIFECYCLE_S, lifecycle_tick)]
+    every = SWEEP_S if isinstance(rt.store, PostgresLogStore) else SQLITE_SWEEP_S
+    jobs = [Job("sweep", every, sweeps.periodic), Job("lifecycle", LIFECYCLE_S, lifecycle_tick)]
     if isinstance(rt.store, PostgresLogStore):  # replicas: what a dead one acknowledged is done by the others
 
         async def take_over() -> None:
