@@ -107,6 +107,9 @@ async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_met
     await eventually(lambda: _count(server, scope, "message", 2), what="the second early reply recorded")
     texts = [e.payload.text for e in await server.runtime.store.read(scope, kinds=["message"])]  # type: ignore[attr-defined]
     assert texts == ["typed the moment the header appeared", "one more for the incident"]
+    # and an @mention in that window acts on the incident instead of asking "Which incident?"
+    await fake.post_message(BOB, GENERAL, "@decklog sev 1", thread_ts=state.thread.ts)
+    await eventually(lambda: _severity(server, scope, 1), what="SEV1 from a mention in the unindexed thread")
 
 
 async def _count(server: DecklogServer, scope: str, kind: str, n: int) -> bool:

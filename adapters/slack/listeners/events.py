@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -10,7 +11,7 @@ from adapters.slack import grammar, render, subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.ids import ACCEPT_REACTIONS, PIN_REACTIONS
 from adapters.slack.listeners.errors import ack_automatically, acked
-from adapters.slack.middleware import counted, mention_context, message_scope, reaction_scope
+from adapters.slack.middleware import counted, header_scope, mention_context, message_scope, reaction_scope
 from adapters.slack.request import MESSAGE, Req
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
@@ -65,7 +66,7 @@ async def _message(deps: SlackDeps, req: Req) -> None:
 async def _mention(deps: SlackDeps, req: Req) -> None:
     event, where = req.event, req.where
     text = grammar.strip_mention(event.get("text", ""), req.context.get("bot_user_id"))
-    cmd = subcommands.parse(text)
+    cmd = await _in_unindexed_thread(deps, req, subcommands.parse(text))
     if cmd.name == "declare" and not cmd.args.get("title"):
         reply_text, blocks = (
             "Give the incident a title: `@decklog declare <title> [sev1-4]`, or use `/incident declare`.",
@@ -84,6 +85,17 @@ async def _mention(deps: SlackDeps, req: Req) -> None:
             text=reply_text,
             blocks=blocks,
         )
+
+
+async def _in_unindexed_thread(deps: SlackDeps, req: Req, cmd: grammar.Command) -> grammar.Command:
+    """A mention in the thread of a header the index does not know yet (decision 122) names the header's scope."""
+    where, parent = req.where, req.event.get("parent_user_id")
+    if cmd.scope or not where.thread_ts or not parent or parent != req.context.get("bot_user_id"):
+        return cmd
+    if await deps.index.route(where.channel, where.thread_ts) is not None:
+        return cmd
+    found = await header_scope(deps, req.client, where.channel, where.thread_ts)
+    return replace(cmd, scope=found) if found else cmd
 
 
 async def _reaction(deps: SlackDeps, req: Req) -> None:
