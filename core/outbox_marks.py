@@ -36,9 +36,12 @@ class DoneMarks:
     def add(self, scope: str, topic: str, seqs: Iterable[int]) -> None:
         self._marks.setdefault(scope, {}).setdefault(topic, []).extend(seqs)
         if scope not in self._flushing:
-            task = asyncio.get_running_loop().create_task(self._later(scope), name=f"marks:{scope}")
-            self._flushing[scope] = task
-            self._sleeping.add(scope)
+            self._schedule(scope)
+
+    def _schedule(self, scope: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._later(scope), name=f"marks:{scope}")
+        self._flushing[scope] = task
+        self._sleeping.add(scope)
 
     async def _later(self, scope: str) -> None:
         me = asyncio.current_task()
@@ -55,6 +58,8 @@ class DoneMarks:
         finally:
             if self._flushing.get(scope) is me:
                 del self._flushing[scope]
+                if self._marks.get(scope):  # added while this one was writing: nobody else would write them
+                    self._schedule(scope)
 
     def _wait(self, scope: str) -> float:
         now = asyncio.get_running_loop().time()
