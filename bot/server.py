@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.local.slack import FakeSlack
+from bot import diagnostics
 from bot.config import DecklogConfig
 from bot.metrics import ServerMetrics
 from bot.parts import Stopper, Task
@@ -230,6 +231,7 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        diagnostics.install(loop)  # kill -USR1: every task's and thread's stack in the log
         await server.start()
         freeze_heap()
         mode = {

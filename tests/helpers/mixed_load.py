@@ -110,6 +110,9 @@ class CrashRun:
         served = await self.start(False)
         try:
             verdict = await self.wait_complete(timeout)
+            if not verdict.complete:  # what the server is stuck on, next to its log (served.log)
+                dump = await asyncio.to_thread(served.dump)
+                (self.data_dir.parent / "stuck-dump.txt").write_text(dump)
         finally:
             await asyncio.to_thread(served.stop)
         verdict = await self.verdict()

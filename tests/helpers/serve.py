@@ -84,6 +84,20 @@ class Served:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
+    def dump(self, timeout: float = 10.0) -> str:
+        """``kill -USR1``: the server writes every task's and thread's stack to its log (bot/diagnostics.py);
+        returns that dump (empty if it did not come in ``timeout``)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log.read_text(errors="replace")
+            starts = [m.start() for m in re.finditer(r"decklog: task dump: \d+ tasks", text)]
+            if starts and "decklog: task dump: end" in text[starts[-1] :]:
+                return text[starts[-1] :]
+            time.sleep(0.05)
+        return ""
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait (SIGKILL if it does not end in ``timeout``); the exit code."""
         with contextlib.suppress(ProcessLookupError):
