@@ -37,7 +37,7 @@ async def main(cycles: int, workers: int, seed: int, settle: float) -> int:
             started = time.monotonic()
             for _ in range(cycles):
                 await run.cycle(kill_after=0.4 + rng.random() * 1.2, settle_first=settle)
-            verdict, _ = await run.settle(timeout=120)
+            _running, verdict, _ = await run.settle(timeout=120)
             elapsed = time.monotonic() - started
     settled = [c.restart_to_delivered for c in run.cycles[1:] if c.restart_to_delivered is not None]
     unsettled = sum(1 for c in run.cycles[1:] if c.restart_to_delivered is None)

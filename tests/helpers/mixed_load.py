@@ -63,6 +63,7 @@ class CrashRun:
     cycles: list[Cycle] = field(default_factory=list)
     _pinnable: list[tuple[str, str]] = field(default_factory=list)  # (ts, scope) of acked thread messages
     _serial: int = 0
+    restarts_after_stop: int = 0  # settle: starts again because the stop itself committed (see ``settle``)
 
     # -- one kill cycle ---------------------------------------------------------------------------------------
 
@@ -105,18 +106,29 @@ class CrashRun:
                 return verdict
             await asyncio.sleep(0.1)
 
-    async def settle(self, timeout: float = 60.0) -> tuple[Verdict, Served]:
-        """The final restart: wait for everything, then stop the server (SIGTERM). Returns the verdict."""
-        served = await self.start(False)
-        try:
-            verdict = await self.wait_complete(timeout)
-            if not verdict.complete:  # what the server is stuck on, next to its log (served.log)
-                dump = await asyncio.to_thread(served.dump)
-                (self.data_dir.parent / "stuck-dump.txt").write_text(dump)
-        finally:
-            await asyncio.to_thread(served.stop)
-        verdict = await self.verdict()
-        return verdict, served
+    async def settle(self, timeout: float = 60.0, *, restarts: int = 3) -> tuple[Verdict, Verdict, Served]:
+        """The final restart: wait for everything, then stop the server (SIGTERM). Returns the verdict while it
+        ran (complete, or what was still missing at ``timeout``; then its task dump is in ``stuck-dump.txt``), the
+        verdict after it stopped, and the server.
+
+        A stop may itself commit: an agent turn that was running is cancelled after its context agent appended
+        an observation, which the next start delivers (bot/server.py stops the producers before the dispatcher,
+        and a commit the cancelled turn made is not announced). So while the running verdict is complete and the
+        stopped one is not, start again, at most ``restarts`` more times."""
+        for _ in range(restarts + 1):
+            served = await self.start(False)
+            try:
+                running = await self.wait_complete(timeout)
+                if not running.complete:  # what the server is stuck on, next to its log (served.log)
+                    dump = await asyncio.to_thread(served.dump)
+                    (self.data_dir.parent / "stuck-dump.txt").write_text(dump)
+            finally:
+                await asyncio.to_thread(served.stop)
+            stopped = await self.verdict()
+            if not running.complete or stopped.complete:
+                break
+            self.restarts_after_stop += 1
+        return running, stopped, served
 
     async def verdict(self) -> Verdict:
         return await asyncio.to_thread(judge, self.data_dir, self.fake, self.acked)
