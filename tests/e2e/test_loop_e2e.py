@@ -62,7 +62,9 @@ async def test_an_incident_run_from_slack_only_fills_the_triage_and_joiner_views
     assert [g["text"] for g in triage["goals"]] == ["Goal: restore checkout above 99%"]
     assert [c["text"] for c in triage["constraints"]] == ["Constraint: no deploys without the commander"]
     said = [m["text"] for m in triage["human_messages"]]
-    assert said[0].endswith("the psp dashboard is red") and said[1].endswith("502s from the load balancer since 03:10")
+    # newest first by seq; two messages posted back to back are processed concurrently after their acks, so the
+    # log may hold them in either order (noted in the closing note of 2026-12-03)
+    assert sorted(said[:2]) == ["bob: 502s from the load balancer since 03:10", "carol: the psp dashboard is red"]
     joiner = (await build_view(server.runtime.store, scope, "joiner")).sections
     assert joiner["goal"]["text"] == "Goal: restore checkout above 99%"
     assert [d["text"] for d in joiner["last_decisions"]] == ["Decision (alice): fail over to the backup psp"]
