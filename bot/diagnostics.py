@@ -11,22 +11,19 @@ import asyncio
 import faulthandler
 import signal
 import sys
-from typing import TextIO
 
 MARK = "decklog: task dump"
 
 
-def dump_tasks(out: TextIO | None = None) -> None:
-    stream = out if out is not None else sys.stderr
+def dump_tasks() -> None:
     tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
-    print(f"{MARK}: {len(tasks)} tasks", file=stream)
+    print(f"{MARK}: {len(tasks)} tasks", file=sys.stderr)
     for task in tasks:
-        print(f"--- task {task.get_name()}", file=stream)
-        task.print_stack(limit=12, file=stream)
-    if out is None:  # faulthandler writes to a file descriptor
-        print(f"{MARK}: threads", file=stream, flush=True)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    print(f"{MARK}: end", file=stream, flush=True)
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(limit=12, file=sys.stderr)
+    print(f"{MARK}: threads", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    print(f"{MARK}: end", file=sys.stderr, flush=True)
 
 
 def install(loop: asyncio.AbstractEventLoop) -> None:

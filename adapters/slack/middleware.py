@@ -112,11 +112,8 @@ def message_scope(deps: SlackDeps) -> BoltMiddleware:
         event = req.event
         if event.get("subtype") not in RECORDED_SUBTYPES or event.get("bot_id") or not event.get("user"):
             return
-        channel, thread_ts = event.get("channel", ""), event.get("thread_ts") or ""
-        scope = await deps.index.route(channel, thread_ts)
-        parent = event.get("parent_user_id")
-        if scope is None and thread_ts and parent and parent == req.context.get("bot_user_id"):
-            scope = await header_scope(deps, req.client, channel, thread_ts)
+        channel = event.get("channel", "")
+        scope = await thread_scope(deps, req, channel, event.get("thread_ts") or "")
         if scope is None:
             return
         req.context[SCOPE] = scope
@@ -159,6 +156,16 @@ async def _fetch(client: AsyncWebClient, channel: str, ts: str) -> dict[str, Any
         return None
     messages: list[dict[str, Any]] = resp.get("messages", [])
     return next((m for m in messages if m.get("ts") == ts), None)
+
+
+async def thread_scope(deps: SlackDeps, req: Req, channel: str, thread_ts: str) -> str | None:
+    """The scope of a thread (or dedicated channel) by the index; for a thread under decklog's own message that
+    the index does not know yet, by the header's metadata (``header_scope``)."""
+    scope = await deps.index.route(channel, thread_ts)
+    parent = req.event.get("parent_user_id")
+    if scope is None and thread_ts and parent and parent == req.context.get("bot_user_id"):
+        scope = await header_scope(deps, req.client, channel, thread_ts)
+    return scope
 
 
 async def header_scope(deps: SlackDeps, client: AsyncWebClient, channel: str, thread_ts: str) -> str | None:

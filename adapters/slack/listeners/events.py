@@ -11,7 +11,7 @@ from adapters.slack import grammar, render, subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.ids import ACCEPT_REACTIONS, PIN_REACTIONS
 from adapters.slack.listeners.errors import ack_automatically, acked
-from adapters.slack.middleware import counted, header_scope, mention_context, message_scope, reaction_scope
+from adapters.slack.middleware import counted, mention_context, message_scope, reaction_scope, thread_scope
 from adapters.slack.request import MESSAGE, Req
 from core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
@@ -89,12 +89,10 @@ async def _mention(deps: SlackDeps, req: Req) -> None:
 
 async def _in_unindexed_thread(deps: SlackDeps, req: Req, cmd: grammar.Command) -> grammar.Command:
     """A mention in the thread of a header the index does not know yet (decision 122) names the header's scope."""
-    where, parent = req.where, req.event.get("parent_user_id")
-    if cmd.scope or not where.thread_ts or not parent or parent != req.context.get("bot_user_id"):
+    where = req.where
+    if cmd.scope or not where.thread_ts:
         return cmd
-    if await deps.index.route(where.channel, where.thread_ts) is not None:
-        return cmd
-    found = await header_scope(deps, req.client, where.channel, where.thread_ts)
+    found = await thread_scope(deps, req, where.channel, where.thread_ts)
     return replace(cmd, scope=found) if found else cmd
 
 
