@@ -206,6 +206,19 @@ def first(*values: str) -> str:
     return ""
 
 
+# A line that only says the state: Grafana's default message ("**Firing**", "**Resolved**") used as a summary,
+# or a "[FIRING:2]" prefix on its own.
+_STATUS_BANNER = re.compile(r"^[\W_]*(firing|resolved)[\W_]*(\d+[\W_]*)?$", re.IGNORECASE)
+
+
+def headline(text: str) -> str:
+    """A summary as a title: its first non-empty line, or ``""`` when that line only names the state (Grafana's
+    default message template pasted into a rule's summary starts with ``**Firing**`` and goes on with the labels,
+    which make no title; the caller falls back to the alert name)."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return "" if _STATUS_BANNER.match(line) else line
+
+
 # --------------------------------------------------------------------------------------------------- links,
 # ids
 

@@ -283,10 +283,35 @@ GRAFANA_TEST = AlertSignal(
 )
 
 
+def grafana_webhook_alert(started_at: datetime | None) -> AlertSignal:
+    """An alert of Grafana 8.2's documented body: its summary is Grafana's default message ("**Firing**", then the
+    labels), so the alert name is the title."""
+    return AlertSignal(
+        source="grafana",
+        fingerprint="929467973978d053",
+        status="firing",
+        title="WebhookAlert",
+        summary="Value: [ var='A' labels={} value=1 ]",
+        labels={"alertname": "WebhookAlert"},
+        links=(
+            Link(url="https://play.grafana.org/alerting/UID_WebhookAlert/edit", title="Source"),
+            Link(
+                url="https://play.grafana.org/alerting/silence/new?alertmanager=grafana&matchers=alertname%%3DWebhookAlert",
+                title="Silence",
+            ),
+        ),
+        started_at=started_at,
+    )
+
+
 EXPECTED: dict[tuple[str, str], list[AlertSignal]] = {
     ("alertmanager", "alertmonitor_icmp_truncated.json"): alertmonitor_icmp("firing")[:2],
     ("grafana", "cloud_datasource_nodata.json"): [GRAFANA_NODATA],
     ("grafana", "cloud_test_notification.json"): [GRAFANA_TEST],
+    ("grafana", "docs_v82_zero_startsat.json"): [
+        grafana_webhook_alert(None),
+        grafana_webhook_alert(utc(2021, 10, 11, 17, 38)),
+    ],
     ("pagerduty", "ocean_elb_triggered.json"): ocean_elb(
         "firing", "", "01FVSY3TYZRNGRHL3BIQ1RTDG1", utc(2025, 8, 2, 15, 45, 53, 839000)
     ),
@@ -734,6 +759,15 @@ GROUPING: dict[tuple[str, str], tuple[str, bool, str, int, bool, bool, str]] = {
         "",
     ),
     ("grafana", "docs_v9_valuestring.json"): ("key:My Super Webhook:{}:{}", False, "", 0, False, False, ""),
+    ("grafana", "docs_v82_zero_startsat.json"): (
+        'key:webhook_recv:{}/{alertname="WebhookAlert"}:{alertname="WebhookAlert"}',
+        False,
+        "alertname=WebhookAlert",
+        0,
+        False,
+        False,
+        "",
+    ),
     ("grafana", "payments_5xx_firing.json"): (
         'key:decklog:{}/{service="payments"}:{alertname="PaymentsHigh5xxRate"}',
         False,
@@ -1283,3 +1317,12 @@ def test_fuzz_mutated_real_fixtures_raise_only_payload_error_at_the_mutated_fiel
     except PayloadError as exc:
         if in_place:
             assert related(exc.path, mutated_path), (exc.path, mutated_path)
+
+
+def test_a_summary_gives_its_first_line_as_the_title_unless_that_only_names_the_state() -> None:
+    from adapters.payload_fields import headline
+
+    assert headline("p99 latency above 2 s\nsince 03:10") == "p99 latency above 2 s"
+    assert headline("Firing rate of retries is high") == "Firing rate of retries is high"
+    for banner in ("**Firing**\n\nLabels:\n - alertname = X", "[FIRING:2]", "**Resolved**", "  \n"):
+        assert headline(banner) == ""

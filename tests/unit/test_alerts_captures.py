@@ -1,6 +1,7 @@
 """Issue 14's behaviours on payloads captured from real installs (tests/fixtures/alerts/*/SOURCES.md): a Grafana
 Cloud no-data notification and a test-button notification (no service label, Go's zero endsAt), an Alertmanager
-group cut short by max_alerts, and a PagerDuty incident's lifecycle (priority up and down, resolve, reopen)."""
+group cut short by max_alerts, a PagerDuty incident's lifecycle (priority up and down, resolve, reopen), and
+Grafana's documented body with Go's zero startsAt (a vendor example, not a capture)."""
 
 from __future__ import annotations
 
@@ -144,3 +145,22 @@ async def test_pagerduty_captures_of_other_incidents_never_merge(world_fixture: 
     assert docs.outcome == "new" and docs.scope != ocean.scope
     (unknown,) = await send(world_fixture.router, "pagerduty", "nginx_400s_resolved.json")
     assert unknown.outcome == "ignored" and not unknown.scope  # a resolve of an incident decklog never saw
+
+
+# -- Grafana's documented example with Go's zero startsAt --------------------------------------------------------
+
+
+async def test_grafana_documented_zero_starts_at_resend_writes_nothing(world_fixture: World) -> None:
+    """Grafana 8.2's documented webhook body: two alerts of one fingerprint, the first with Go's zero ``startsAt``
+    (no usable start time), the second with a real one. One notification is one incident; sending the same body
+    again (a resend) records nothing new, whichever router instance receives it."""
+    outcomes = await send(world_fixture.router, "grafana", "docs_v82_zero_startsat.json")
+    assert outcomes[0].outcome == "new" and {o.scope for o in outcomes} == {outcomes[0].scope}
+    scope = outcomes[0].scope
+    state = await world_fixture.store.get_state(scope)
+    assert list(state.alerts) == ["929467973978d053"] and state.services == ()
+    assert state.title == "WebhookAlert"  # the summary is Grafana's default message, so the alert name
+    for router in (world_fixture.router, world_fixture.new_router()):
+        again = await send(router, "grafana", "docs_v82_zero_startsat.json")
+        assert {o.outcome for o in again} == {"duplicate"} and {o.scope for o in again} == {scope}
+        assert (await world_fixture.store.get_state(scope)).version == state.version

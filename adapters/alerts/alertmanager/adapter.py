@@ -11,7 +11,8 @@ Mapping, per alert:
 * ``fingerprint`` ← ``fingerprint``; when absent (Alertmanager < 0.19), Prometheus' own fingerprint of the
   labels, which is what a newer Alertmanager would have sent;
 * ``status`` ← ``alerts[].status`` (else the group ``status``): ``firing`` | ``resolved``;
-* ``title`` ← ``annotations.summary`` → ``labels.alertname`` → ``"Alert <fingerprint>"``;
+* ``title`` ← ``annotations.summary`` (its first line, unless that only names the state, as Grafana's
+  ``**Firing**`` does) → ``labels.alertname`` → ``"Alert <fingerprint>"``;
 * ``service`` ← ``labels.service`` → ``labels["service.name"]`` (OpenTelemetry) → ``labels.job`` →
   ``labels.app``;
 * ``source_severity`` ← ``labels.severity``; ``summary`` ← ``annotations.description`` →
@@ -159,7 +160,8 @@ def _alert(raw: object, path: str, shared: _Notification) -> AlertSignal:
         fingerprint=fingerprint,
         status=status,
         title=f.clean(
-            f.first(annotations.get("summary", ""), labels.get("alertname", ""), f"Alert {fingerprint}"), f.TITLE_MAX
+            f.first(f.headline(annotations.get("summary", "")), labels.get("alertname", ""), f"Alert {fingerprint}"),
+            f.TITLE_MAX,
         ),
         service=f.clean(service, f.SERVICE_MAX),
         source_severity=f.clean(labels.get("severity", ""), f.SHORT_MAX),
