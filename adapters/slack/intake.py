@@ -16,7 +16,8 @@ Idempotency keys (see docs/decisions.md):
 - view submissions: ``view:<view id>`` — a modal is submitted (successfully) once.
 
 After the ack the stored request is dispatched through Bolt (a Bolt app with verification off: the intake verified
-it), in a task that holds one of ``SlackDeps.work_slots``. It is marked done when its work finished, also when it
+it), in a task that holds one of ``SlackDeps.work_slots``; requests about one thread run one after another, in the
+order they were stored (``order_lane``), so a thread's messages are recorded in Slack's order. It is marked done when its work finished, also when it
 failed with an error the person was shown; an unexpected error is retried a few times, then given up with a
 logged error (a poison request must not replay forever). At boot ``replay`` re-runs every pending request,
 oldest first; the listeners' idempotency keys make a re-run after a crash harmless.
@@ -125,6 +126,23 @@ def request_key(body: JSON) -> str:
     raise Rejected(400, f"cannot tell one {kind or 'request'} from another (no event_id, trigger_id or view id)")
 
 
+def order_lane(body: JSON) -> str | None:
+    """Requests about one Slack thread are processed one after another, in the order they were stored, so the log
+    records a thread's messages, edits and reactions in Slack's order (work for different threads still runs side
+    by side). The lane is ``<channel>:<thread root ts>``; ``None`` for requests that need no order (commands,
+    clicks, events outside a message)."""
+    if body.get("type") != "event_callback" or not isinstance(body.get("event"), dict):
+        return None
+    event: JSON = body["event"]
+    if isinstance(event.get("item"), dict):  # reactions: the message they are on
+        event = event["item"]
+    message = next((event[k] for k in ("message", "previous_message") if isinstance(event.get(k), dict)), event)
+    channel, root = event.get("channel"), message.get("thread_ts") or message.get("ts")
+    if not isinstance(channel, str) or not channel or not isinstance(root, str) or not root:
+        return None
+    return f"{channel}:{root}"
+
+
 class SlackIntake:
     """``await intake.http(raw, headers)`` for ``/slack/events``; ``intake.socket_listener`` for Socket Mode."""
 
@@ -145,6 +163,7 @@ class SlackIntake:
         self.max_attempts = max_attempts
         self.retry_delays = retry_delays
         self.running: set[str] = set()
+        self._lanes: dict[str, asyncio.Event] = {}  # a thread's lane → set when its newest submitted request is done
         # A test hook (set by the composition, never by configuration): awaited before a stored request is processed.
         self.before_process: Callable[[InboxItem], Awaitable[None]] | None = None
 
@@ -209,7 +228,14 @@ class SlackIntake:
         if item.key in self.running:
             return
         self.running.add(item.key)
-        task = asyncio.get_running_loop().create_task(self._process(item, fresh=fresh), name=f"slack:{item.key[:40]}")
+        lane = order_lane(item.body)
+        after: asyncio.Event | None = None
+        done: asyncio.Event | None = None
+        if lane is not None:
+            after, done = self._lanes.get(lane), asyncio.Event()
+            self._lanes[lane] = done
+        work = self._process(item, fresh=fresh, after=after, done=done, lane=lane)
+        task = asyncio.get_running_loop().create_task(work, name=f"slack:{item.key[:40]}")
         self.deps.work_tasks.add(task)
         task.add_done_callback(self.deps.work_tasks.discard)
 
@@ -222,8 +248,20 @@ class SlackIntake:
             log.info("inbox: replaying %d stored Slack requests", len(items))
         return len(items)
 
-    async def _process(self, item: InboxItem, *, fresh: bool = False) -> None:
+    async def _process(
+        self,
+        item: InboxItem,
+        *,
+        fresh: bool = False,
+        after: asyncio.Event | None = None,
+        done: asyncio.Event | None = None,
+        lane: str | None = None,
+    ) -> None:
+        """``after``: set when the previous request of the same thread is done (``order_lane``); ``done`` is this
+        request's own, set when it is done whatever happened, so its thread goes on."""
         try:
+            if after is not None:
+                await after.wait()
             if self.before_process is not None:
                 await self.before_process(item)
             delays = iter(self.retry_delays)
@@ -247,6 +285,10 @@ class SlackIntake:
             log.exception("processing the stored Slack request %s failed; it stays in the inbox", item.key)
         finally:
             self.running.discard(item.key)
+            if done is not None:
+                done.set()
+                if lane is not None and self._lanes.get(lane) is done:
+                    del self._lanes[lane]
 
     async def _dispatch(self, item: InboxItem, outcome: Outcome) -> None:
         headers: dict[str, str | Sequence[str]] = {"x-slack-retry-num": str(item.meta.get("retry_num", "0"))}

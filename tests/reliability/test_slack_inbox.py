@@ -307,3 +307,43 @@ async def test_work_unfinished_at_stop_stays_in_the_inbox_and_is_replayed(
     again = await make_server(data_dir=data_dir)
     await eventually(lambda: _scope_thread(again, "incident/held-at-the-stop"), timeout=10, what="replayed")
     await eventually(lambda: [done for _k, done in stored(data_dir)] == [True], timeout=10, what="done")
+
+
+async def test_a_threads_messages_are_recorded_in_slack_order_while_other_threads_go_on(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    """The first of two replies in one thread is held before processing (as a slow users.info lookup would hold it):
+    the second waits for it, a reply in another incident's thread does not, and the log keeps Slack's order."""
+    data_dir = tmp_path / "data"
+    server = await make_server(data_dir=data_dir)
+    fake = server.sandbox
+    threads = {}
+    for name in ("Lane one", "Lane two"):
+        await fake.run_command(ALICE, GENERAL, f"declare {name} sev3")
+        scope = "incident/" + name.lower().replace(" ", "-")
+        threads[scope] = (await eventually(lambda s=scope: _scope_thread(server, s), what=name)).thread.ts
+    one, two = threads
+    await eventually(lambda: all(done for _k, done in stored(data_dir)), what="the setup processed")
+
+    release = asyncio.Event()
+    held: list[str] = []
+
+    async def hold_the_first(item: InboxItem) -> None:
+        if item.body.get("event", {}).get("text") == "first":
+            held.append(item.key)
+            await release.wait()
+
+    server.parts.slack.intake.before_process = hold_the_first
+    await fake.post_message(BOB, GENERAL, "first", thread_ts=threads[one])
+    await eventually(lambda: held, what="the first reply held")
+    await fake.post_message(ALICE, GENERAL, "second", thread_ts=threads[one])
+    await fake.post_message(BOB, GENERAL, "elsewhere", thread_ts=threads[two])
+    await eventually(lambda: _texts(server, two), what="the other thread's reply")
+    assert await _texts(server, one) == []  # "second" waits for "first", though it was acked and stored
+    release.set()
+    assert await eventually(lambda: _texts(server, one, 2), what="both replies") == ["first", "second"]
+
+
+async def _texts(server: DecklogServer, scope: str, count: int = 1) -> list[str]:
+    texts = [e.payload.text for e in await server.runtime.store.read(scope, kinds=("message",))]  # type: ignore[attr-defined]
+    return texts if len(texts) >= count else []
