@@ -73,6 +73,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 REFILL_DELAY_S = 0.2
+#: Reads of at most this many entries may run on the event loop's own thread (``SqliteFile.read(small=True)``);
+#: longer ones go to a worker. Unbounded, a summary's read of a storm minute's thousands of observations held the
+#: loop for 100-430 ms, and every request in flight waited (decision 127).
+SMALL_READ_ROWS = 64
 
 
 def default_threads() -> int:
@@ -328,7 +332,7 @@ class SqliteLogStore(SqliteOutbox):
                     stmt = stmt.limit(limit)
                 return [trusted_row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
-            return await sf.file.read(q, small=True)
+            return await sf.file.read(q, small=limit is not None and limit <= SMALL_READ_ROWS)
 
     async def read_last(self, scope: ScopeRef, *, limit: int, kinds: Sequence[str] = ()) -> list[Entry]:
         """The last ``limit`` entries (of ``kinds``), oldest first."""
@@ -340,7 +344,7 @@ class SqliteLogStore(SqliteOutbox):
                     stmt = stmt.where(t.entries.c.kind.in_(list(kinds)))
                 return [trusted_row_to_entry(sf.key, r) for r in reversed(conn.execute(stmt).all())]
 
-            return await sf.file.read(q, small=True)
+            return await sf.file.read(q, small=limit <= SMALL_READ_ROWS)
 
     async def read_seqs(self, scope: ScopeRef, seqs: Sequence[int]) -> list[Entry]:
         if not seqs:
@@ -351,7 +355,7 @@ class SqliteLogStore(SqliteOutbox):
                 stmt = sa.select(t.entries).where(t.entries.c.seq.in_(list(seqs))).order_by(t.entries.c.seq)
                 return [trusted_row_to_entry(sf.key, r) for r in conn.execute(stmt)]
 
-            return await sf.file.read(q, small=True)
+            return await sf.file.read(q, small=len(seqs) <= SMALL_READ_ROWS)
 
     async def get_state(self, scope: ScopeRef) -> ScopeState:
         async with self._use(scope) as sf:

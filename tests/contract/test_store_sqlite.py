@@ -423,3 +423,29 @@ async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(stor
     assert [e.kind for e in await read_all(store)] == ["declared"]
     after = await store.append(SCOPE, [message("next batch")])
     assert after.entries[0].seq == 2
+
+
+async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
+    store: SqliteLogStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unbounded read (a summary's thousands of observations) must not hold the event loop (decision 127)."""
+    import core.store.log_store as log_store
+
+    await declare(store)
+    await store.append(SCOPE, [message(f"m{i}") for i in range(log_store.SMALL_READ_ROWS + 5)])
+    threads: set[int] = set()
+    convert = log_store.trusted_row_to_entry
+
+    def spy(scope: str, row: Any) -> Entry:
+        threads.add(threading.get_ident())
+        return convert(scope, row)
+
+    monkeypatch.setattr(log_store, "trusted_row_to_entry", spy)
+    loop_thread = threading.get_ident()
+    for read in (lambda: store.read(SCOPE), lambda: store.read_seqs(SCOPE, list(range(1, 80)))):
+        threads.clear()
+        assert len(await read()) > log_store.SMALL_READ_ROWS
+        assert threads and loop_thread not in threads
+    threads.clear()
+    assert len(await store.read(SCOPE, limit=5)) == 5
+    assert threads == {loop_thread}  # a short read skips the hop to a worker when the read connection is free
