@@ -54,6 +54,7 @@ from core.entries import Actor, NewEntry
 from core.store import SqliteLogStore
 
 TOKEN = "bench-alert-token"
+OPENING = 500  # the requests that open the storm's incidents (reported apart)
 
 
 @dataclass
@@ -205,6 +206,18 @@ class StormResult:
     storm_minutes: float
     max_summaries_per_incident: int
     unsummarised: int
+    loop_lags: list[float] = field(default_factory=list)
+
+
+LAG_TICK_S = 0.002
+
+
+async def loop_lag(out: list[float]) -> None:
+    """How late the event loop wakes a ``LAG_TICK_S`` sleep, again and again: its stalls, in seconds."""
+    while True:
+        started = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        out.append(time.perf_counter() - started - LAG_TICK_S)
 
 
 async def decklog_storm(
@@ -219,7 +232,12 @@ async def decklog_storm(
     freeze_heap()  # as `decklog serve` does after its start
     try:
         began, cpu = time.time(), time.process_time()
-        result = await blast_from_child(server.url + "/alerts/generic", storm, concurrency)
+        lags: list[float] = []
+        probe = asyncio.ensure_future(loop_lag(lags))
+        try:
+            result = await blast_from_child(server.url + "/alerts/generic", storm, concurrency)
+        finally:
+            probe.cancel()
         cpu = time.process_time() - cpu  # this (server) process only: the load generator is a child
         bad = [s for s in result.statuses if s != 202]
         if bad:
@@ -313,6 +331,7 @@ async def decklog_storm(
             storm_minutes=storm_minutes,
             max_summaries_per_incident=max((len(v) for v in summaries_per_scope.values()), default=0),
             unsummarised=await unsummarised(),
+            loop_lags=lags,
         )
     finally:
         await server.stop()
@@ -486,6 +505,9 @@ def report(
     floor_rate = median([f.rate for f in floor])
     floor_ratio = median([r.sample.rate / f.rate for r, f in zip(runs, floor, strict=True) if f.rate > 0])
     cpu_us = median([r.sample.cpu_us_per_op for r in runs])
+    steady_p99 = median([percentile(r.sample.latencies[OPENING:], 99) * 1000 for r in runs])
+    lag_max = median([max(r.loop_lags, default=0.0) * 1000 for r in runs])
+    stalls = sum(1 for lag in last.loop_lags if lag > 0.05)
     floor_cpu_us = median([f.cpu_us_per_op for f in floor])
     rows = [
         [
@@ -518,6 +540,20 @@ def report(
             "baseline: no-op aiohttp",
         ],
         ["request latency p99", f"{fmt_ms(req_p99)} ms", f"{fmt_ms(base_p99)} ms", fmt_ratio(req_p99 / base_p99), ""],
+        [
+            f"… p99 after the first {OPENING:,}",
+            f"{fmt_ms(steady_p99)} ms",
+            "",
+            "",
+            f"the first {OPENING:,} requests open the incidents (declarations under their services' locks)",
+        ],
+        [
+            "event loop stalls",
+            f"max {fmt_ms(lag_max)} ms",
+            "",
+            "",
+            f"{stalls} over 50 ms while the requests ran ({LAG_TICK_S * 1000:g} ms sleeps woken late)",
+        ],
         ["alert → Slack header p50", f"{fmt_ms(head_p50)} ms", "", "", f"{last.incidents} incidents"],
         [
             "alert → Slack header p99",
