@@ -17,8 +17,8 @@ Idempotency keys (see docs/decisions.md):
 
 After the ack the stored request is dispatched through Bolt (a Bolt app with verification off: the intake verified
 it), in a task that holds one of ``SlackDeps.work_slots``; requests about one thread run one after another, in the
-order they were stored (``order_lane``), so a thread's messages are recorded in Slack's order. It is marked done when its work finished, also when it
-failed with an error the person was shown; an unexpected error is retried a few times, then given up with a
+order they were stored (``order_lane``), so a thread's messages are recorded in Slack's order. It is marked done
+when its work finished, also when it failed with an error the person was shown; an unexpected error is retried a few times, then given up with a
 logged error (a poison request must not replay forever). At boot ``replay`` re-runs every pending request,
 oldest first; the listeners' idempotency keys make a re-run after a crash harmless.
 """
@@ -49,6 +49,9 @@ log = logging.getLogger("decklog.slack.intake")
 
 JSON = dict[str, Any]
 MAX_ATTEMPTS = 3
+#: How long a request waits for the one before it in its thread (``order_lane``) before it goes ahead anyway: a
+#: request whose work hangs must not stop its thread's later messages from being recorded.
+LANE_WAIT_S = 30.0
 RETRY_DELAYS_S = (0.5, 2.0)
 
 
@@ -164,6 +167,7 @@ class SlackIntake:
         self.retry_delays = retry_delays
         self.running: set[str] = set()
         self._lanes: dict[str, asyncio.Event] = {}  # a thread's lane → set when its newest submitted request is done
+        self.lane_wait_s = LANE_WAIT_S
         # A test hook (set by the composition, never by configuration): awaited before a stored request is processed.
         self.before_process: Callable[[InboxItem], Awaitable[None]] | None = None
 
@@ -261,7 +265,12 @@ class SlackIntake:
         request's own, set when it is done whatever happened, so its thread goes on."""
         try:
             if after is not None:
-                await after.wait()
+                try:
+                    await asyncio.wait_for(after.wait(), self.lane_wait_s)
+                except TimeoutError:
+                    log.warning(
+                        "Slack request %s did not wait any longer for the one before it in its thread", item.key
+                    )
             if self.before_process is not None:
                 await self.before_process(item)
             delays = iter(self.retry_delays)

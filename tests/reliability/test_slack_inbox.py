@@ -347,3 +347,27 @@ async def test_a_threads_messages_are_recorded_in_slack_order_while_other_thread
 async def _texts(server: DecklogServer, scope: str, count: int = 1) -> list[str]:
     texts = [e.payload.text for e in await server.runtime.store.read(scope, kinds=("message",))]  # type: ignore[attr-defined]
     return texts if len(texts) >= count else []
+
+
+async def test_a_hung_request_holds_its_thread_only_for_the_lane_wait(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    """A request whose work never finishes must not stop the rest of its thread for ever (``LANE_WAIT_S``)."""
+    server = await make_server(data_dir=tmp_path / "data")
+    fake = server.sandbox
+    await fake.run_command(ALICE, GENERAL, "declare Hung lane sev3")
+    scope = "incident/hung-lane"
+    ts = (await eventually(lambda: _scope_thread(server, scope), what="the thread")).thread.ts
+    never = asyncio.Event()
+
+    async def hang_the_first(item: InboxItem) -> None:
+        if item.body.get("event", {}).get("text") == "stuck":
+            await never.wait()
+
+    intake = server.parts.slack.intake
+    intake.before_process, intake.lane_wait_s = hang_the_first, 0.2
+    await fake.post_message(BOB, GENERAL, "stuck", thread_ts=ts)
+    await fake.post_message(ALICE, GENERAL, "goes on", thread_ts=ts)
+    assert await eventually(lambda: _texts(server, scope), what="the later reply") == ["goes on"]
+    never.set()
+    assert await eventually(lambda: _texts(server, scope, 2), what="both") == ["goes on", "stuck"]
