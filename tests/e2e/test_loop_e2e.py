@@ -57,7 +57,7 @@ async def test_an_incident_run_from_slack_only_fills_the_triage_and_joiner_views
     goal = got["goal"][0]
     assert goal.payload.text == "restore checkout above 99%" and goal.actor.id == ALICE  # type: ignore[attr-defined]
     assert got["decision"][0].to_json()["payload"]["text"] == "fail over to the backup psp"
-    await eventually(lambda: _messages(server, scope, 2), what="the people's messages")
+    await eventually(lambda: _messages(server, scope, 4), what="the people's messages (the two mentions too)")
     triage = (await build_view(server.runtime.store, scope, "triage")).sections
     assert [g["text"] for g in triage["goals"]] == ["Goal: restore checkout above 99%"]
     assert [c["text"] for c in triage["constraints"]] == ["Constraint: no deploys without the commander"]
