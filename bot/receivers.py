@@ -43,7 +43,7 @@ from adapters.payload_fields import header_value
 from bot.backends import route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
-from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer, needs_summary
+from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
 from core.change_links import ChangeLinkSender
 from core.changes import ChangeService
 from core.entries import Entry
@@ -243,11 +243,12 @@ class Receivers:
     # -- what the log says ------------------------------------------------------------------------------------
 
     def on_commit(self, scope: str, entries: Sequence[Entry]) -> None:
-        """A store listener: schedule alert summaries (a hint only: ``rearm`` derives the same from the log at
-        start-up and every minute, so a crash before this ran loses nothing). Change links are the ``changes``
-        outbox topic's (``core.change_links``)."""
-        if scope.startswith("incident/") and any(needs_summary(e) for e in entries):
-            self.summarizer.notice(scope)
+        """A store listener: hold the alert observations for the next summary and schedule it (hints only:
+        ``rearm`` derives the schedule from the log at start-up and every minute, and a summary reads the log when
+        the held observations are not all there, so a crash before this ran loses nothing). Change links are the
+        ``changes`` outbox topic's (``core.change_links``)."""
+        if scope.startswith("incident/"):
+            self.summarizer.observe(scope, entries)
 
     async def rearm(self) -> None:
         """Schedule summaries that are due, derived from the log (at start-up and every minute: catches a crash

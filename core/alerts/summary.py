@@ -18,11 +18,13 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from core.alarm import Alarm
+from core.alerts.caches import Recent
 from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
 from core.entries import Entry, NewEntry, Observation
 from core.errors import NotFound
@@ -35,6 +37,26 @@ MEMO_TOPIC = "alerts"
 MEMO_KEY = "summary"
 TITLES_SHOWN = 3
 BACKOFF_MAX = 8  # at most this many intervals between two summaries of an incident that keeps alerting
+HELD_PER_INCIDENT = 20_000  # alert observations kept in memory per incident between two summaries (then: read)
+HELD_INCIDENTS = 500  # incidents whose alert observations are kept (the least recently alerting are forgotten)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertItem:
+    """What a summary needs of one alert observation."""
+
+    seq: int
+    at: datetime
+    fingerprint: str
+    status: str
+    text: str
+    opened: bool  # the observation that opened the incident: its header shows it, no summary mentions it
+
+    @classmethod
+    def of(cls, entry: Entry) -> AlertItem:
+        p = entry.payload
+        assert isinstance(p, Observation)
+        return cls(entry.seq, entry.at, p.fingerprint, p.alert_status, p.text, bool(p.data.get("opened_incident")))
 
 
 def is_alert(entry: Entry) -> bool:
@@ -59,7 +81,7 @@ def summary_through(entry: Entry) -> int | None:
     return None
 
 
-def summarise(alerts: Sequence[Entry], state: ScopeState, *, now: datetime) -> Observation | None:
+def summarise(alerts: Sequence[AlertItem], state: ScopeState, *, now: datetime) -> Observation | None:
     """One summary observation for ``alerts`` (alert observations, in seq order), or None when there are none.
 
     An alert is *new* when its observation is the first of its fingerprint in the scope, a *repeat* when it
@@ -71,16 +93,14 @@ def summarise(alerts: Sequence[Entry], state: ScopeState, *, now: datetime) -> O
     resolved: list[str] = []
     acknowledged: list[str] = []
     repeats = 0
-    for entry in alerts:
-        p = entry.payload
-        assert isinstance(p, Observation)
-        first = state.alerts.get(p.fingerprint)
-        if p.alert_status == "resolved":
-            resolved.append(p.text)
-        elif p.alert_status == "acknowledged":
-            acknowledged.append(p.text)
-        elif first is not None and first.first_seq == entry.seq:
-            new.append(p.text)
+    for item in alerts:
+        first = state.alerts.get(item.fingerprint)
+        if item.status == "resolved":
+            resolved.append(item.text)
+        elif item.status == "acknowledged":
+            acknowledged.append(item.text)
+        elif first is not None and first.first_seq == item.seq:
+            new.append(item.text)
         else:
             repeats += 1
     minutes = max(1, math.ceil((now - alerts[0].at).total_seconds() / 60 - 1e-9))
@@ -128,6 +148,40 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class HeldAlerts:
+    """The alert observations this process committed, per incident, since its last summary: a summary takes them
+    instead of reading a storm's minute back from the log (thousands of entries). Only a hint: ``covering`` hands
+    them out only when their number is what the folded state counts since the memo's mark (``counted``), so an
+    append by another process, a restart or an incident past ``HELD_PER_INCIDENT`` makes the summary read the log."""
+
+    def __init__(self) -> None:
+        self._held: Recent[str, list[AlertItem]] = Recent(HELD_INCIDENTS)
+
+    def add(self, scope: str, items: Sequence[AlertItem]) -> None:
+        held = self._held.get(scope) or []
+        held.extend(items)
+        if len(held) > HELD_PER_INCIDENT:
+            held = []  # the next summary reads the log; holding starts again from here
+        self._held.put(scope, held)
+
+    def covering(self, scope: str, *, through: int, counted: int, state: ScopeState) -> list[AlertItem] | None:
+        """Every alert observation after ``through`` up to ``state``'s version, or None if some are not held."""
+        unique = {i.seq: i for i in self._held.get(scope) or () if through < i.seq <= state.version}
+        if len(unique) != alert_count(state) - counted:
+            return None
+        return [unique[seq] for seq in sorted(unique)]
+
+    def prune(self, scope: str, through: int) -> None:
+        held = self._held.get(scope)
+        if held:
+            self._held.put(scope, [i for i in held if i.seq > through])
+
+
+def alert_count(state: ScopeState) -> int:
+    """How many alert observations the scope has (the fold counts each one on its fingerprint)."""
+    return sum(a.count for a in state.alerts.values())
+
+
 class AlertSummarizer:
     """Appends at most one summary per ``interval`` seconds per incident, when something is unsummarised.
 
@@ -153,7 +207,9 @@ class AlertSummarizer:
         self._streak: dict[str, int] = {}  # scope → consecutive summaries (each within twice its gap of the last)
         self._running: set[str] = set()
         self._dirty: set[str] = set()
+        self.held = HeldAlerts()
         self.appended = 0
+        self.reads = 0  # summaries that had to read their alerts back from the log
 
     @property
     def coalesce(self) -> float:
@@ -167,6 +223,15 @@ class AlertSummarizer:
         """The least time between a summary and the next, after ``streak`` consecutive ones: one interval after
         none, then two, four, at most ``BACKOFF_MAX`` intervals."""
         return float(self.interval * min(1 << streak, BACKOFF_MAX))
+
+    def observe(self, scope: str, entries: Sequence[Entry]) -> None:
+        """A commit to ``scope`` (a store listener): hold its alert observations, and arm a summary if one of them
+        needs it."""
+        items = [AlertItem.of(e) for e in entries if is_alert(e)]
+        if items:
+            self.held.add(scope, items)
+            if not all(i.opened for i in items):
+                self.notice(scope)
 
     def notice(self, scope: str) -> None:
         """An alert that needs summarising was appended to ``scope``: make sure a summary run is scheduled."""
@@ -215,24 +280,17 @@ class AlertSummarizer:
             self._streak[scope] = streak
             self.alarm.set(self.key(scope), max(wait, self.coalesce), partial(self.run, scope))
             return
-        through = int(memo.get("through", 0))
-        entries = await self.store.read(scope, after=through, kinds=("observation",))
-        pending: list[Entry] = []
-        for entry in entries:
-            covered = summary_through(entry)
-            if covered is not None:  # appended after the memo was last written (a crash in between)
-                through = max(through, covered)
-                pending = [e for e in pending if e.seq > through]
-            elif needs_summary(entry) and entry.seq > through:
-                pending.append(entry)
-        if not pending:
-            if entries:
-                await self.store.memo_put(
-                    scope, MEMO_TOPIC, MEMO_KEY, {**memo, "through": max(through, entries[-1].seq)}
-                )
-            return
         state = await self.store.get_state(scope)
-        now = self._now() if self._now is not None else max(e.at for e in pending)
+        through, items = await self._alerts_since(scope, memo, state)
+        pending = [i for i in items if not i.opened]
+        total = alert_count(state)
+        if not pending:
+            mark = max(through, items[-1].seq) if items else through
+            if mark != int(memo.get("through", 0)) or "counted" not in memo:
+                await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, {**memo, "through": mark, "counted": total})
+            self.held.prune(scope, mark)
+            return
+        now = self._now() if self._now is not None else max(i.at for i in pending)
         observation = summarise(pending, state, now=max(now, pending[-1].at))
         assert observation is not None
         upto = pending[-1].seq
@@ -245,7 +303,34 @@ class AlertSummarizer:
         streak = streak + 1 if last_at and at - last_at < 2 * self.gap(streak) else 1  # still alerting: back off
         self._last[scope] = at
         self._streak[scope] = streak
-        await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, {"through": upto, "at": at, "streak": streak})
+        counted = total - sum(1 for i in items if i.seq > upto)  # alert observations up to the new mark
+        memo = {"through": upto, "at": at, "streak": streak, "counted": counted}
+        await self.store.memo_put(scope, MEMO_TOPIC, MEMO_KEY, memo)
+        self.held.prune(scope, upto)
+
+    async def _alerts_since(
+        self, scope: str, memo: Mapping[str, Any], state: ScopeState
+    ) -> tuple[int, list[AlertItem]]:
+        """The mark and every alert observation after it up to ``state``'s version: the held ones when they are
+        all there (``HeldAlerts.covering``), else read from the log, where a summary appended after the memo was
+        last written (a crash in between) moves the mark."""
+        through = int(memo.get("through", 0))
+        if isinstance(memo.get("counted"), int):
+            held = self.held.covering(scope, through=through, counted=memo["counted"], state=state)
+            if held is not None:
+                return through, held
+        self.reads += 1
+        items: list[AlertItem] = []
+        for entry in await self.store.read(scope, after=through, kinds=("observation",)):
+            if entry.seq > state.version:
+                break
+            covered = summary_through(entry)
+            if covered is not None:
+                through = max(through, covered)
+                items = [i for i in items if i.seq > through]
+            elif is_alert(entry) and entry.seq > through:
+                items.append(AlertItem.of(entry))
+        return through, items
 
     async def rearm(self, scopes: Iterable[str]) -> int:
         """Schedule a run for each scope with alert observations past the memo's mark; returns how many."""

@@ -388,3 +388,53 @@ async def test_while_alerts_keep_coming_the_gap_between_summaries_doubles_and_is
     memo = await world.store.memo_get(scope, "alerts", "summary")
     assert len(await _summaries(world, scope, 0)) == 5 and memo is not None and memo["streak"] == 1
     await alarm.shutdown()
+
+
+async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_when_one_is_missing(
+    world: World,
+) -> None:
+    """A storm's minute is thousands of observations: a summary takes the ones this process committed (held by
+    its store listener) instead of reading them back, and gives the same summary as the log would; when one is
+    missing (another process appended it, or a restart), the count in the folded state says so and it reads."""
+    from core.alerts.summary import AlertItem, summarise
+
+    now = [1_000.0]
+    alarm = AsyncioAlarm()
+    summarizer = AlertSummarizer(world.store, alarm, interval=60, wall=lambda: now[0])
+    listening = [True]
+    world.store.subscribe(lambda scope, entries: summarizer.observe(scope, entries) if listening[0] else None)
+    (first,) = await world.send(alert("fp-5xx"))
+    scope = first.scope
+    await world.send(alert("fp-latency", title="payments: p99 latency"))
+    await world.send(alert("fp-5xx", event_id="r1"))
+    await summarizer.run(scope)
+    assert summarizer.reads == 1  # the first summary: no count in the memo yet
+    now[0] += 121
+    for signal in (
+        alert("fp-5xx", event_id="r2"),
+        alert("fp-5xx", event_id="r3"),
+        alert("fp-latency", "resolved", title="payments: p99 latency", event_id="ok"),
+        alert("fp-disk", title="payments: disk 95% full"),
+    ):
+        await world.send(signal)
+    await summarizer.run(scope)
+    assert summarizer.reads == 1  # every alert since the first summary was held
+    summaries = await _summaries(world, scope, 2)
+    held, earlier = summaries[1].payload, summaries[0].payload
+    since = earlier.data["summary"]["through_seq"]
+    logged = [AlertItem.of(e) for e in await world.entries(scope, "observation") if since < e.seq < summaries[1].seq]
+    logged = [i for i in logged if i.fingerprint]
+    state = await world.store.get_state(scope)
+    expected = summarise(logged, state, now=logged[-1].at)
+    assert expected is not None and (held.text, held.data) == (expected.text, expected.data)
+    assert held.text.startswith("+4 alerts in the last minute: 1 new (payments: disk 95% full), 2 repeats, 1 resolved")
+
+    now[0] += 3 * 121
+    listening[0] = False  # as if another process appended this one
+    await world.send(alert("fp-5xx", event_id="r4"))
+    listening[0] = True
+    await world.send(alert("fp-5xx", event_id="r5"))
+    await summarizer.run(scope)
+    assert summarizer.reads == 2
+    assert (await _summaries(world, scope, 3))[2].payload.text.startswith("+2 alerts in the last")
+    await alarm.shutdown()
