@@ -75,6 +75,8 @@ sa.Index(
     sqlite_where=sa.and_(outbox.c.published_at.is_(None), outbox.c.parked_at.is_(None)),
     postgresql_where=sa.and_(outbox.c.published_at.is_(None), outbox.c.parked_at.is_(None)),
 )
+# Parked rows are few: the outbox summary counts them here instead of scanning every delivered row (decision 128).
+sa.Index("outbox_parked", outbox.c.topic, outbox.c.seq, sqlite_where=outbox.c.parked_at.is_not(None))
 
 sender_memo = sa.Table(
     "sender_memo",

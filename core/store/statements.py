@@ -63,6 +63,14 @@ SELECT_BY_REQUEST_KEY = (
     .where(sa.or_(_KEY == sa.bindparam("key"), sa.and_(_KEY > sa.bindparam("lo"), _KEY < sa.bindparam("hi"))))  # noqa: SIM300
     .order_by(t.entries.c.seq)
 )
+_O = t.outbox
+#: Rows per topic still to deliver, and parked: each over its partial index (``outbox_pending``, ``outbox_parked``).
+COUNT_PENDING = (
+    sa.select(_O.c.topic, sa.func.count())
+    .where(_O.c.published_at.is_(None), _O.c.parked_at.is_(None))
+    .group_by(_O.c.topic)
+)
+COUNT_PARKED = sa.select(_O.c.topic, sa.func.count()).where(_O.c.parked_at.is_not(None)).group_by(_O.c.topic)
 MARK_DONE = (
     t.outbox.update()
     .where(t.outbox.c.topic == sa.bindparam("topic"), t.outbox.c.seq == sa.bindparam("seq"))
@@ -84,6 +92,8 @@ class Compiled:
     select_memos: str
     mark_done: str
     select_by_request_key: str
+    count_pending: str
+    count_parked: str
 
 
 def _text(stmt: Any, dialect: Dialect) -> str:
@@ -109,6 +119,8 @@ def compiled(dialect_name: str = "sqlite") -> Compiled:
         select_memos=_text(SELECT_MEMOS, d),
         mark_done=_text(MARK_DONE, d),
         select_by_request_key=_text(SELECT_BY_REQUEST_KEY, d),
+        count_pending=_text(COUNT_PENDING, d),
+        count_parked=_text(COUNT_PARKED, d),
     )
 
 
