@@ -449,3 +449,20 @@ async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
     threads.clear()
     assert len(await store.read(SCOPE, limit=5)) == 5
     assert threads == {loop_thread}  # a short read skips the hop to a worker when the read connection is free
+
+
+async def test_the_outbox_summary_reads_only_pending_and_parked_rows(store: SqliteLogStore) -> None:
+    """A storm's scope holds tens of thousands of delivered rows; the summary (run by every sweep) must not scan
+    them (decision 128): both counts go over a partial index."""
+    from core.store.statements import compiled
+
+    await declare(store)
+    conn = sqlite3.connect(scope_path(store))
+    try:
+        for sql in (compiled().count_pending, compiled().count_parked):
+            plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+            assert "USING INDEX outbox_pending" in plan or "USING INDEX outbox_parked" in plan, plan
+    finally:
+        conn.close()
+    summary = await store.outbox_summary(SCOPE)
+    assert summary.pending == {"index": 1, "slack": 1} and summary.parked == {}
