@@ -77,6 +77,7 @@ REFILL_DELAY_S = 0.2
 #: longer ones go to a worker. Unbounded, a summary's read of a storm minute's thousands of observations held the
 #: loop for 100-430 ms, and every request in flight waited (decision 127).
 SMALL_READ_ROWS = 64
+READ_THREADS = 2  # the threads of the long reads (decision 130)
 
 
 def default_threads() -> int:
@@ -127,8 +128,19 @@ class SqliteLogStore(SqliteOutbox):
         self.executor: Executor = executor or ThreadPoolExecutor(
             threads or default_threads(), thread_name_prefix="decklog-db"
         )
+        # Long reads get their own threads, so appends never wait behind them (decision 130).
+        self.read_executor: Executor = (
+            ThreadPoolExecutor(READ_THREADS, thread_name_prefix="decklog-db-read")
+            if self._own_executor
+            else self.executor
+        )
         self.cache = ScopeFiles(
-            self.scopes_dir, self.executor, layout=self.layout, spares=self.spares, max_open=max_open
+            self.scopes_dir,
+            self.executor,
+            layout=self.layout,
+            spares=self.spares,
+            max_open=max_open,
+            read_executor=self.read_executor,
         )
         self._listeners: list[Listener] = []
         self.appended_total = 0
@@ -211,6 +223,8 @@ class SqliteLogStore(SqliteOutbox):
         await self.cache.close()
         if self._own_executor and isinstance(self.executor, ThreadPoolExecutor):
             self.executor.shutdown(wait=True)
+        if self.read_executor is not self.executor and isinstance(self.read_executor, ThreadPoolExecutor):
+            self.read_executor.shutdown(wait=True)
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(scope, entries)`` after every committed append (the dispatcher's wake-up)."""

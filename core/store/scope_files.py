@@ -30,7 +30,9 @@ SQL = compiled("sqlite")
 class ScopeFile:
     """A scope's SqliteFile plus its cached state (valid while the stored version and head hash match)."""
 
-    def __init__(self, scope: ScopeId, path: Path, executor: Executor, layout: int) -> None:
+    def __init__(
+        self, scope: ScopeId, path: Path, executor: Executor, layout: int, read_executor: Executor | None = None
+    ) -> None:
         self.scope = scope
         self.key = str(scope)
         self.layout = layout
@@ -43,6 +45,7 @@ class ScopeFile:
             begin_batch=self._begin_batch,
             end_batch=self._end_batch,
             on_abort=self._invalidate,
+            read_executor=read_executor,
         )
 
     def _invalidate(self) -> None:
@@ -103,9 +106,19 @@ class ScopeFile:
 class ScopeFiles:
     """The open scope files, least recently used first; ``acquire`` takes a use on one (opening it if needed)."""
 
-    def __init__(self, scopes_dir: Path, executor: Executor, *, layout: int, spares: SpareFiles, max_open: int) -> None:
+    def __init__(
+        self,
+        scopes_dir: Path,
+        executor: Executor,
+        *,
+        layout: int,
+        spares: SpareFiles,
+        max_open: int,
+        read_executor: Executor | None = None,
+    ) -> None:
         self.scopes_dir = scopes_dir
         self.executor = executor
+        self.read_executor = read_executor
         self.layout = layout
         self.spares = spares
         self.max_open = max_open
@@ -161,7 +174,7 @@ class ScopeFiles:
         if new and not create:
             raise NotFound(f"no such scope: {key}")
         self.scopes_dir.mkdir(parents=True, exist_ok=True)
-        sf = ScopeFile(sid, path, self.executor, self.layout)
+        sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor)
         await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
         self.files[key] = sf
         sf.users += 1

@@ -91,9 +91,13 @@ class SqliteFile(Generic[C]):
         begin_batch: Callable[[Connection], C],
         end_batch: Callable[[Connection, C], None],
         on_abort: Callable[[], None] = lambda: None,
+        read_executor: Executor | None = None,
     ) -> None:
         self.path = path
         self._executor = executor
+        # Long reads (an agent turn's views, a report) run here, so an append never queues behind one on the
+        # writers' threads (decision 130).
+        self._read_executor = read_executor or executor
         self._init_schema = init_schema
         self._begin_batch = begin_batch
         self._end_batch = end_batch
@@ -177,7 +181,7 @@ class SqliteFile(Generic[C]):
                 finally:
                     self._read_lock.release()
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, self._read_sync, fn)
+            return await loop.run_in_executor(self._read_executor, self._read_sync, fn)
         finally:
             self._busy -= 1
 
