@@ -143,6 +143,7 @@ async def test_a_file_from_before_user_version_gets_the_current_indexes(tmp_path
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == LAYOUT
     assert ("index", "entries_kind_seq") in catalogue(path)
+    assert ("index", "outbox_parked") in catalogue(path)  # added with decision 128
 
 
 async def test_a_started_server_has_spares_ready_for_its_first_declaration(make_server: ServerFactory) -> None:
