@@ -18,7 +18,7 @@ from core.alerts.rules import (
     map_severity,
     notification_key,
 )
-from core.alerts.summary import AlertSummarizer, is_alert, needs_summary, summarise
+from core.alerts.summary import AlertSummarizer, is_alert, summarise
 
 __all__ = [
     "ALERTS_ACTOR",
@@ -31,7 +31,6 @@ __all__ = [
     "append_alert",
     "is_alert",
     "map_severity",
-    "needs_summary",
     "notification_key",
     "summarise",
 ]

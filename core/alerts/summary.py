@@ -65,13 +65,6 @@ def is_alert(entry: Entry) -> bool:
     return isinstance(p, Observation) and bool(p.fingerprint) and p.source != SUMMARY_SOURCE
 
 
-def needs_summary(entry: Entry) -> bool:
-    """An alert observation that a summary must mention (not the one an incident's header already shows)."""
-    return is_alert(entry) and not (
-        isinstance(entry.payload, Observation) and entry.payload.data.get("opened_incident")
-    )
-
-
 def summary_through(entry: Entry) -> int | None:
     """The last seq a summary entry covers, or None if ``entry`` is not a summary."""
     p = entry.payload
