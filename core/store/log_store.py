@@ -81,9 +81,10 @@ READ_THREADS = 2  # the threads of the long reads (decision 130)
 
 
 def default_threads() -> int:
-    """Worker threads for SQLite: two per core, 2–8. More only add GIL hand-offs: on 2 cores, 16 producers on 16
-    scopes made 1,130 appends/s with 4 threads and 780/s with 8 (16 producers on one scope: 4,700 vs 4,000/s)."""
-    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+    """Worker threads for SQLite: one per core, 2–8. More only add GIL hand-offs (decision 131): on 2 cores the
+    10,000-alert storm made 708–756 alerts/s with 2 threads against 529–612/s with 4, at 20 % less CPU per alert,
+    and appends in every shape of bench/append.py were the same."""
+    return max(2, min(8, os.cpu_count() or 1))
 
 
 def _scope_key(scope: ScopeRef) -> ScopeId:
