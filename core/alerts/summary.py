@@ -308,8 +308,11 @@ class AlertSummarizer:
         all there (``HeldAlerts.covering``), else read from the log, where a summary appended after the memo was
         last written (a crash in between) moves the mark."""
         through = int(memo.get("through", 0))
-        if isinstance(memo.get("counted"), int):
-            held = self.held.covering(scope, through=through, counted=memo["counted"], state=state)
+        # No mark yet means nothing counted yet: a process that saw the incident open holds all of its alerts, so
+        # the first summary (ten incidents' at once, 10 s into a storm) reads nothing back either (decision 131).
+        counted = memo.get("counted", 0 if "through" not in memo else None)
+        if isinstance(counted, int):
+            held = self.held.covering(scope, through=through, counted=counted, state=state)
             if held is not None:
                 return through, held
         self.reads += 1

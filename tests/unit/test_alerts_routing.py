@@ -390,6 +390,22 @@ async def test_while_alerts_keep_coming_the_gap_between_summaries_doubles_and_is
     await alarm.shutdown()
 
 
+async def test_a_first_summary_reads_the_log_when_this_process_did_not_see_the_incident_open(world: World) -> None:
+    """No mark yet counts as nothing counted; a summarizer that started listening after the incident opened (a
+    restart) holds fewer alerts than the folded state counts, so its first summary reads them from the log."""
+    (first,) = await world.send(alert("fp-5xx"))
+    await world.send(alert("fp-5xx", event_id="r1"))
+    alarm = AsyncioAlarm()
+    summarizer = AlertSummarizer(world.store, alarm, interval=60, wall=lambda: 1_000.0)
+    world.store.subscribe(summarizer.observe)
+    await world.send(alert("fp-5xx", event_id="r2"))
+    await summarizer.run(first.scope)
+    assert summarizer.reads == 1
+    (summary,) = await _summaries(world, first.scope, 1)
+    assert summary.payload.text.startswith("+2 alerts in the last minute")
+    await alarm.shutdown()
+
+
 async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_when_one_is_missing(
     world: World,
 ) -> None:
@@ -408,7 +424,13 @@ async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_wh
     await world.send(alert("fp-latency", title="payments: p99 latency"))
     await world.send(alert("fp-5xx", event_id="r1"))
     await summarizer.run(scope)
-    assert summarizer.reads == 1  # the first summary: no count in the memo yet
+    assert summarizer.reads == 0  # the first summary: no mark yet, and this process held every alert since the open
+    (first_summary,) = await _summaries(world, scope, 1)
+    logged = [AlertItem.of(e) for e in await world.entries(scope, "observation") if e.seq < first_summary.seq]
+    logged = [i for i in logged if i.fingerprint and not i.opened]
+    expected = summarise(logged, await world.store.get_state(scope), now=logged[-1].at)
+    assert expected is not None and first_summary.payload.text == expected.text
+    assert first_summary.payload.data == expected.data
     now[0] += 121
     for signal in (
         alert("fp-5xx", event_id="r2"),
@@ -418,7 +440,7 @@ async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_wh
     ):
         await world.send(signal)
     await summarizer.run(scope)
-    assert summarizer.reads == 1  # every alert since the first summary was held
+    assert summarizer.reads == 0  # every alert since the first summary was held
     summaries = await _summaries(world, scope, 2)
     held, earlier = summaries[1].payload, summaries[0].payload
     since = earlier.data["summary"]["through_seq"]
@@ -435,6 +457,6 @@ async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_wh
     listening[0] = True
     await world.send(alert("fp-5xx", event_id="r5"))
     await summarizer.run(scope)
-    assert summarizer.reads == 2
+    assert summarizer.reads == 1
     assert (await _summaries(world, scope, 3))[2].payload.text.startswith("+2 alerts in the last")
     await alarm.shutdown()
