@@ -14,6 +14,7 @@ counters (updated in place) stay live meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -39,6 +40,9 @@ TITLES_SHOWN = 3
 BACKOFF_MAX = 8  # at most this many intervals between two summaries of an incident that keeps alerting
 HELD_PER_INCIDENT = 20_000  # alert observations kept in memory per incident between two summaries (then: read)
 HELD_INCIDENTS = 500  # incidents whose alert observations are kept (the least recently alerting are forgotten)
+#: A state read can be ahead of the listener: a batch is committed before its appends return to the loop and are
+#: held. So a summary that finds some missing looks again after these waits (seconds) before it reads the log.
+HELD_WAITS = (0.0, 0.005, 0.02)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,9 +316,12 @@ class AlertSummarizer:
         # the first summary (ten incidents' at once, 10 s into a storm) reads nothing back either (decision 131).
         counted = memo.get("counted", 0 if "through" not in memo else None)
         if isinstance(counted, int):
-            held = self.held.covering(scope, through=through, counted=counted, state=state)
-            if held is not None:
-                return through, held
+            for wait in HELD_WAITS:
+                if wait:
+                    await asyncio.sleep(wait)
+                held = self.held.covering(scope, through=through, counted=counted, state=state)
+                if held is not None:
+                    return through, held
         self.reads += 1
         items: list[AlertItem] = []
         for entry in await self.store.read(scope, after=through, kinds=("observation",)):

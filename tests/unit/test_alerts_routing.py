@@ -4,7 +4,7 @@ retries vs repeats, the all-clear suggestion, storms, severity mapping, summarie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +23,7 @@ from core.alerts import (
     notification_key,
 )
 from core.alerts.locks import KeyedLocks
+from core.alerts.summary import AlertItem
 from core.clock import ManualClock
 from core.entries import Actor, Entry, Observation
 from core.index import Index
@@ -387,6 +388,45 @@ async def test_while_alerts_keep_coming_the_gap_between_summaries_doubles_and_is
     await restarted.run(scope)
     memo = await world.store.memo_get(scope, "alerts", "summary")
     assert len(await _summaries(world, scope, 0)) == 5 and memo is not None and memo["streak"] == 1
+    await alarm.shutdown()
+
+
+async def test_a_summary_waits_for_held_alerts_that_are_committed_but_not_yet_heard_of(world: World) -> None:
+    """A state read can be ahead of the store listener (a batch commits before its appends return to the loop):
+    the summary looks at what it holds again a moment later instead of reading the log back (decision 132)."""
+    alarm = AsyncioAlarm()
+    summarizer = AlertSummarizer(world.store, alarm, interval=60, wall=lambda: 1_000.0)
+    loop = asyncio.get_running_loop()
+    unheard: list[tuple[str, Sequence[Entry]]] = []
+    deaf = [False]
+
+    def listener(scope: str, entries: Sequence[Entry]) -> None:
+        if deaf[0]:
+            unheard.append((scope, entries))
+        else:
+            summarizer.observe(scope, entries)
+
+    world.store.subscribe(listener)
+    (first,) = await world.send(alert("fp-5xx"))
+    await world.send(alert("fp-5xx", event_id="r1"))
+    deaf[0] = True
+    await world.send(alert("fp-5xx", event_id="r2"))  # committed; the listener has not heard of it yet
+    assert unheard
+    looks: list[bool] = []
+    covering = summarizer.held.covering
+
+    def first_look_misses_it(scope: str, **kw: Any) -> list[AlertItem] | None:
+        found = covering(scope, **kw)
+        if not looks:  # the listener catches up one loop turn after the first look
+            loop.call_soon(lambda: [summarizer.observe(*u) for u in unheard])
+        looks.append(found is not None)
+        return found
+
+    summarizer.held.covering = first_look_misses_it  # type: ignore[method-assign]
+    await summarizer.run(first.scope)
+    assert looks[0] is False and looks[-1] is True and summarizer.reads == 0
+    (summary,) = await _summaries(world, first.scope, 1)
+    assert summary.payload.text.startswith("+2 alerts in the last minute")
     await alarm.shutdown()
 
 
