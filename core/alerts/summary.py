@@ -313,7 +313,7 @@ class AlertSummarizer:
         last written (a crash in between) moves the mark."""
         through = int(memo.get("through", 0))
         # No mark yet means nothing counted yet: a process that saw the incident open holds all of its alerts, so
-        # the first summary (ten incidents' at once, 10 s into a storm) reads nothing back either (decision 131).
+        # the first summary (ten incidents' at once, 10 s into a storm) reads nothing back either (decision 132).
         counted = memo.get("counted", 0 if "through" not in memo else None)
         if isinstance(counted, int):
             for wait in HELD_WAITS:

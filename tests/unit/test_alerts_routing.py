@@ -452,7 +452,7 @@ async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_wh
     """A storm's minute is thousands of observations: a summary takes the ones this process committed (held by
     its store listener) instead of reading them back, and gives the same summary as the log would; when one is
     missing (another process appended it, or a restart), the count in the folded state says so and it reads."""
-    from core.alerts.summary import AlertItem, summarise
+    from core.alerts.summary import summarise
 
     now = [1_000.0]
     alarm = AsyncioAlarm()
