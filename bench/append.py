@@ -53,7 +53,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 from core.entries import Actor, NewEntry
 from core.entries.records import actor_json, payload_json
 from core.store import SqliteLogStore, schema
-from core.store.sqlite_file import make_engine
+from core.store.sqlite_engine import make_engine
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})

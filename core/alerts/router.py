@@ -40,9 +40,12 @@ from core.service import ScopeService
 from core.signals import AlertSignal
 from core.state import ScopeState
 from core.store import LogStore
+from core.store.ports import quick
 
 log = logging.getLogger(__name__)
 
+#: Alerts of one notification's part that make a quick decide (each adds an observation, sometimes a note or two)
+QUICK_ITEMS = 4
 WARM_INCIDENTS = 2000  # unresolved incidents read at start-up (newest first)
 
 
@@ -190,9 +193,10 @@ class AlertRouter:
         store refuse the whole batch: then each alert is appended on its own."""
         chosen = Chosen()
         try:
-            result = await self.store.append(
-                scope, partial(batch.decide_batch, batch=items, group=part.group, chosen=chosen)
-            )
+            decide = partial(batch.decide_batch, batch=items, group=part.group, chosen=chosen)
+            if len(items) <= QUICK_ITEMS:  # a few alerts: the SQLite store may stage them on the loop (decision 133)
+                quick(decide)
+            result = await self.store.append(scope, decide)
         except NotFound:
             result = None
         if result is not None and result.duplicate:

@@ -40,6 +40,7 @@ from core.store.ports import (
     ParkedItem,
     ScopeRef,
     VerifyReport,
+    is_quick,
     notify_listeners,
 )
 from core.store.scope_files import SQL, ScopeFile, ScopeFiles
@@ -106,6 +107,7 @@ class SqliteLogStore(SqliteOutbox):
         threads: int | None = None,
         spare_files: int = 3,
         log_key: str | bytes | None = None,
+        stage_on_loop: bool = True,
     ) -> None:
         self.chain_key = ChainKey.of(log_key)  # DECKLOG_LOG_KEY: new scopes get a keyed chain (core/store/chain.py)
         self.data_dir = Path(data_dir)
@@ -142,6 +144,7 @@ class SqliteLogStore(SqliteOutbox):
             spares=self.spares,
             max_open=max_open,
             read_executor=self.read_executor,
+            stage_on_loop=stage_on_loop,  # small append batches staged on the loop, committed on a worker (decision 133)
         )
         self._listeners: list[Listener] = []
         self.appended_total = 0
@@ -287,6 +290,7 @@ class SqliteLogStore(SqliteOutbox):
             result: AppendResult = await sf.file.write(
                 lambda conn, b: self._stage(conn, b, entries, expected_version, idempotency_key),
                 savepoint=False,
+                on_loop=is_quick(entries),  # a few entries, or a decide marked quick (decision 133)
             )
         except Exception:
             if create and sf.cached is None:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.entries import Entry, NewEntry
 from core.ids import ScopeId
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from core.index import ScopeRow, SearchHit
 
 Decide = Callable[[ScopeState], Sequence[NewEntry]]
+D = TypeVar("D", bound=Decide)
 Listener = Callable[[str, tuple[Entry, ...]], None]
 ScopeRef = ScopeId | str
 
@@ -222,6 +223,26 @@ class IndexPort(Protocol):
     async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None: ...
 
     async def counts(self) -> dict[str, int]: ...
+
+
+#: The most entries an append may carry (or a quick decide may be built for) to be staged on the SQLite store's
+#: event-loop thread (decision 133).
+QUICK_ENTRIES = 16
+
+
+def quick(decide: D) -> D:
+    """Mark ``decide`` as quick: pure, never blocking, and deciding a few entries (at most ``QUICK_ENTRIES``).
+    The SQLite store may then run it on the event loop's thread, inside a batch whose statements run there too
+    (decision 133). An unmarked decide runs on a worker thread."""
+    decide.quick = True  # type: ignore[attr-defined]
+    return decide
+
+
+def is_quick(entries: Sequence[NewEntry] | Decide) -> bool:
+    """A list of at most ``QUICK_ENTRIES`` entries, or a decide marked with ``quick``."""
+    if callable(entries):
+        return getattr(entries, "quick", False) is True
+    return len(entries) <= QUICK_ENTRIES
 
 
 def notify_listeners(listeners: Sequence[Listener], scope: str, entries: tuple[Entry, ...]) -> None:

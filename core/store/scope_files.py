@@ -31,7 +31,14 @@ class ScopeFile:
     """A scope's SqliteFile plus its cached state (valid while the stored version and head hash match)."""
 
     def __init__(
-        self, scope: ScopeId, path: Path, executor: Executor, layout: int, read_executor: Executor | None = None
+        self,
+        scope: ScopeId,
+        path: Path,
+        executor: Executor,
+        layout: int,
+        read_executor: Executor | None = None,
+        *,
+        stage_on_loop: bool = True,
     ) -> None:
         self.scope = scope
         self.key = str(scope)
@@ -46,6 +53,7 @@ class ScopeFile:
             end_batch=self._end_batch,
             on_abort=self._invalidate,
             read_executor=read_executor,
+            stage_here=stage_on_loop,
         )
 
     def _invalidate(self) -> None:
@@ -115,10 +123,12 @@ class ScopeFiles:
         spares: SpareFiles,
         max_open: int,
         read_executor: Executor | None = None,
+        stage_on_loop: bool = True,
     ) -> None:
         self.scopes_dir = scopes_dir
         self.executor = executor
         self.read_executor = read_executor
+        self.stage_on_loop = stage_on_loop
         self.layout = layout
         self.spares = spares
         self.max_open = max_open
@@ -174,7 +184,7 @@ class ScopeFiles:
         if new and not create:
             raise NotFound(f"no such scope: {key}")
         self.scopes_dir.mkdir(parents=True, exist_ok=True)
-        sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor)
+        sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor, stage_on_loop=self.stage_on_loop)
         await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
         self.files[key] = sf
         sf.users += 1

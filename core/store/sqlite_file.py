@@ -6,8 +6,9 @@ request that waits while a batch is committing joins the next batch, which runs 
 transaction on a worker thread (SQLAlchemy Core, sync connection), commits once (one fsync under
 ``synchronous=FULL``) and resolves all their futures from one callback on the event loop, which also submits the
 batch that formed meanwhile (no writer task, no queue: two fewer loop wake-ups per batch). Each request may run
-inside a SAVEPOINT, so one failing request does not fail its neighbours.
-See docs/decisions.md.
+inside a SAVEPOINT, so one failing request does not fail its neighbours. A small batch of quick appends runs
+its statements on the loop's thread instead, and only its COMMIT on a worker: no GIL hand-off per statement
+(decision 133). See docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -22,46 +23,17 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import StaticPool
 
 from core.errors import StorageError
+from core.store.sqlite_engine import BUSY_TIMEOUT_S, dbapi_of, make_engine
 
 T = TypeVar("T")
 C = TypeVar("C")
 
-BUSY_TIMEOUT_S = 30.0
 MAX_BATCH = 512
-
-
-def make_engine(path: Path) -> Engine:
-    """A pysqlite engine with WAL, synchronous=FULL and BEGIN IMMEDIATE for writes (SQLAlchemy's recipe)."""
-    engine = sa.create_engine(
-        f"sqlite:///{path}",
-        poolclass=StaticPool,
-        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
-    )
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        # On the DBAPI connection itself: ``exec_driver_sql`` builds an execution context and a result for a
-        # statement that returns nothing (~40-60 µs of CPU per transaction, measured; see bench/append.py).
-        conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"
-        )
-
-    return engine
+#: The most requests a batch staged on the event loop's thread may hold (decision 133); larger ones run on a worker.
+LOOP_BATCH = 16
 
 
 @dataclass
@@ -70,6 +42,7 @@ class _Request(Generic[C]):
     future: asyncio.Future[Any]
     savepoint: bool = True
     durable: bool = True
+    on_loop: bool = False
     result: Any = None
     error: BaseException | None = None
 
@@ -92,8 +65,11 @@ class SqliteFile(Generic[C]):
         end_batch: Callable[[Connection, C], None],
         on_abort: Callable[[], None] = lambda: None,
         read_executor: Executor | None = None,
+        stage_here: bool = False,
     ) -> None:
         self.path = path
+        # Small batches of on_loop requests are staged on the loop's thread, only their commit on a worker (decision 133)
+        self._stage_here = stage_here
         self._executor = executor
         # Long reads (an agent turn's views, a report) run here, so an append never queues behind one on the
         # writers' threads (decision 130).
@@ -210,7 +186,14 @@ class SqliteFile(Generic[C]):
 
     # -- writes -------------------------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[Connection, C], T], *, savepoint: bool = True, durable: bool = True) -> T:
+    async def write(
+        self,
+        fn: Callable[[Connection, C], T],
+        *,
+        savepoint: bool = True,
+        durable: bool = True,
+        on_loop: bool = False,
+    ) -> T:
         """Run ``fn(conn, ctx)`` in the next group-committed transaction.
 
         With ``savepoint=False`` the caller promises that ``fn`` raises before writing anything (it only reads
@@ -218,10 +201,13 @@ class SqliteFile(Generic[C]):
         With ``durable=False`` (bookkeeping whose loss only means a redelivery: "delivered" marks, sender memos) the
         batch commits with ``synchronous=NORMAL`` — no fsync — unless another request in it needs one; the next
         durable commit's fsync of the WAL covers it too.
+        With ``on_loop=True`` (implies no savepoint) the caller promises that ``fn`` is quick, never blocks and uses
+        only the DBAPI cursor (``raw_cursor(conn)``): a small batch of such requests runs its statements on the
+        event loop's thread and only its COMMIT on a worker (decision 133).
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._pending.append(_Request(fn, future, savepoint, durable))
+        self._pending.append(_Request(fn, future, savepoint and not on_loop, durable, on_loop))
         if not self._in_flight:
             self._in_flight = True  # the batch is formed a loop turn from now (below)
             loop.call_soon(self._submit, loop)
@@ -237,9 +223,95 @@ class SqliteFile(Generic[C]):
         """Send the next batch to a worker (``_in_flight`` is already set and stays set until it is done)."""
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         try:
+            if self._stage_here and len(batch) <= LOOP_BATCH and all(r.on_loop for r in batch):
+                staged = self._stage_on_loop(batch, loop)
+                if staged:
+                    self._submit_commit(batch, loop)
+                if staged is not None:
+                    return
             self._executor.submit(self._run_and_report, batch, loop)
         except RuntimeError as exc:  # the executor is shut down: nobody will ever run them
             self._batch_done(batch, StorageError(f"{self.path.name}: {exc}"), loop)
+
+    def _stage_on_loop(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> bool | None:
+        """Begin the batch's transaction and run its requests here, on the loop's thread; only the COMMIT (the
+        fsync) goes to a worker (decision 133). True: staged, the transaction is open and the file's lock held
+        until the commit. False: the batch failed and is settled. None: the write lock is taken elsewhere (another
+        process, or a close): run the batch on a worker as usual, where waiting is allowed."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._require_conn()
+            dbapi = dbapi_of(conn)
+            self._set_synchronous(dbapi, batch)
+            dbapi.execute("PRAGMA busy_timeout=0")  # never wait for a lock on the loop's thread
+            try:
+                dbapi.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                self._lock.release()
+                return None
+            finally:
+                dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            self._run_requests(conn, batch)
+        except BaseException as exc:
+            self._rollback(conn)
+            self._lock.release()
+            error = (
+                StorageError(f"writing {self.path.name}: {getattr(exc, 'orig', exc)}")
+                if isinstance(exc, (sa.exc.OperationalError, sqlite3.OperationalError))
+                else exc
+            )
+            self._batch_done(batch, error, loop)
+            return False
+        return True
+
+    def _submit_commit(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            self._executor.submit(self._commit_and_report, batch, loop)
+        except RuntimeError as exc:  # the executor is shut down: give the staged transaction up here
+            try:
+                self._rollback(self._require_conn())
+            finally:
+                self._lock.release()
+            self._batch_done(batch, StorageError(f"{self.path.name}: {exc}"), loop)
+
+    def _commit_and_report(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> None:
+        """On the worker thread: commit what the loop staged, release the file, report to the loop."""
+        error: BaseException | None = None
+        try:
+            conn = self._require_conn()
+            try:
+                dbapi_of(conn).commit()
+            except BaseException as exc:
+                self._rollback(conn)
+                error = StorageError(f"writing {self.path.name}: {exc}") if isinstance(exc, sqlite3.Error) else exc
+            else:
+                self.batches += 1
+                self.requests += len(batch)
+        finally:
+            self._lock.release()
+        try:
+            loop.call_soon_threadsafe(self._batch_done, batch, error, loop)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def _rollback(self, conn: Connection) -> None:
+        self._on_abort()
+        dbapi = dbapi_of(conn)
+        if dbapi.in_transaction:
+            dbapi.rollback()
+        if conn.in_transaction():  # a request began SQLAlchemy's transaction after all
+            conn.rollback()
+
+    def _set_synchronous(self, dbapi: Any, batch: list[_Request[C]]) -> None:
+        mode = "FULL" if any(r.durable for r in batch) else "NORMAL"
+        if mode != self._synchronous:  # outside any transaction: the DBAPI connection is in autocommit mode
+            dbapi.execute(f"PRAGMA synchronous={mode}")
+            self._synchronous = mode
 
     def _run_and_report(self, batch: list[_Request[C]], loop: asyncio.AbstractEventLoop) -> None:
         """On the worker thread: run the batch, then hand the outcome back to the event loop."""
@@ -278,16 +350,10 @@ class SqliteFile(Generic[C]):
         """On the worker thread: one transaction for the whole batch; the file's lock keeps closes out."""
         with self._lock:
             conn = self._require_conn()
-            mode = "FULL" if any(r.durable for r in batch) else "NORMAL"
-            if mode != self._synchronous:  # outside any transaction: the DBAPI connection is in autocommit mode
-                conn.connection.driver_connection.execute(f"PRAGMA synchronous={mode}")  # type: ignore[union-attr]
-                self._synchronous = mode
+            self._set_synchronous(dbapi_of(conn), batch)
             try:
                 with conn.begin():
-                    ctx = self._begin_batch(conn)
-                    for req in batch:
-                        self._run_one(conn, ctx, req)
-                    self._end_batch(conn, ctx)
+                    self._run_requests(conn, batch)
             except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
                 self._on_abort()
                 raise StorageError(f"writing {self.path.name}: {getattr(exc, 'orig', exc)}") from exc
@@ -296,6 +362,12 @@ class SqliteFile(Generic[C]):
                 raise
             self.batches += 1
             self.requests += len(batch)
+
+    def _run_requests(self, conn: Connection, batch: list[_Request[C]]) -> None:
+        ctx = self._begin_batch(conn)
+        for req in batch:
+            self._run_one(conn, ctx, req)
+        self._end_batch(conn, ctx)
 
     @staticmethod
     def _run_one(conn: Connection, ctx: C, req: _Request[C]) -> None:

@@ -294,8 +294,9 @@ async def test_a_full_cache_closes_idle_files_ahead_of_need_and_off_the_open_loc
 
 
 async def test_opening_a_scope_while_every_slot_is_busy_waits_for_a_free_slot(tmp_path: Path) -> None:
-    """With all ``max_open`` files in use, the next scope waits; it never evicts itself or exceeds the bound."""
-    store = SqliteLogStore(tmp_path, topics=TOPICS, max_open=4, threads=8)
+    """With all ``max_open`` files in use, the next scope waits; it never evicts itself or exceeds the bound.
+    The appends that hold the files block in their ``decide``, which must then run on workers, not on the loop."""
+    store = SqliteLogStore(tmp_path, topics=TOPICS, max_open=4, threads=8, stage_on_loop=False)
     try:
         for i in range(5):
             await declare(store, f"incident/s{i}")
@@ -423,6 +424,84 @@ async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(stor
     assert [e.kind for e in await read_all(store)] == ["declared"]
     after = await store.append(SCOPE, [message("next batch")])
     assert after.entries[0].seq == 2
+
+
+async def test_a_small_append_batch_is_staged_on_the_loop_and_committed_on_a_worker(
+    store: SqliteLogStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 133: a batch of a few appends runs its statements on the loop's thread (no GIL hand-off per
+    statement), and only the COMMIT (the fsync) on a worker; the caller hears back after the commit."""
+    import core.store.log_store as log_store
+
+    await declare(store)
+    threads: set[int] = set()
+    stage = log_store.stage
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.get_ident())
+        return stage(*args, **kwargs)
+
+    monkeypatch.setattr(log_store, "stage", spy)
+    statements: list[tuple[int, str]] = []
+    raw = scope_file(store)._conn.connection.dbapi_connection
+    raw.set_trace_callback(lambda sql: statements.append((threading.get_ident(), sql)))
+    try:
+        await store.append(SCOPE, [message("staged on the loop")])
+    finally:
+        raw.set_trace_callback(None)
+    loop_thread = threading.get_ident()
+    assert threads == {loop_thread}
+    begin = next(t for t, sql in statements if sql.upper() == "BEGIN IMMEDIATE")
+    commit = next(t for t, sql in statements if sql.upper() == "COMMIT")
+    assert begin == loop_thread and commit != loop_thread, statements
+    assert raw.execute("PRAGMA busy_timeout").fetchone()[0] >= 5_000  # waiting is back on for the worker paths
+    with sqlite3.connect(scope_path(store)) as other:  # committed: another connection sees it
+        assert other.execute("SELECT count(*) FROM entries").fetchone()[0] == 2
+
+
+async def test_while_another_process_holds_the_write_lock_an_append_waits_on_a_worker_not_the_loop(
+    store: SqliteLogStore,
+) -> None:
+    """The loop never waits for SQLite's lock (busy_timeout is 0 there): the batch goes to a worker, which waits."""
+    await declare(store)
+    other = sqlite3.connect(scope_path(store), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the CLI, say, in the middle of its own append
+        waiting = asyncio.create_task(store.append(SCOPE, [message("after the other writer")]))
+        ticks = 0
+        for _ in range(20):  # the loop keeps turning while the append waits for the lock
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert ticks == 20 and not waiting.done()
+        other.execute("COMMIT")
+        result = await asyncio.wait_for(waiting, 30)
+        assert result.entries[0].seq == 2
+    finally:
+        other.close()
+    assert_gapless_chain(await read_all(store))
+
+
+async def test_a_database_error_in_a_batch_staged_on_the_loop_fails_the_whole_batch(store: SqliteLogStore) -> None:
+    """As on a worker: every request of the batch fails with ``StorageError``, nothing of it commits, and the
+    transaction is rolled back, so the next batch starts clean."""
+    from core.errors import StorageError
+    from core.store.statements import raw_cursor
+
+    await declare(store)
+    file = scope_file(store)
+
+    def broken(conn: Any, _b: Any) -> None:
+        raw_cursor(conn).execute("UPDATE no_such_table SET x = 1")
+
+    bad, neighbour = await asyncio.gather(
+        file.write(broken, on_loop=True), store.append(SCOPE, [message("same batch")]), return_exceptions=True
+    )
+    assert isinstance(bad, StorageError)
+    assert isinstance(neighbour, StorageError)
+    assert [e.kind for e in await read_all(store)] == ["declared"]
+    after = await store.append(SCOPE, [message("next batch")])
+    assert after.entries[0].seq == 2
+    assert (await store.verify(SCOPE)).ok
 
 
 async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
