@@ -1,7 +1,15 @@
-"""The SQLite engine of one file: WAL, ``synchronous=FULL``, a busy timeout, and ``BEGIN IMMEDIATE`` for writes."""
+"""The SQLite engine of one file: WAL, ``synchronous=FULL``, a busy timeout, and ``BEGIN IMMEDIATE`` for writes.
+
+A connection that runs statements on the event loop's thread (decision 133) must never wait there for another
+process's lock. Its engine is made with ``wait_in_python=True``, and its owner sets SQLite's own busy timeout to 0 once
+the file is open: a ``BEGIN`` through SQLAlchemy (always on a worker thread) then waits for the lock here instead,
+with the same bound.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +23,7 @@ from core.errors import StorageError
 BUSY_TIMEOUT_S = 30.0
 
 
-def make_engine(path: Path) -> Engine:
+def make_engine(path: Path, *, wait_in_python: bool = False) -> Engine:
     """A pysqlite engine with WAL, synchronous=FULL and BEGIN IMMEDIATE for writes (SQLAlchemy's recipe)."""
     engine = sa.create_engine(
         f"sqlite:///{path}",
@@ -37,11 +45,28 @@ def make_engine(path: Path) -> Engine:
     def _on_begin(conn: Connection) -> None:
         # On the DBAPI connection itself: ``exec_driver_sql`` builds an execution context and a result for a
         # statement that returns nothing (~40-60 µs of CPU per transaction, measured; see bench/append.py).
-        conn.connection.driver_connection.execute(  # type: ignore[union-attr]
-            "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"
-        )
+        sql = "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"
+        if wait_in_python:
+            begin_waiting(dbapi_of(conn), sql)
+        else:
+            conn.connection.driver_connection.execute(sql)  # type: ignore[union-attr]
 
     return engine
+
+
+def begin_waiting(dbapi: Any, sql: str, *, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """``sql`` (a BEGIN), retried while another connection holds the lock, as SQLite's busy handler would (on a
+    worker thread only: it sleeps)."""
+    deadline, pause = time.monotonic() + timeout_s, 0.001
+    while True:
+        try:
+            dbapi.execute(sql)
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def dbapi_of(conn: Connection) -> Any:

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from core.errors import StorageError
-from core.store.sqlite_engine import BUSY_TIMEOUT_S, dbapi_of, make_engine
+from core.store.sqlite_engine import dbapi_of, make_engine
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -104,11 +104,13 @@ class SqliteFile(Generic[C]):
         try:
             if prepare is not None:
                 prepare()
-            self._engine = make_engine(self.path)
+            self._engine = make_engine(self.path, wait_in_python=self._stage_here)
             self._conn = self._engine.connect()
             self._conn.info["write"] = True
             with self._conn.begin():
                 self._init_schema(self._conn)
+            if self._stage_here:  # never wait for a lock on the loop's thread; workers wait in begin_waiting
+                dbapi_of(self._conn).execute("PRAGMA busy_timeout=0")
             with self._read_lock:
                 self._open_reader()
         except sa.exc.SQLAlchemyError as exc:
@@ -244,14 +246,11 @@ class SqliteFile(Generic[C]):
             conn = self._require_conn()
             dbapi = dbapi_of(conn)
             self._set_synchronous(dbapi, batch)
-            dbapi.execute("PRAGMA busy_timeout=0")  # never wait for a lock on the loop's thread
-            try:
+            try:  # busy_timeout is 0 on this connection: the loop never waits for another process's lock
                 dbapi.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:
                 self._lock.release()
                 return None
-            finally:
-                dbapi.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         except BaseException:
             self._lock.release()
             raise

@@ -454,7 +454,7 @@ async def test_a_small_append_batch_is_staged_on_the_loop_and_committed_on_a_wor
     begin = next(t for t, sql in statements if sql.upper() == "BEGIN IMMEDIATE")
     commit = next(t for t, sql in statements if sql.upper() == "COMMIT")
     assert begin == loop_thread and commit != loop_thread, statements
-    assert raw.execute("PRAGMA busy_timeout").fetchone()[0] >= 5_000  # waiting is back on for the worker paths
+    assert raw.execute("PRAGMA busy_timeout").fetchone()[0] == 0  # a worker's BEGIN waits in Python instead
     with sqlite3.connect(scope_path(store)) as other:  # committed: another connection sees it
         assert other.execute("SELECT count(*) FROM entries").fetchone()[0] == 2
 
@@ -479,6 +479,28 @@ async def test_while_another_process_holds_the_write_lock_an_append_waits_on_a_w
     finally:
         other.close()
     assert_gapless_chain(await read_all(store))
+
+
+def test_a_begin_that_waits_in_python_gives_up_with_the_busy_error_after_its_bound(tmp_path: Path) -> None:
+    """The worker side of a connection whose SQLite busy timeout is 0: it retries while the lock is held, as
+    SQLite's own busy handler would, and fails with SQLite's error once its bound has passed."""
+    from core.store.sqlite_engine import begin_waiting
+
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    waiter = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        holder.execute("PRAGMA journal_mode=WAL")
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            begin_waiting(waiter, "BEGIN IMMEDIATE", timeout_s=0.05)
+        assert raised.value.sqlite_errorcode == sqlite3.SQLITE_BUSY
+        holder.execute("COMMIT")
+        begin_waiting(waiter, "BEGIN IMMEDIATE", timeout_s=0.05)
+        assert waiter.in_transaction
+    finally:
+        holder.close()
+        waiter.close()
 
 
 async def test_a_database_error_in_a_batch_staged_on_the_loop_fails_the_whole_batch(store: SqliteLogStore) -> None:
