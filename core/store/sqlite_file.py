@@ -265,6 +265,8 @@ class SqliteFile(Generic[C]):
                 else exc
             )
             self._batch_done(batch, error, loop)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: the batch is settled, and the loop hears it too
             return False
         return True
 

@@ -404,9 +404,12 @@ async def test_a_retried_request_key_finds_all_its_entries_and_no_neighbour_key(
     assert [e.idempotency_key for e in again.entries] == ["ev", "ev#2", "ev#3"]
 
 
-async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(store: SqliteLogStore) -> None:
+@pytest.mark.parametrize("where", ["worker", "loop"])
+async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(store: SqliteLogStore, where: str) -> None:
     """A DBAPI error from compiled text on the cursor (not wrapped by SQLAlchemy) is the file's trouble, as a
-    SQLAlchemy error is: every request of the batch fails with ``StorageError`` and nothing of it commits."""
+    SQLAlchemy error is: every request of the batch fails with ``StorageError`` and nothing of it commits. The same
+    for a batch staged on the loop's thread (decision 133): its transaction is rolled back there, and the next batch
+    starts clean."""
     from core.errors import StorageError
     from core.store.statements import raw_cursor
 
@@ -417,13 +420,16 @@ async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(stor
         raw_cursor(conn).execute("UPDATE no_such_table SET x = 1")
 
     bad, neighbour = await asyncio.gather(
-        file.write(broken, savepoint=False), store.append(SCOPE, [message("same batch")]), return_exceptions=True
+        file.write(broken, savepoint=False, on_loop=where == "loop"),
+        store.append(SCOPE, [message("same batch")]),
+        return_exceptions=True,
     )
     assert isinstance(bad, StorageError)
     assert isinstance(neighbour, StorageError)
     assert [e.kind for e in await read_all(store)] == ["declared"]
     after = await store.append(SCOPE, [message("next batch")])
     assert after.entries[0].seq == 2
+    assert (await store.verify(SCOPE)).ok
 
 
 async def test_a_small_append_batch_is_staged_on_the_loop_and_committed_on_a_worker(
@@ -501,29 +507,6 @@ def test_a_begin_that_waits_in_python_gives_up_with_the_busy_error_after_its_bou
     finally:
         holder.close()
         waiter.close()
-
-
-async def test_a_database_error_in_a_batch_staged_on_the_loop_fails_the_whole_batch(store: SqliteLogStore) -> None:
-    """As on a worker: every request of the batch fails with ``StorageError``, nothing of it commits, and the
-    transaction is rolled back, so the next batch starts clean."""
-    from core.errors import StorageError
-    from core.store.statements import raw_cursor
-
-    await declare(store)
-    file = scope_file(store)
-
-    def broken(conn: Any, _b: Any) -> None:
-        raw_cursor(conn).execute("UPDATE no_such_table SET x = 1")
-
-    bad, neighbour = await asyncio.gather(
-        file.write(broken, on_loop=True), store.append(SCOPE, [message("same batch")]), return_exceptions=True
-    )
-    assert isinstance(bad, StorageError)
-    assert isinstance(neighbour, StorageError)
-    assert [e.kind for e in await read_all(store)] == ["declared"]
-    after = await store.append(SCOPE, [message("next batch")])
-    assert after.entries[0].seq == 2
-    assert (await store.verify(SCOPE)).ok
 
 
 async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
