@@ -155,14 +155,6 @@ class SqliteLogStore(SqliteOutbox):
     def _files(self) -> Mapping[str, ScopeFile]:
         return self.cache.files
 
-    @property
-    def _closing_files(self) -> set[asyncio.Task[None]]:
-        return self.cache.closing
-
-    @property
-    def _open_lock(self) -> asyncio.Lock:
-        return self.cache.lock
-
     def topics_for(self, kind: str) -> tuple[str, ...]:
         """The outbox topics an entry of ``kind`` gets a row in (every topic, less those that filter it out)."""
         found = self._kind_topics.get(kind)

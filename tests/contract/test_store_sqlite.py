@@ -196,7 +196,7 @@ async def test_a_discarded_first_append_never_deletes_a_concurrent_declaration(s
     async with asyncio.timeout(10):
         while store.open_files == 0:
             await asyncio.sleep(0)  # no sleep(>0): take the lock before the failing request can finish
-    lock = store._open_lock
+    lock = store.cache.lock
     async with lock:
         async with asyncio.timeout(10):
             while not getattr(lock, "_waiters", None):  # the failed request is now waiting to clean up
@@ -282,7 +282,7 @@ async def test_a_full_cache_closes_idle_files_ahead_of_need_and_off_the_open_loc
         for i in range(20):
             await declare(store, f"incident/s{i}")
             assert store.open_files <= 8
-        await eventually(lambda: not store._closing_files, what="evicted files closed")
+        await eventually(lambda: not store.cache.closing, what="evicted files closed")
         assert len(store._files) == 7  # one slot kept free
         assert list(store._files)[-1] == "incident/s19"  # the least recently used went first
         for i in range(20):
@@ -290,7 +290,7 @@ async def test_a_full_cache_closes_idle_files_ahead_of_need_and_off_the_open_loc
             assert store.open_files <= 8
     finally:
         await store.close()
-    assert not store._closing_files
+    assert not store.cache.closing
 
 
 async def test_opening_a_scope_while_every_slot_is_busy_waits_for_a_free_slot(tmp_path: Path) -> None:
