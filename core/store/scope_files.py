@@ -53,7 +53,7 @@ class ScopeFile:
             end_batch=self._end_batch,
             on_abort=self._invalidate,
             read_executor=read_executor,
-            stage_here=stage_on_loop,
+            stage_on_loop=stage_on_loop,
         )
 
     def _invalidate(self) -> None:

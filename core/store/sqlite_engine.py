@@ -45,11 +45,11 @@ def make_engine(path: Path, *, wait_in_python: bool = False) -> Engine:
     def _on_begin(conn: Connection) -> None:
         # On the DBAPI connection itself: ``exec_driver_sql`` builds an execution context and a result for a
         # statement that returns nothing (~40-60 µs of CPU per transaction, measured; see bench/append.py).
-        sql = "BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"
+        sql, dbapi = ("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN"), dbapi_of(conn)
         if wait_in_python:
-            begin_waiting(dbapi_of(conn), sql)
+            begin_waiting(dbapi, sql)
         else:
-            conn.connection.driver_connection.execute(sql)  # type: ignore[union-attr]
+            dbapi.execute(sql)
 
     return engine
 

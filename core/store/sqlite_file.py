@@ -14,6 +14,7 @@ its statements on the loop's thread instead, and only its COMMIT on a worker: no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -65,11 +66,11 @@ class SqliteFile(Generic[C]):
         end_batch: Callable[[Connection, C], None],
         on_abort: Callable[[], None] = lambda: None,
         read_executor: Executor | None = None,
-        stage_here: bool = False,
+        stage_on_loop: bool = False,
     ) -> None:
         self.path = path
         # Small batches of on_loop requests are staged on the loop's thread, only their commit on a worker (decision 133)
-        self._stage_here = stage_here
+        self._loop_staging = stage_on_loop
         self._executor = executor
         # Long reads (an agent turn's views, a report) run here, so an append never queues behind one on the
         # writers' threads (decision 130).
@@ -104,12 +105,12 @@ class SqliteFile(Generic[C]):
         try:
             if prepare is not None:
                 prepare()
-            self._engine = make_engine(self.path, wait_in_python=self._stage_here)
+            self._engine = make_engine(self.path, wait_in_python=self._loop_staging)
             self._conn = self._engine.connect()
             self._conn.info["write"] = True
             with self._conn.begin():
                 self._init_schema(self._conn)
-            if self._stage_here:  # never wait for a lock on the loop's thread; workers wait in begin_waiting
+            if self._loop_staging:  # never wait for a lock on the loop's thread; workers wait in begin_waiting
                 dbapi_of(self._conn).execute("PRAGMA busy_timeout=0")
             with self._read_lock:
                 self._open_reader()
@@ -225,7 +226,7 @@ class SqliteFile(Generic[C]):
         """Send the next batch to a worker (``_in_flight`` is already set and stays set until it is done)."""
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         try:
-            if self._stage_here and len(batch) <= LOOP_BATCH and all(r.on_loop for r in batch):
+            if self._loop_staging and len(batch) <= LOOP_BATCH and all(r.on_loop for r in batch):
                 staged = self._stage_on_loop(batch, loop)
                 if staged:
                     self._submit_commit(batch, loop)
@@ -275,7 +276,8 @@ class SqliteFile(Generic[C]):
             self._executor.submit(self._commit_and_report, batch, loop)
         except RuntimeError as exc:  # the executor is shut down: give the staged transaction up here
             try:
-                self._rollback(self._require_conn())
+                with contextlib.suppress(Exception):  # the batch is settled below whatever the rollback says
+                    self._rollback(self._require_conn())
             finally:
                 self._lock.release()
             self._batch_done(batch, StorageError(f"{self.path.name}: {exc}"), loop)
@@ -295,10 +297,7 @@ class SqliteFile(Generic[C]):
                 self.requests += len(batch)
         finally:
             self._lock.release()
-        try:
-            loop.call_soon_threadsafe(self._batch_done, batch, error, loop)
-        except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
+        self._report(batch, error, loop)
 
     def _rollback(self, conn: Connection) -> None:
         self._on_abort()
@@ -321,6 +320,10 @@ class SqliteFile(Generic[C]):
             self._run_batch(batch)
         except BaseException as exc:  # the whole transaction failed: every request hears about it
             error = exc
+        self._report(batch, error, loop)
+
+    def _report(self, batch: list[_Request[C]], error: BaseException | None, loop: asyncio.AbstractEventLoop) -> None:
+        """From a worker thread: settle the batch on the loop."""
         try:
             loop.call_soon_threadsafe(self._batch_done, batch, error, loop)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
