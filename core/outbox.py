@@ -301,15 +301,7 @@ class Dispatcher(SharedCursors):
             if head.next_attempt_at > now:
                 self._arm(scope, sender.name, head.next_attempt_at - now)
                 return False
-            chunk = [head]
-            while (
-                len(chunk) < sender.batch_size
-                and i + len(chunk) < len(items)
-                and items[i + len(chunk)].next_attempt_at <= now
-                and items[i + len(chunk)].attempts == 0
-                and head.attempts == 0
-            ):
-                chunk.append(items[i + len(chunk)])
+            chunk = _ready_chunk(items, i, sender.batch_size, now)
             if self.shared and not self._lease_left(scope, sender.name):
                 return False
             try:
@@ -319,41 +311,40 @@ class Dispatcher(SharedCursors):
                 self._arm(scope, sender.name, CLAIM_RETRY_S)
                 return False
             except RetryAfter as exc:
-                self.stats.rate_limited += 1
-                await self.store.outbox_failed(
-                    scope,
-                    sender.name,
-                    head.entry.seq,
-                    attempts=head.attempts,
-                    next_attempt_at=time.time() + exc.seconds,
-                    error=str(exc),
-                )
-                self._arm(scope, sender.name, exc.seconds)
+                await self._rate_limited(scope, sender.name, head, exc)
                 return False
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 if len(chunk) > 1:
                     # A poison entry hides in the batch: deliver one by one to find it.
-                    ok = await self._deliver_items(scope, OneByOne(sender), chunk)
-                    if not ok:
+                    if not await self._deliver_items(scope, OneByOne(sender), chunk):
                         return False
-                    i += len(chunk)
-                    continue
-                if not await self._failed(scope, sender.name, head, exc):
+                elif not await self._failed(scope, sender.name, head, exc):
                     return False
-                i += 1
+                i += len(chunk)
                 continue
-            self.marks.add(scope, sender.name, [it.entry.seq for it in chunk])
-            key = (scope, sender.name)
-            self._upto[key] = max(self._upto.get(key, 0), chunk[-1].entry.seq)
-            done_at = time.time()
-            for it in chunk:
-                self.stats.delivered += 1
-                self.stats.observe(max(0.0, done_at - it.entry.at.timestamp()))
-            self.last_activity = time.monotonic()
+            self._delivered(scope, sender.name, chunk)
             i += len(chunk)
         return True
+
+    async def _rate_limited(self, scope: str, topic: str, head: OutboxItem, exc: RetryAfter) -> None:
+        """Slack's 429: the head waits ``Retry-After`` without spending its retry budget."""
+        self.stats.rate_limited += 1
+        at, seq = time.time() + exc.seconds, head.entry.seq
+        await self.store.outbox_failed(scope, topic, seq, attempts=head.attempts, next_attempt_at=at, error=str(exc))
+        self._arm(scope, topic, exc.seconds)
+
+    def _delivered(self, scope: str, topic: str, chunk: list[OutboxItem]) -> None:
+        """A chunk the sender took: its done marks are queued, its pair's high-water mark and the stats move."""
+        self.marks.add(scope, topic, [it.entry.seq for it in chunk])
+        key = (scope, topic)
+        self._upto[key] = max(self._upto.get(key, 0), chunk[-1].entry.seq)
+        done_at = time.time()
+        for it in chunk:
+            self.stats.delivered += 1
+            self.stats.observe(max(0.0, done_at - it.entry.at.timestamp()))
+        self.last_activity = time.monotonic()
 
     async def _is_fork(self, scope: str) -> bool:
         """Whether ``scope`` is a fork (remembered: a fork is one from its first commit, core/fork.py)."""
@@ -389,3 +380,19 @@ class Dispatcher(SharedCursors):
             self.wake(scope, [topic])
 
         self.alarm.set(f"dispatch:{scope}:{topic}", delay, job)
+
+
+def _ready_chunk(items: list[OutboxItem], i: int, batch_size: int, now: float) -> list[OutboxItem]:
+    """The items from ``i`` that go to the sender together: first attempts that are due, up to its batch size (an
+    item being retried always goes alone)."""
+    head = items[i]
+    chunk = [head]
+    while (
+        len(chunk) < batch_size
+        and i + len(chunk) < len(items)
+        and items[i + len(chunk)].next_attempt_at <= now
+        and items[i + len(chunk)].attempts == 0
+        and head.attempts == 0
+    ):
+        chunk.append(items[i + len(chunk)])
+    return chunk
