@@ -33,6 +33,8 @@ class ManualClock:
 
 def iso(at: datetime) -> str:
     """ISO 8601 in UTC with microseconds and a ``Z``: the one format decklog writes."""
+    if at.tzinfo is UTC and at.year >= 1000:  # every append formats a few: isoformat is a third faster than strftime
+        return at.isoformat(timespec="microseconds")[:26] + "Z"
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

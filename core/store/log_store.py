@@ -14,9 +14,11 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+import random
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,7 @@ class SqliteLogStore(SqliteOutbox):
             topic: frozenset(kinds) for topic, kinds in (topic_kinds or {}).items() if topic in self.topics
         }
         self._kind_topics: dict[str, tuple[str, ...]] = {}
+        self._ids = partial(_new_id, random.Random(os.urandom(32)).getrandbits)  # ids: decision 134
         self.clock: Clock = clock or SystemClock()
         self.max_open = max_open
         self._own_executor = executor is None
@@ -312,11 +315,13 @@ class SqliteLogStore(SqliteOutbox):
 
     def _lookups(self, conn: Connection, b: Batch) -> Lookups:
         """Key lookups as compiled text on the DBAPI cursor (core/store/statements.py): through
-        ``Connection.execute`` the expanding ``IN`` was recompiled on every append and was most of staging."""
+        ``Connection.execute`` the expanding ``IN`` was recompiled on every append and was most of staging.
+        They hold the scope, not the batch that keeps them: no cycle left to the garbage collector (decision 134)."""
+        scope = b.scope
 
         def by_request_key(key: str) -> list[Entry]:
             rows = raw_rows(conn, SQL.select_by_request_key, {"key": key, "lo": key + "#", "hi": key + "$"})
-            return [trusted_row_to_entry(b.scope, r) for r in rows]
+            return [trusted_row_to_entry(scope, r) for r in rows]
 
         def by_entry_keys(keys: list[str]) -> list[Entry]:
             rows: list[Any] = []
@@ -324,9 +329,9 @@ class SqliteLogStore(SqliteOutbox):
                 part = keys[start : start + KEYS_PER_SELECT]
                 rows.extend(raw_rows(conn, select_by_keys(len(part)), {f"k{i}": k for i, k in enumerate(part)}))
             rows.sort(key=lambda r: r.seq)
-            return [trusted_row_to_entry(b.scope, r) for r in rows]
+            return [trusted_row_to_entry(scope, r) for r in rows]
 
-        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id, chain_key=self.chain_key)
+        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=self._ids, chain_key=self.chain_key)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -391,5 +396,5 @@ class SqliteLogStore(SqliteOutbox):
             return await sf.file.read(q)
 
 
-def _new_id() -> str:
-    return new_entry_id()  # looked up here at call time (tests patch core.store.log_store.new_entry_id)
+def _new_id(random_bits: Callable[[int], int]) -> str:
+    return new_entry_id(random_bits)  # looked up here at call time (tests patch core.store.log_store.new_entry_id)

@@ -27,9 +27,12 @@ ByRequestKey = Callable[[str], list[Entry]]
 ByEntryKeys = Callable[[list[str]], list[Entry]]
 
 
-def new_entry_id() -> str:
-    """A unique, roughly time-ordered entry id: ``e`` + 12 hex digits of ms time + 10 random hex digits."""
-    return f"e{int(time.time() * 1000):012x}{secrets.token_hex(5)}"
+def new_entry_id(random_bits: Callable[[int], int] = secrets.randbits) -> str:
+    """A unique, roughly time-ordered entry id: ``e`` + 12 hex digits of ms time + 10 random hex digits.
+
+    The ids are not secrets. A store passes its own generator, seeded from the OS once: the OS's randomness is a
+    system call that lets another thread take the GIL in the middle of an append's staging (decision 134)."""
+    return f"e{int(time.time() * 1000):012x}{random_bits(40):010x}"
 
 
 @dataclass

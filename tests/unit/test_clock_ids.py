@@ -1,0 +1,53 @@
+"""The two formats every append writes: ``iso`` times and entry ids (decision 134 made both cheaper)."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+from core.clock import iso, parse_iso
+from core.store.staging import new_entry_id
+
+
+def _strftime(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_iso_is_the_strftime_format_for_any_time_and_zone() -> None:
+    rng = random.Random(7)
+    zones = [UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-9, minutes=-30))]
+    cases = [
+        datetime(2026, 12, 6, 18, 0, 0, 0, tzinfo=UTC),  # no microseconds: still six digits
+        datetime(1000, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # below year 1000: the strftime path
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ]
+    for _ in range(2000):
+        base = datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.uniform(0, 40 * 365 * 86400))
+        cases.append(base.astimezone(rng.choice(zones)))
+    for at in cases:
+        assert iso(at) == _strftime(at), at
+        if at.year >= 1000:
+            assert parse_iso(iso(at)) == at
+
+
+def test_iso_of_a_parsed_time_takes_the_fast_path_and_round_trips() -> None:
+    text = "2026-12-06T03:10:00.000042Z"
+    at = parse_iso(text)
+    assert at.tzinfo is UTC
+    assert iso(at) == text
+
+
+def test_entry_ids_keep_their_shape_order_and_uniqueness_with_a_store_generator() -> None:
+    bits = random.Random(os.urandom(32)).getrandbits
+    before = int(time.time() * 1000)
+    ids = [new_entry_id(bits) for _ in range(20_000)]
+    after = int(time.time() * 1000)
+    assert all(re.fullmatch(r"e[0-9a-f]{22}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    stamps = [int(i[1:13], 16) for i in ids]
+    assert stamps == sorted(stamps) and before <= stamps[0] and stamps[-1] <= after
+    assert re.fullmatch(r"e[0-9a-f]{22}", new_entry_id())  # the default draws from the OS
