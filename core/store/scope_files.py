@@ -133,17 +133,18 @@ class ScopeFiles:
         self.spares = spares
         self.max_open = max_open
         self.files: OrderedDict[str, ScopeFile] = OrderedDict()
-        self.lock = asyncio.Lock()
+        self.lock = asyncio.Lock()  # held for the cache's bookkeeping, never while a file is being opened
         self._released = asyncio.Event()  # set whenever a file loses its last user or finishes closing
         self.closing: set[asyncio.Task[None]] = set()
+        self.opening: dict[str, asyncio.Future[None]] = {}  # scopes whose files are being opened, each by one caller
 
     def path_for(self, scope: ScopeId) -> Path:
         return self.scopes_dir / f"{scope.file_stem}.db"
 
     @property
     def open_files(self) -> int:
-        """Scope files holding handles: open in the cache, or being closed after eviction."""
-        return len(self.files) + len(self.closing)
+        """Scope files holding handles: open in the cache, being opened, or being closed after eviction."""
+        return len(self.files) + len(self.opening) + len(self.closing)
 
     def take(self, key: str) -> ScopeFile | None:
         """The open file of a scope with a use taken on it, without waiting (None when it is not open)."""
@@ -160,36 +161,49 @@ class ScopeFiles:
 
     async def acquire(self, sid: ScopeId, *, create: bool) -> tuple[ScopeFile, bool]:
         """The scope's open file with a use taken on it, and whether its file was created just now; waits for a free slot
-        while ``max_open`` are in use."""
+        while ``max_open`` are in use. Files of different scopes open at the same time (an alert storm declares
+        many incidents at once); callers wanting the scope another caller is opening wait for that one."""
         key = str(sid)
         while True:
             sf = self.take(key)
             if sf is not None:
                 return sf, False
+            opening = self.opening.get(key)
+            if opening is not None:
+                await asyncio.shield(opening)  # then take it, or open it ourselves if that caller failed
+                continue
             async with self.lock:
-                sf = self.take(key)
-                if sf is not None:
-                    return sf, False
+                if key in self.files or key in self.opening:
+                    continue
                 if self.open_files >= self.max_open:
-                    self.evict(len(self.files) + 1 - self.max_open)  # a slot is free once a close finishes
-                if self.open_files < self.max_open:
-                    return await self._open(sid, create=create)
-                self._released.clear()  # every open file is in use: wait (below) for one to be released
+                    self.evict(len(self.files) + len(self.opening) + 1 - self.max_open)  # frees a slot once closed
+                reserved = self.open_files < self.max_open
+                if reserved:
+                    self.opening[key] = asyncio.get_running_loop().create_future()
+                else:
+                    self._released.clear()  # every open file is in use: wait (below) for one to be released
+            if reserved:
+                return await self._open(sid, create=create)
             with contextlib.suppress(TimeoutError):  # re-check now and then, even if a release went unsignalled
                 await asyncio.wait_for(self._released.wait(), 0.25)
 
     async def _open(self, sid: ScopeId, *, create: bool) -> tuple[ScopeFile, bool]:
+        """Open the file of a scope reserved in ``opening`` (outside the lock), put it in the cache and end the
+        reservation, whether it opened or not."""
         key, path = str(sid), self.path_for(sid)
-        new = not path.exists()
-        if new and not create:
-            raise NotFound(f"no such scope: {key}")
-        self.scopes_dir.mkdir(parents=True, exist_ok=True)
-        sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor, stage_on_loop=self.stage_on_loop)
-        await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
-        self.files[key] = sf
-        sf.users += 1
+        try:
+            new = not path.exists()
+            if new and not create:
+                raise NotFound(f"no such scope: {key}")
+            self.scopes_dir.mkdir(parents=True, exist_ok=True)
+            sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor, stage_on_loop=self.stage_on_loop)
+            await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
+            self.files[key] = sf
+            sf.users += 1
+        finally:
+            self.opening.pop(key).set_result(None)
         # Keep a few slots free ahead of time, so the next new scope does not wait for a close.
-        self.evict(len(self.files) - (self.max_open - max(1, self.max_open // 16)), keep=key)
+        self.evict(len(self.files) + len(self.opening) - (self.max_open - max(1, self.max_open // 16)), keep=key)
         return sf, new
 
     def evict(self, n: int, *, keep: str = "") -> None:
@@ -243,7 +257,8 @@ class ScopeFiles:
         self._released.set()
 
     async def close(self) -> None:
-        async with self.lock:
+        async with self.lock:  # no new reservation now; the files being opened join the cache first
+            await asyncio.gather(*(asyncio.shield(f) for f in self.opening.values()))
             files = list(self.files.values())
             self.files.clear()
             for sf in files:
