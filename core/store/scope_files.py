@@ -202,6 +202,8 @@ class ScopeFiles:
             sf.users += 1
         finally:
             self.opening.pop(key).set_result(None)
+            if key not in self.files:
+                self._released.set()  # it failed: its slot is free for a caller waiting for one
         # Keep a few slots free ahead of time, so the next new scope does not wait for a close.
         self.evict(len(self.files) + len(self.opening) - (self.max_open - max(1, self.max_open // 16)), keep=key)
         return sf, new
