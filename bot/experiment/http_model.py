@@ -61,10 +61,15 @@ def _canon(value: Any) -> str:
 # The desk draws its run and proposal ids at random (``new_run_id``, ``new_proposal_id``); a request's key masks
 # them, so that a recording replays (the scripted answers never depend on them).
 _RANDOM_IDS = re.compile(r"\b(run-[0-9a-f]{8}|p-[0-9a-f]{6})\b")
+# Entries that senders append concurrently after one commit (a change link, the Slack sender's own records) take
+# their seqs in whatever order the drains run, and a loaded machine changes that order: the same view then numbers
+# its lines differently. A key masks the view's ``seq=N`` too (no view refers to an entry by its seq otherwise).
+_SEQS = re.compile(r"seq=\d+")
 
 
 def _key(body: dict[str, Any]) -> str:
-    text = _RANDOM_IDS.sub("<id>", _canon([body["system"], body["messages"], body.get("tools", [])]))
+    text = _canon([body["system"], body["messages"], body.get("tools", [])])
+    text = _SEQS.sub("seq=<n>", _RANDOM_IDS.sub("<id>", text))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

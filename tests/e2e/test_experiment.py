@@ -17,6 +17,7 @@ from bot.settings import load_settings
 from core.errors import InvalidInput
 from core.experiment import itbench, policy, scenario
 from core.experiment.run import Spec
+from core.outbox import Dispatcher
 
 ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "itbench"
 ITBENCH = ITBENCH if ITBENCH.is_dir() else Path("/work/shared/scenarios/itbench")
@@ -298,3 +299,26 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         assert p.returncode != 0
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_a_recording_replays_when_concurrent_senders_number_their_entries_differently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After one commit several senders append (a change link, the Slack sender's records) in whatever order their
+    drains run; on a loaded machine that order changes, and so do the seqs in the next view. The recording's keys
+    mask the seqs, so a replay whose change links land later still finds every exchange (it once found none, and
+    stopped after 8 entries)."""
+    spec = Spec(_by_id("bad-deploy"), "rules", "kill_after_claim", 1)
+    monkeypatch.setenv("DECKLOG_EXPERIMENT_RECORD", str(tmp_path / "rec"))
+    http = asyncio.run(run_one(spec, tmp_path / "b", "scripted-http"))
+    monkeypatch.delenv("DECKLOG_EXPERIMENT_RECORD")
+    drain = Dispatcher._drain_local
+
+    async def late_links(self: Dispatcher, scope: str, topic: str) -> None:
+        if topic == "changes":
+            await asyncio.sleep(0.05)  # the change link lands after the other senders' entries
+        await drain(self, scope, topic)
+
+    monkeypatch.setattr(Dispatcher, "_drain_local", late_links)
+    replayed = asyncio.run(run_one(spec, tmp_path / "c", f"recorded:{tmp_path / 'rec'}"))
+    assert replayed["entries"] == http["entries"] and replayed["tokens"] == http["tokens"] > 0
