@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.server import DecklogServer
@@ -89,14 +91,22 @@ async def test_thread_replies_edits_and_deletions_become_entries(server: Decklog
     assert (await kinds(server, scope)).count("message") == 1
 
 
-async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_metadata(server: DecklogServer) -> None:
+async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_metadata(
+    server: DecklogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sender indexes a header's thread after its post returned (on another replica, later still): a reply in
     that window is routed by the metadata of decklog's own header at the thread's root, not dropped."""
     from core.index import routes
 
     fake = server.sandbox
     scope, state = await declare(server)
-    await server.runtime.index.file.write(lambda conn, _: conn.execute(routes.delete()))  # the window, held open
+    index = server.runtime.index
+
+    async def not_yet(key: str, scope: str) -> None:
+        """The window, held open: a redelivery of the declaration (a retried chunk) would index the thread again."""
+
+    monkeypatch.setattr(index, "add_route", not_yet)
+    await index.file.write(lambda conn, _: conn.execute(routes.delete()))
     assert await server.runtime.index.route(GENERAL, state.thread.ts) is None
     await fake.post_message(BOB, GENERAL, "typed the moment the header appeared", thread_ts=state.thread.ts)
     await eventually(lambda: _has(server, scope, "message"), what="the early reply recorded")
