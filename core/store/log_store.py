@@ -127,7 +127,7 @@ class SqliteLogStore(SqliteOutbox):
             topic: frozenset(kinds) for topic, kinds in (topic_kinds or {}).items() if topic in self.topics
         }
         self._kind_topics: dict[str, tuple[str, ...]] = {}
-        self._ids = partial(_new_id, random.Random(os.urandom(32)).getrandbits)  # ids: decision 134
+        self._ids = partial(_new_id, random.getrandbits)  # no system call per id; reseeded at fork (decision 134)
         self.clock: Clock = clock or SystemClock()
         self.max_open = max_open
         self._own_executor = executor is None

@@ -30,8 +30,9 @@ ByEntryKeys = Callable[[list[str]], list[Entry]]
 def new_entry_id(random_bits: Callable[[int], int] = secrets.randbits) -> str:
     """A unique, roughly time-ordered entry id: ``e`` + 12 hex digits of ms time + 10 random hex digits.
 
-    The ids are not secrets. A store passes its own generator, seeded from the OS once: the OS's randomness is a
-    system call that lets another thread take the GIL in the middle of an append's staging (decision 134)."""
+    The ids are not secrets. The SQLite store passes ``random.getrandbits`` (seeded from the OS at start and again in
+    a forked child): the OS's randomness is a system call that lets another thread take the GIL in the middle of an
+    append's staging (decision 134)."""
     return f"e{int(time.time() * 1000):012x}{random_bits(40):010x}"
 
 
