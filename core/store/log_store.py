@@ -14,11 +14,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +125,6 @@ class SqliteLogStore(SqliteOutbox):
             topic: frozenset(kinds) for topic, kinds in (topic_kinds or {}).items() if topic in self.topics
         }
         self._kind_topics: dict[str, tuple[str, ...]] = {}
-        self._ids = partial(_new_id, random.getrandbits)  # no system call per id; reseeded at fork (decision 134)
         self.clock: Clock = clock or SystemClock()
         self.max_open = max_open
         self._own_executor = executor is None
@@ -331,7 +328,7 @@ class SqliteLogStore(SqliteOutbox):
             rows.sort(key=lambda r: r.seq)
             return [trusted_row_to_entry(scope, r) for r in rows]
 
-        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=self._ids, chain_key=self.chain_key)
+        return Lookups(by_request_key, by_entry_keys, self.topics_for, new_id=_new_id, chain_key=self.chain_key)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -396,5 +393,5 @@ class SqliteLogStore(SqliteOutbox):
             return await sf.file.read(q)
 
 
-def _new_id(random_bits: Callable[[int], int]) -> str:
-    return new_entry_id(random_bits)  # looked up here at call time (tests patch core.store.log_store.new_entry_id)
+def _new_id() -> str:
+    return new_entry_id()  # looked up here at call time (tests patch core.store.log_store.new_entry_id)

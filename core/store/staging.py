@@ -8,7 +8,7 @@ refused request leaves no trace in its neighbours' transaction.
 
 from __future__ import annotations
 
-import secrets
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,13 +27,13 @@ ByRequestKey = Callable[[str], list[Entry]]
 ByEntryKeys = Callable[[list[str]], list[Entry]]
 
 
-def new_entry_id(random_bits: Callable[[int], int] = secrets.randbits) -> str:
+def new_entry_id() -> str:
     """A unique, roughly time-ordered entry id: ``e`` + 12 hex digits of ms time + 10 random hex digits.
 
-    The ids are not secrets. The SQLite store passes ``random.getrandbits`` (seeded from the OS at start and again in
-    a forked child): the OS's randomness is a system call that lets another thread take the GIL in the middle of an
-    append's staging (decision 134)."""
-    return f"e{int(time.time() * 1000):012x}{random_bits(40):010x}"
+    The ids are not secrets. The random part comes from ``random.getrandbits`` (seeded from the OS at start and again
+    in a forked child), not from the OS each time: that system call lets another thread take the GIL in the middle of
+    an append's staging (decision 134)."""
+    return f"e{int(time.time() * 1000):012x}{random.getrandbits(40):010x}"
 
 
 @dataclass

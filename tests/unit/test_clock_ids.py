@@ -43,22 +43,20 @@ def test_iso_of_a_parsed_time_takes_the_fast_path_and_round_trips() -> None:
     assert iso(at) == text
 
 
-def test_entry_ids_keep_their_shape_order_and_uniqueness_with_the_stores_generator() -> None:
-    bits = random.getrandbits
+def test_entry_ids_keep_their_shape_order_and_uniqueness() -> None:
     before = int(time.time() * 1000)
-    ids = [new_entry_id(bits) for _ in range(20_000)]
+    ids = [new_entry_id() for _ in range(20_000)]
     after = int(time.time() * 1000)
     assert all(re.fullmatch(r"e[0-9a-f]{22}", i) for i in ids)
     assert len(set(ids)) == len(ids)
     stamps = [int(i[1:13], 16) for i in ids]
     assert stamps == sorted(stamps) and before <= stamps[0] and stamps[-1] <= after
-    assert re.fullmatch(r"e[0-9a-f]{22}", new_entry_id())  # the default draws from the OS
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_the_stores_id_bits_differ_in_a_forked_child() -> None:
-    """The SQLite store draws ids' random part from ``random.getrandbits``, which a forked child reseeds: a child
-    forked after a store was made does not repeat the parent's ids within the same millisecond."""
+    """Entry ids' random part comes from ``random.getrandbits``, which a forked child reseeds: a child forked from
+    a running store does not repeat the parent's ids within the same millisecond."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report its next draws, then leave without running the parent's clean-ups

@@ -45,7 +45,7 @@ UNDONE = "sha256:" + "cd" * 32
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Entry ids are random in production; here they count up, so hashes (and reports) are reproducible."""
     counter = itertools.count(1)
-    monkeypatch.setattr("core.store.log_store.new_entry_id", lambda *_: f"e{next(counter):022x}")
+    monkeypatch.setattr("core.store.log_store.new_entry_id", lambda: f"e{next(counter):022x}")
     yield
 
 
