@@ -189,6 +189,49 @@ async def store_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Samp
     return Sample(storm.alerts, time.perf_counter() - started, latencies, cpu_seconds=cpu)
 
 
+# -- the ceiling of answering each alert after it is durable: HTTP + one append per request ----------------------
+
+
+async def persist_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sample:
+    """An aiohttp handler that parses the alert, appends its observation with ``LogStore.append`` (the storage
+    floor's append) and answers the alert's scope and seq: what HTTP plus persist-before-answer costs, with no
+    routing, dedup, index or dispatch. Any receiver that answers each alert's outcome (the contract) does at least
+    this, so its rate ÷ the floor bounds the storm's ratio from above."""
+    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
+    actor = Actor.system("generic")
+    for s in range(storm.services):
+        await store.append(f"incident/svc-{s}", [NewEntry.make("declared", actor, {"title": f"svc-{s}"})], create=True)
+
+    async def persist(request: web.Request) -> web.Response:
+        alert = json.loads(await request.read())
+        scope = f"incident/{alert['service']}"
+        payload = {"text": alert["summary"], "fingerprint": alert["fingerprint"], "alert_status": "firing"}
+        entry = NewEntry.make(
+            "observation", actor, payload | {"service": alert["service"]}, idempotency_key=alert["event_id"]
+        )
+        result = await store.append(scope, [entry])
+        answer = {"fingerprint": alert["fingerprint"], "status": "firing", "scope": scope, "seq": result.last_seq}
+        return web.json_response({"source": "generic", "received": 1, "recorded": 1, "alerts": [answer]}, status=202)
+
+    app = web.Application()
+    app.router.add_post("/alerts/{source}", persist)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    cpu = time.process_time()
+    try:
+        result = await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
+        cpu = time.process_time() - cpu
+    finally:
+        await runner.cleanup()
+        await store.close()
+    if any(status != 202 for status in result.statuses):
+        raise RuntimeError(f"persist baseline answered {sorted(set(result.statuses))}")
+    return Sample(storm.alerts, result.seconds, result.latencies, cpu_seconds=cpu)
+
+
 # -- decklog -----------------------------------------------------------------------------------------------------
 
 
@@ -444,10 +487,11 @@ def main() -> None:
     storm = Storm(1_000 if args.quick else args.alerts, args.fingerprints, args.services)
     base: list[Sample] = []
     floor: list[Sample] = []
+    ceiling: list[Sample] = []
     runs: list[StormResult] = []
-    cases = ["baseline", "store", "decklog"]
+    cases = ["baseline", "store", "persist", "decklog"]
     for r in range(args.rounds):
-        for case in cases[r % 3 :] + cases[: r % 3]:
+        for case in cases[r % len(cases) :] + cases[: r % len(cases)]:
             if case == "baseline":
                 sample = asyncio.run(baseline(storm, args.concurrency))
                 base.append(sample)
@@ -460,6 +504,14 @@ def main() -> None:
                     shutil.rmtree(data_dir, ignore_errors=True)
                 floor.append(sample)
                 note(f"round {r + 1}: raw LogStore.append {sample.rate:,.0f} appends/s")
+            elif case == "persist":
+                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-persist-"))
+                try:
+                    sample = asyncio.run(persist_baseline(storm, args.concurrency, data_dir))
+                finally:
+                    shutil.rmtree(data_dir, ignore_errors=True)
+                ceiling.append(sample)
+                note(f"round {r + 1}: aiohttp + LogStore.append {sample.rate:,.0f} alerts/s")
             else:
                 data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-alerts-"))
                 try:
@@ -472,7 +524,7 @@ def main() -> None:
                     shutil.rmtree(data_dir, ignore_errors=True)
                 runs.append(res)
                 note(f"round {r + 1}: decklog {res.sample.rate:,.0f} alerts/s, {res.incidents} incidents")
-    print(report(storm, args.concurrency, base, floor, runs, pace=args.pace))
+    print(report(storm, args.concurrency, base, floor, runs, ceiling=ceiling, pace=args.pace))
 
 
 def report(
@@ -482,6 +534,7 @@ def report(
     floor: list[Sample],
     runs: list[StormResult],
     *,
+    ceiling: list[Sample] | None = None,
     pace: float | None = None,
 ) -> str:
     last = runs[-1]
@@ -524,6 +577,7 @@ def report(
             fmt_ratio(floor_ratio),
             "baseline: raw LogStore.append of the same observations (no HTTP, routing or dispatch)",
         ],
+        *_ceiling_rows(runs, floor, ceiling or []),
         [
             "server CPU per alert",
             f"{cpu_us:,.0f} µs",
@@ -587,6 +641,33 @@ def report(
         f"{last.summaries} summaries, {last.unsummarised} alerts unsummarised\n\n"
         + markdown_table(["measure", "decklog", "baseline", "ratio", "note"], rows)
     )
+
+
+def _ceiling_rows(runs: list[StormResult], floor: list[Sample], ceiling: list[Sample]) -> list[list[str]]:
+    """The persist-then-answer ceiling against the floor, and decklog against the ceiling (per round, medians)."""
+    if not ceiling:
+        return []
+    rate = median([c.rate for c in ceiling])
+    of_floor = median([c.rate / f.rate for c, f in zip(ceiling, floor, strict=True) if f.rate > 0])
+    decklog = median([r.sample.rate / c.rate for r, c in zip(runs, ceiling, strict=True) if c.rate > 0])
+    cpu = median([c.cpu_us_per_op for c in ceiling])
+    return [
+        [
+            "… ceiling: aiohttp + one append per alert",
+            f"{fmt_rate(rate)} alerts/s",
+            f"{fmt_rate(median([f.rate for f in floor]))} appends/s",
+            fmt_ratio(of_floor),
+            f"a handler that parses the alert, appends it and answers its seq ({cpu:,.0f} µs of CPU per alert): "
+            "the most a receiver that answers each alert after it is durable can reach, ÷ the floor",
+        ],
+        [
+            "… decklog vs that ceiling",
+            f"{fmt_rate(median([r.sample.rate for r in runs]))} alerts/s",
+            f"{fmt_rate(rate)} alerts/s",
+            fmt_ratio(decklog),
+            "what routing, dedup, the index, the answer and the dispatcher cost on top",
+        ],
+    ]
 
 
 if __name__ == "__main__":
