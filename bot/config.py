@@ -9,6 +9,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -89,6 +90,20 @@ class ObligationsConfig(_Section):
 
 class ReportsConfig(_Section):
     templates_dir: str = ""  # report templates that override the shipped ones by name; relative to decklog.toml
+    public_url: str = ""  # where people reach this server (https://decklog.example.com); links in filed follow-ups
+
+    @field_validator("public_url")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        url = value.strip().rstrip("/")
+        if not url:
+            return ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host (e.g. https://decklog.example.com)")
+        if parts.query or parts.fragment:
+            raise ValueError(f"{value!r}: a base URL takes no query or fragment")
+        return url
 
 
 class SecurityConfig(_Section):

@@ -60,3 +60,11 @@ class Address:
     """The server's base URL, known once it listens (``DecklogServer.start`` sets it)."""
 
     url: str = ""
+
+
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, with an IPv6 literal in brackets (``http://[::1]:8080``)."""
+    name = host.strip()
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    return f"http://{name}:{port}"

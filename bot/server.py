@@ -25,7 +25,7 @@ from adapters.local.slack import FakeSlack
 from bot import diagnostics
 from bot.config import DecklogConfig
 from bot.metrics import ServerMetrics
-from bot.parts import Stopper, Task
+from bot.parts import Stopper, Task, http_url
 from bot.runtime import Runtime
 from bot.settings import Settings, SlackMode
 from bot.slack import start_socket_mode
@@ -137,7 +137,7 @@ class DecklogServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, parts.settings.host, parts.settings.port).start()
-        parts.address.url = f"http://{parts.settings.host}:{self._runner.addresses[0][1]}"
+        parts.address.url = http_url(parts.settings.host, self._runner.addresses[0][1])
         if parts.local_slack is not None:
             parts.local_slack.slack.use_http(f"{self.url}/slack/events", parts.local_slack.signing_secret)
         if self.mode == "socket":

@@ -1,16 +1,27 @@
 """Which tracker this process files follow-ups in: GitHub when DECKLOG_GITHUB_REPO and DECKLOG_GITHUB_TOKEN are
 set, else Jira when DECKLOG_JIRA_URL, DECKLOG_JIRA_EMAIL, DECKLOG_JIRA_TOKEN and DECKLOG_JIRA_PROJECT are; else
 none (follow-ups stay in the log, their ``trackers`` rows pending until a tracker is configured). It reads
-Settings, so it lives in bot/ (adapters/trackers/ never imports bot/)."""
+Settings, so it lives in bot/ (adapters/trackers/ never imports bot/).
+
+A filed issue links to the incident's report: under ``[reports] public_url`` when set, else under the address the
+server listens on, unless that is a wildcard (``0.0.0.0``, ``::``), which no reader can reach: then the issue
+carries the report's path on the server, and start-up says which key to set."""
 
 from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable
 
 import aiohttp
 
 from adapters.trackers.github import GitHubTracker
 from adapters.trackers.jira import JiraTracker
+from bot.parts import Address
 from bot.settings import Settings
 from core.follow_ups import Tracker
+
+log = logging.getLogger(__name__)
 
 
 def build_tracker(settings: Settings, session: aiohttp.ClientSession) -> Tracker | None:
@@ -29,3 +40,32 @@ def build_tracker(settings: Settings, session: aiohttp.ClientSession) -> Tracker
             issue_type=s.jira_issue_type,
         )
     return None
+
+
+def report_link(public_url: str, settings: Settings, address: Address) -> Callable[[str], str]:
+    """The link a filed issue gives for ``scope``'s report (see the module's docstring)."""
+    if not public_url and is_wildcard(settings.host):
+        log.warning(
+            "follow-ups: DECKLOG_HOST=%s names no address a reader can open; filed issues give the report's path "
+            "only. Set [reports] public_url in decklog.toml to link it",
+            settings.host,
+        )
+
+    def link(scope: str) -> str:
+        path = f"/api/scopes/{scope}/report.html"
+        if public_url:
+            return public_url + path
+        return path if is_wildcard(settings.host) else address.url + path
+
+    return link
+
+
+def is_wildcard(host: str) -> bool:
+    """``0.0.0.0``, ``::`` or an empty host: every interface, no one address."""
+    name = host.strip().strip("[]")
+    if not name:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_unspecified
+    except ValueError:
+        return False

@@ -46,7 +46,7 @@ from bot.runtime import Runtime
 from bot.scheduler import SchedulerAlarm
 from bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
 from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
-from bot.trackers import build_tracker
+from bot.trackers import build_tracker, report_link
 from core.clock import Clock
 from core.follow_ups import FollowUpsSender
 from core.outbox import Sender
@@ -137,11 +137,11 @@ async def _build(
     out = build_slack_out(rt, endpoint, mode, http=http)
     features = _features(rt, out, parts, metrics)
     provided += features.provided
-    provided.append(_tracker_senders(rt, http, features))
+    address = Address()
+    provided.append(_tracker_senders(rt, http, features, address))
     slack = await build_slack_in(rt, out, features.hooks, endpoint, mode)
     closers += [slack.inbox.close, _finish_work(slack)]
     provided.append(slack.provides)
-    address = Address()
     page = _page(world, rt, address, provided) if world is not None else None
     ops = build_ops(rt, out, slack, metrics, mode)
     provided.append(ops.provides)
@@ -298,15 +298,14 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
     return built
 
 
-def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features) -> Provides:
+def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address) -> Provides:
     """Issue 18: the ``trackers`` sender (GitHub Issues or Jira, when configured) and the ``paging`` sender
     (when the catalog has an available ``pagerduty`` action)."""
     s = rt.settings
     senders: list[Sender] = []
     tracker = build_tracker(s, http)
     if tracker is not None:
-        base = f"http://{s.host}:{s.port}"
-        senders.append(FollowUpsSender(rt.store, tracker, lambda scope: f"{base}/api/scopes/{scope}/report.html"))
+        senders.append(FollowUpsSender(rt.store, tracker, report_link(rt.config.reports.public_url, s, address)))
         log.info("follow-ups: filed in %s", tracker.name)
     if built.actions is not None:
         catalog = build_catalog(s, rt.config)

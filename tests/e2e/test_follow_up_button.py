@@ -18,7 +18,7 @@ from bot.server import DecklogServer
 from core.entries import Actor, FollowUp
 from core.errors import NotFound
 from core.reports import build_report
-from tests.conftest import ServerFactory, eventually
+from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_loop_e2e import ALICE, BOB, GENERAL, ephemerals
 from tests.fakes.trackers import FakeGitHub
 
@@ -79,6 +79,7 @@ async def test_the_follow_up_button_files_an_open_obligation_once(
     assert (made.payload.text, made.payload.obligation_id) == (opened["text"], "ob-1")
     await eventually(lambda: len(github.issues[REPO]) == 1, timeout=20, what="the issue filed in GitHub")
     assert github.issues[REPO][0]["title"] == opened["text"]
+    assert f"{server.url}/api/scopes/{scope}/report.html" in github.issues[REPO][0]["body"]  # the bound port
     await eventually(
         lambda: any("Follow-up #" in t for t in ephemerals(server, ALICE)), timeout=20, what="the confirmation"
     )
@@ -117,3 +118,16 @@ async def test_a_stale_click_on_a_closed_obligation_is_refused_with_a_reason(mak
     await on_follow_up(server.parts.slack.deps, req)
     assert told == [f"Obligation `ob-2` is no longer open in `{scope}`."]
     assert await server.runtime.store.read(scope, kinds=("follow_up",)) == []
+
+
+async def test_behind_a_proxy_the_filed_issue_links_the_report_under_the_public_url(
+    make_server: ServerFactory, github: FakeGitHub
+) -> None:
+    """``[reports] public_url``: the issue links where people reach decklog, not the address it listens on."""
+    config = test_config(reports={"public_url": "https://decklog.example.com/"})
+    server = await make_server(config=config, github_token="ghp_test", github_repo=REPO, github_api_url=github.base_url)
+    scope, _ = await declared(server)
+    await server.runtime.service.record(scope, "follow_up", {"text": "Alert on checkout 5xx"}, Actor.human(BOB, "bob"))
+    await eventually(lambda: len(github.issues[REPO]) == 1, timeout=20, what="the issue filed in GitHub")
+    body = github.issues[REPO][0]["body"]
+    assert f"https://decklog.example.com/api/scopes/{scope}/report.html" in body and server.url not in body
