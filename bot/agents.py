@@ -136,6 +136,7 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agen
         lease_seconds=rt.config.obligations.lease_seconds,
         change_window_hours=rt.config.changes.link_window_hours,
         progress=progress,
+        max_concurrent=cfg.max_concurrent_turns,
     )
     due_turns = None
     if isinstance(rt.store, PostgresLogStore):  # replicas: one turn per due scope, due times in the database

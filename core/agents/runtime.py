@@ -11,7 +11,8 @@
   the same provenance), so that anyone can see it happened; it moves ``last_turn_seq`` like any other, so the
   same range is not looked at again. ``agent_turn`` never warrants a turn (core/agents/triggers.py), so
   recording a turn cannot schedule the next one.
-- a turn running longer than ``progress_after`` (1 s) is shown through the ``TurnProgress`` port until it ends.
+- a turn running longer than ``progress_after`` (1 s) is shown through the ``TurnProgress`` port until it ends;
+  at most ``max_concurrent`` turns and asks run at once (``TurnSlots``), each reading the log once it may run.
 - verifications are claimed first (a fenced lease, core/obligations.py) and fulfilled under that fence in the
   turn's transaction; proposals go to the ``Proposer`` port only after the turn is recorded (a lost race
   proposes nothing).
@@ -34,6 +35,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+from core.agents import turn_parts as parts
 from core.agents.context import ContextAgents
 from core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer, TurnProgress
 from core.agents.reasoner import Reasoner, ReasonerError, TurnInput, TurnOutput
@@ -44,13 +46,7 @@ from core.agents.turn_parts import TurnRaced, TurnResult, TurnStats, TurnViews, 
 from core.agents.turn_record import TurnFacts, turn_entries
 from core.clock import Clock, SystemClock
 from core.entries import PAYLOADS as ENTRY_KINDS
-from core.entries import (
-    Actor,
-    AgentTurn,
-    Entry,
-    NewEntry,
-    Question,
-)
+from core.entries import Actor, AgentTurn, Entry, NewEntry, Question
 from core.errors import InvalidInput, NotFound
 from core.index import Index
 from core.state import ScopeState
@@ -80,6 +76,7 @@ class TurnRuntime:
         instance: str | None = None,
         progress: TurnProgress | None = None,
         progress_after: float = 1.0,
+        max_concurrent: int | None = None,
     ) -> None:
         self.store = store
         self.reasoner = reasoner
@@ -96,6 +93,7 @@ class TurnRuntime:
         self.actor = Actor.agent(reasoner.name, f"decklog {reasoner.name}")
         self.holder = f"agent:{reasoner.name}:{self.instance}"
         self.stats = TurnStats()
+        self.slots = parts.TurnSlots(max_concurrent, self.stats)
         self.on_wake: Callable[[str, float], Awaitable[None] | None] | None = None  # awaited when it is async
         self.progress = progress
         self.progress_after = progress_after
@@ -120,7 +118,7 @@ class TurnRuntime:
 
     async def run_turn(self, scope: str, *, trigger: str = "debounce", force: bool = False) -> TurnResult:
         """Run one turn over what is new since the last one (``force``: even if nothing new warrants it)."""
-        async with self.lock(scope), self._showing(scope):
+        async with self.lock(scope), self.slots.hold(scope), self._showing(scope):
             try:
                 return await self._run_turn(scope, trigger, force)
             except NotFound:
@@ -241,7 +239,7 @@ class TurnRuntime:
         """A prompt turn: answer ``question`` from the scope's views; idempotent by ``key``.
 
         ``question_seq``: the ``question`` entry being answered (the answer and the turn refer to it)."""
-        async with self.lock(scope):
+        async with self.lock(scope), self.slots.hold(scope):
             if await self.answered(scope, key):
                 return TurnResult(scope, "duplicate", "this question was already answered")
             self.stats.asks += 1

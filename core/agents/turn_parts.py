@@ -4,7 +4,9 @@ and the small helpers the runtime shares (core/agents/runtime.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +89,7 @@ class TurnStats:
     raced: int = 0
     asks: int = 0
     reasoner_calls: int = 0
+    slot_waits: int = 0  # turns and asks that waited for a reasoner slot (TurnSlots)
 
 
 def failed_output(out: TurnOutput, error: str) -> TurnOutput:
@@ -110,3 +113,27 @@ async def quietly(call: Any, what: str) -> Any:
 
 def ask_key(key: str) -> str:
     return f"ask:{key}"[:480]
+
+
+class TurnSlots:
+    """At most ``limit`` turns and asks at a time in this process (None: no limit), so that an alert storm opening
+    many incidents at once does not send the model API as many conversations at once. A turn takes its slot before
+    it reads the log, so that the view it reasons over is as fresh as the moment it may run."""
+
+    def __init__(self, limit: int | None, stats: TurnStats) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"max concurrent turns must be at least 1, not {limit}")
+        self.limit = limit
+        self.stats = stats
+        self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
+
+    @contextlib.asynccontextmanager
+    async def hold(self, scope: str) -> AsyncIterator[None]:
+        if self._semaphore is None:
+            yield
+            return
+        if self._semaphore.locked():
+            self.stats.slot_waits += 1
+            log.info("turn on %s waits: %d turns are running (agents.max_concurrent_turns)", scope, self.limit)
+        async with self._semaphore:
+            yield

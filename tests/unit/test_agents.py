@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,15 +70,24 @@ class World:
         return TurnRuntime(self.store, reasoner=reasoner or RuleBasedReasoner(), index=self.index, **options)
 
 
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
+@contextlib.asynccontextmanager
+async def opened_world(tmp_path: Path) -> AsyncIterator[World]:
+    """A SQLite log and index on a manual clock (the fixture below; other agent tests open their own)."""
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
     index = Index(tmp_path / "index.db", store.executor)
     await index.open()
-    yield World(tmp_path, clock, store, index, ScopeService(store, index))
-    await index.close()
-    await store.close()
+    try:
+        yield World(tmp_path, clock, store, index, ScopeService(store, index))
+    finally:
+        await index.close()
+        await store.close()
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    async with opened_world(tmp_path) as w:
+        yield w
 
 
 async def alerting_incident(w: World, *, link: bool = True) -> None:

@@ -10,23 +10,14 @@ from typing import Any
 import pytest
 
 from core.agents import ActionInfo, RuleBasedReasoner
-from core.clock import ManualClock
 from core.entries import Actor, NewEntry
-from core.index import Index
-from core.service import ScopeService
-from core.store import SqliteLogStore
-from tests.unit.test_agents import SCOPE, Catalog, World, alerting_incident
+from tests.unit.test_agents import SCOPE, Catalog, World, alerting_incident, opened_world
 
 
 @pytest.fixture
 async def w(tmp_path: Path) -> AsyncIterator[World]:
-    clock = ManualClock()
-    store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
-    index = Index(tmp_path / "index.db", store.executor)
-    await index.open()
-    yield World(tmp_path, clock, store, index, ScopeService(store, index))
-    await index.close()
-    await store.close()
+    async with opened_world(tmp_path) as world:
+        yield world
 
 
 STATUS = ActionInfo("public_status", "post on the status page", "R2", {}, ())
