@@ -34,10 +34,11 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -54,6 +55,7 @@ from core.entries import Actor, NewEntry
 from core.store import SqliteLogStore
 
 TOKEN = "bench-alert-token"
+T = TypeVar("T")
 OPENING = 500  # the requests that open the storm's incidents (reported apart)
 
 
@@ -140,18 +142,23 @@ async def baseline(storm: Storm, concurrency: int) -> Sample:
         await request.read()
         return web.json_response({"ok": True}, status=202)
 
+    result = await blast_handler(noop, storm, concurrency)
+    return Sample(storm.alerts, result.seconds, result.latencies)
+
+
+async def blast_handler(handler: Any, storm: Storm, concurrency: int) -> Blast:
+    """Serve ``handler`` as ``POST /alerts/{source}`` on a bare aiohttp app, and blast the storm at it."""
     app = web.Application()
-    app.router.add_post("/alerts/{source}", noop)
+    app.router.add_post("/alerts/{source}", handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
     try:
-        result = await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
+        return await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
     finally:
         await runner.cleanup()
-    return Sample(storm.alerts, result.seconds, result.latencies)
 
 
 # -- the storage floor: the same observations appended straight to the log store --------------------------------
@@ -213,19 +220,11 @@ async def persist_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sa
         answer = {"fingerprint": alert["fingerprint"], "status": "firing", "scope": scope, "seq": result.last_seq}
         return web.json_response({"source": "generic", "received": 1, "recorded": 1, "alerts": [answer]}, status=202)
 
-    app = web.Application()
-    app.router.add_post("/alerts/{source}", persist)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
     cpu = time.process_time()
     try:
-        result = await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
+        result = await blast_handler(persist, storm, concurrency)
         cpu = time.process_time() - cpu
     finally:
-        await runner.cleanup()
         await store.close()
     if any(status != 202 for status in result.statuses):
         raise RuntimeError(f"persist baseline answered {sorted(set(result.statuses))}")
@@ -497,34 +496,32 @@ def main() -> None:
                 base.append(sample)
                 note(f"round {r + 1}: no-op aiohttp {sample.rate:,.0f} req/s")
             elif case == "store":
-                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-store-"))
-                try:
-                    sample = asyncio.run(store_baseline(storm, args.concurrency, data_dir))
-                finally:
-                    shutil.rmtree(data_dir, ignore_errors=True)
+                sample = in_scratch("store", lambda d: store_baseline(storm, args.concurrency, d))
                 floor.append(sample)
                 note(f"round {r + 1}: raw LogStore.append {sample.rate:,.0f} appends/s")
             elif case == "persist":
-                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-persist-"))
-                try:
-                    sample = asyncio.run(persist_baseline(storm, args.concurrency, data_dir))
-                finally:
-                    shutil.rmtree(data_dir, ignore_errors=True)
+                sample = in_scratch("persist", lambda d: persist_baseline(storm, args.concurrency, d))
                 ceiling.append(sample)
                 note(f"round {r + 1}: aiohttp + LogStore.append {sample.rate:,.0f} alerts/s")
             else:
-                data_dir = Path(tempfile.mkdtemp(prefix="decklog-bench-alerts-"))
-                try:
-                    res = asyncio.run(
-                        decklog_storm(
-                            storm, args.concurrency, data_dir, settle_timeout=args.settle_timeout, pace=args.pace
-                        )
-                    )
-                finally:
-                    shutil.rmtree(data_dir, ignore_errors=True)
+                res = in_scratch(
+                    "alerts",
+                    lambda d: decklog_storm(
+                        storm, args.concurrency, d, settle_timeout=args.settle_timeout, pace=args.pace
+                    ),
+                )
                 runs.append(res)
                 note(f"round {r + 1}: decklog {res.sample.rate:,.0f} alerts/s, {res.incidents} incidents")
     print(report(storm, args.concurrency, base, floor, runs, ceiling=ceiling, pace=args.pace))
+
+
+def in_scratch(name: str, run: Callable[[Path], Coroutine[Any, Any, T]]) -> T:
+    """``run`` on a fresh data directory, removed afterwards."""
+    data_dir = Path(tempfile.mkdtemp(prefix=f"decklog-bench-{name}-"))
+    try:
+        return asyncio.run(run(data_dir))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def report(

@@ -142,10 +142,8 @@ async def _decklog(producers: int, scopes: int, options: Options) -> Sample:
 def raw_sqlite_case(options: Options) -> Callable[[], Sample]:
     def run() -> Sample:
         with workspace(options) as tmp:
-            conn = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None, check_same_thread=False)
+            conn = wal_full(Path(tmp) / "raw.db")
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
                 conn.execute("CREATE TABLE log (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)")
 
                 def insert() -> None:
@@ -176,10 +174,16 @@ def shape_case(threads: int, options: Options) -> Callable[[], Sample]:
     return run
 
 
-def _shape_file(path: Path) -> sqlite3.Connection:
+def wal_full(path: Path) -> sqlite3.Connection:
+    """A raw connection in autocommit mode (statements say BEGIN/COMMIT), WAL, synchronous=FULL: as decklog's."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def _shape_file(path: Path) -> sqlite3.Connection:
+    conn = wal_full(path)
     for statement in schema.ddl():
         conn.execute(statement)
     conn.execute("INSERT INTO state VALUES (1, 'incident/bench', 1, 0, '', '', ?)", (STATE_BODY,))
@@ -233,10 +237,8 @@ def shared_case(scopes: int, options: Options) -> Callable[[], Sample]:
 
     def run() -> Sample:
         with workspace(options) as tmp:
-            conn = sqlite3.connect(Path(tmp) / "shared.db", isolation_level=None, check_same_thread=False)
+            conn = wal_full(Path(tmp) / "shared.db")
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
                 for statement in SHARED_DDL:
                     conn.execute(statement)
                 for i in range(scopes):
