@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 
 from adapters.slack.ask import SlackAsk
 from adapters.slack.progress import SlackProgress
@@ -115,7 +115,7 @@ class TimedTurns(TurnRuntime):
             self._histogram.labels(outcome=outcome).observe(time.perf_counter() - started)
 
 
-def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agents:
+def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_waiting: Gauge) -> Agents:
     """The turn runtime and its debounced scheduler: the ``agents`` sender, the ``ask`` port, progress reactions."""
     cfg = rt.config.agents
     first_delay, debounce = turn_delays(rt.settings, cfg)
@@ -138,6 +138,7 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram) -> Agen
         progress=progress,
         max_concurrent=cfg.max_concurrent_turns,
     )
+    turns_waiting.set_function(lambda: turns.slots.waiting)
     due_turns = None
     if isinstance(rt.store, PostgresLogStore):  # replicas: one turn per due scope, due times in the database
         due_turns = PostgresDueTurns(

@@ -5,7 +5,8 @@ Latencies are histograms (``_bucket``/``_sum``/``_count``), so Prometheus can ag
 
 - ``decklog_slack_ack_seconds``: receiving a Slack delivery on ``/slack/events`` to answering it (the middleware);
 - ``decklog_sender_latency_seconds``: an entry's commit to its delivery, per entry and topic (the dispatcher);
-- ``decklog_turn_seconds``: one agent turn, by outcome (the agents part).
+- ``decklog_turn_seconds``: one agent turn, by outcome (the agents part); ``decklog_turns_waiting``, a gauge read
+  from the turn runtime's slots at scrape time.
 
 ``decklog_findings_total{reasoner,kind,outcome}`` (issue 15) is computed from the incidents' logs
 (``core.reports.sections.findings.findings_counts``) by :class:`FindingsCollector`, refreshed before each scrape
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -69,6 +70,11 @@ class ServerMetrics:
             "Duration of one agent turn, by outcome",
             ["outcome"],
             buckets=TURN_BUCKETS,
+            registry=self.registry,
+        )
+        self.turns_waiting = Gauge(
+            "decklog_turns_waiting",
+            "Agent turns and asks waiting for a slot ([agents] max_concurrent_turns)",
             registry=self.registry,
         )
         self.findings = FindingsCollector()

@@ -283,7 +283,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
     if "reports" in parts:
         hooks.export = SlackExport(rt)
     if "agents" in parts:
-        built.agents = build_agents(rt, out, turn_seconds=metrics.turn_seconds)
+        built.agents = build_agents(rt, out, turn_seconds=metrics.turn_seconds, turns_waiting=metrics.turns_waiting)
         hooks.ask, hooks.catchup = built.agents.ask, built.agents.catchup  # catchup: None without Claude
         built.provided.append(built.agents.provides)
     if "actions" in parts:

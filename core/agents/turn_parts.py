@@ -125,6 +125,7 @@ class TurnSlots:
             raise ValueError(f"max concurrent turns must be at least 1, not {limit}")
         self.limit = limit
         self.stats = stats
+        self.waiting = 0  # turns and asks waiting for a slot right now (the decklog_turns_waiting gauge)
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
 
     @contextlib.asynccontextmanager
@@ -135,5 +136,12 @@ class TurnSlots:
         if self._semaphore.locked():
             self.stats.slot_waits += 1
             log.info("turn on %s waits: %d turns are running (agents.max_concurrent_turns)", scope, self.limit)
-        async with self._semaphore:
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        try:
             yield
+        finally:
+            self._semaphore.release()

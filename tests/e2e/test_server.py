@@ -52,6 +52,7 @@ async def test_metrics_are_prometheus_text(server: DecklogServer) -> None:
         "decklog_sender_latency_seconds",
         "decklog_slack_posts_total",
         "decklog_slack_work_in_flight",
+        "decklog_turns_waiting",
     ):
         assert f"# TYPE {name} " in text, name
     assert 'decklog_slack_acks_total{status="200"}' in text

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config
+from bot.metrics import Live, ServerMetrics
 from bot.settings import SettingsError
 from core.agents import SuggestionIntent, TurnInput, TurnOutput, TurnRuntime
 from core.agents.turn_parts import TurnResult, TurnSlots, TurnStats
@@ -64,9 +65,10 @@ async def test_a_burst_of_due_turns_runs_at_most_the_limit_at_once_and_every_one
     scopes = await incidents(world, 5)
     turns = [asyncio.ensure_future(runtime.run_turn(scope)) for scope in scopes]
     await eventually(lambda: held.running == 2 and runtime.stats.slot_waits == 3, timeout=10, what="2 in, 3 waiting")
-    assert len(held.calls) == 2  # the waiting three have not reached the model
+    assert len(held.calls) == 2 and runtime.slots.waiting == 3  # the waiting three have not reached the model
     held.gate.set()
     results = await asyncio.wait_for(asyncio.gather(*turns), timeout=30)
+    assert runtime.slots.waiting == 0
     assert [r.status for r in results] == ["recorded"] * 5
     assert held.most == 2 and sorted(t.scope for t in held.calls) == sorted(scopes)
 
@@ -125,3 +127,23 @@ def test_a_limit_below_one_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty.toml"
     empty.write_text("", encoding="utf-8")
     assert load_config(empty).agents.max_concurrent_turns == 4
+
+
+async def test_the_waiting_gauge_reads_the_slots_at_scrape_time() -> None:
+    metrics = ServerMetrics()
+    slots = TurnSlots(1, TurnStats())
+    metrics.turns_waiting.set_function(lambda: slots.waiting)
+    gate = asyncio.Event()
+
+    async def turn(scope: str) -> None:
+        async with slots.hold(scope):
+            await gate.wait()
+
+    tasks = [asyncio.ensure_future(turn(f"incident/{i}")) for i in range(3)]
+    await eventually(lambda: slots.waiting == 2, timeout=10, what="two waiting")
+    assert "decklog_turns_waiting 2.0" in metrics.render(Live()).decode()
+    tasks[2].cancel()  # a waiter cancelled while it waits leaves the count
+    await eventually(lambda: slots.waiting == 1, timeout=10, what="one waiting")
+    gate.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert "decklog_turns_waiting 0.0" in metrics.render(Live()).decode()
