@@ -48,10 +48,22 @@ def is_loopback_host(host: str) -> bool:
     name = host.strip().strip("[]").lower().rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return True
+    ip = _ip_literal(name)
+    return ip is not None and ip.is_loopback
+
+
+def is_wildcard_host(host: str) -> bool:
+    """``0.0.0.0``, ``::`` or an empty host: every interface, no one address a reader can open."""
+    name = host.strip().strip("[]")
+    ip = _ip_literal(name)
+    return not name or (ip is not None and ip.is_unspecified)
+
+
+def _ip_literal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(name).is_loopback
+        return ipaddress.ip_address(name)
     except ValueError:
-        return False
+        return None
 
 
 class Settings(BaseSettings):

@@ -9,7 +9,6 @@ carries the report's path on the server, and start-up says which key to set."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
 
@@ -18,7 +17,7 @@ import aiohttp
 from adapters.trackers.github import GitHubTracker
 from adapters.trackers.jira import JiraTracker
 from bot.parts import Address
-from bot.settings import Settings
+from bot.settings import Settings, is_wildcard_host
 from core.follow_ups import Tracker
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,8 @@ def build_tracker(settings: Settings, session: aiohttp.ClientSession) -> Tracker
 
 def report_link(public_url: str, settings: Settings, address: Address) -> Callable[[str], str]:
     """The link a filed issue gives for ``scope``'s report (see the module's docstring)."""
-    if not public_url and is_wildcard(settings.host):
+    path_only = not public_url and is_wildcard_host(settings.host)
+    if path_only:
         log.warning(
             "follow-ups: DECKLOG_HOST=%s names no address a reader can open; filed issues give the report's path "
             "only. Set [reports] public_url in decklog.toml to link it",
@@ -53,19 +53,6 @@ def report_link(public_url: str, settings: Settings, address: Address) -> Callab
 
     def link(scope: str) -> str:
         path = f"/api/scopes/{scope}/report.html"
-        if public_url:
-            return public_url + path
-        return path if is_wildcard(settings.host) else address.url + path
+        return path if path_only else (public_url or address.url) + path  # address.url: set once the server listens
 
     return link
-
-
-def is_wildcard(host: str) -> bool:
-    """``0.0.0.0``, ``::`` or an empty host: every interface, no one address."""
-    name = host.strip().strip("[]")
-    if not name:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_unspecified
-    except ValueError:
-        return False

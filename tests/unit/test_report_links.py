@@ -11,8 +11,8 @@ import pytest
 
 from bot.config import load_config
 from bot.parts import Address, http_url
-from bot.settings import Settings, SettingsError
-from bot.trackers import is_wildcard, report_link
+from bot.settings import Settings, SettingsError, is_wildcard_host
+from bot.trackers import report_link
 
 SCOPE = "incident/payments-5xx"
 PATH = f"/api/scopes/{SCOPE}/report.html"
@@ -46,7 +46,7 @@ def test_a_wildcard_address_gives_the_path_only_and_says_which_key_to_set(
 
 
 def test_wildcards_and_ipv6_literals() -> None:
-    assert [is_wildcard(h) for h in ("0.0.0.0", "::", "[::]", "", "127.0.0.1", "::1", "decklog.internal")] == [
+    assert [is_wildcard_host(h) for h in ("0.0.0.0", "::", "[::]", "", "127.0.0.1", "::1", "decklog.internal")] == [
         True,
         True,
         True,
