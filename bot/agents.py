@@ -170,12 +170,13 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
         debounce,
         max_wait,
     )
-    catchup = None if client is None else build_catchup(rt, client)
+    catchup = None if client is None else build_catchup(rt, client, turns)
     return Agents(turns, scheduler, SlackAsk(runtime=turns, store=rt.store), provides, catchup)
 
 
-def build_catchup(rt: Runtime, client: Any) -> ModelCatchUp:
-    """``catch me up`` with Claude: one request over the joiner view, no tools, at most 600 output tokens."""
+def build_catchup(rt: Runtime, client: Any, turns: TurnRuntime) -> ModelCatchUp:
+    """``catch me up`` with Claude: one request over the joiner view, no tools, at most 600 output tokens, in one
+    of the turn runtime's slots."""
     from adapters.anthropic.catchup import ClaudeSummariser
 
     cfg = rt.config.agents
@@ -188,4 +189,4 @@ def build_catchup(rt: Runtime, client: Any) -> ModelCatchUp:
         input_usd_per_mtok=cfg.input_usd_per_mtok,
         output_usd_per_mtok=cfg.output_usd_per_mtok,
     )
-    return ModelCatchUp(rt.store, summariser, rt.clock, budget=cfg.view_budget_bytes)
+    return ModelCatchUp(rt.store, summariser, rt.clock, budget=cfg.view_budget_bytes, slots=turns.slots)

@@ -6,6 +6,10 @@
 four token fields, cost, duration and the outcome (``ok`` / ``failed``). If the call fails, the answer is the
 deterministic catch-up (core/views/catchup.py), saying so.
 
+The call takes one of the turn runtime's slots (``TurnSlots``, ``agents.max_concurrent_turns``) like a turn or an
+ask, so catch-ups asked during an alert storm queue with the turns instead of adding to the model API's load; it
+builds the view once it has the slot.
+
 The turn is recorded with ``trigger: "ask"`` (a person asked) so that, like an answered question, it does not
 cover the seq range of the scheduled turns; ``tool_calls`` names it (``{"tool": "catchup", "asked_by": …}``).
 """
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.agents.reasoner import ReasonerError, Usage
+from core.agents.turn_parts import TurnSlots, TurnStats
 from core.clock import Clock
 from core.entries import Actor, AgentTurn, NewEntry
 from core.store import LogStore
@@ -59,27 +64,37 @@ class Summariser(Protocol):
 class ModelCatchUp:
     """The ``catchup`` Slack port with a model: ``await port(scope=…, actor=…, key=…)`` → the ephemeral text."""
 
-    def __init__(self, store: LogStore, summariser: Summariser, clock: Clock, *, budget: int | None = None) -> None:
+    def __init__(
+        self,
+        store: LogStore,
+        summariser: Summariser,
+        clock: Clock,
+        *,
+        budget: int | None = None,
+        slots: TurnSlots | None = None,
+    ) -> None:
         self.store = store
         self.summariser = summariser
         self.clock = clock
         self.budget = budget
+        self.slots = slots or TurnSlots(None, TurnStats())  # the turn runtime's: counts against its limit
 
     async def __call__(self, *, scope: str, actor: Actor, key: str) -> str:
-        view = await (
-            build_view(self.store, scope, VIEW)
-            if self.budget is None
-            else build_view(self.store, scope, VIEW, budget=self.budget)
-        )
-        started = time.perf_counter()
-        try:
-            got = await self.summariser.summarise(
-                scope=scope, view_name=VIEW, view_text=view.text, view_bytes=view.bytes
+        async with self.slots.hold(scope):
+            view = await (
+                build_view(self.store, scope, VIEW)
+                if self.budget is None
+                else build_view(self.store, scope, VIEW, budget=self.budget)
             )
-            failure: SummaryError | None = None
-        except SummaryError as exc:
-            got, failure = Summary(text="", model=exc.model or self.summariser.model, usage=exc.usage), exc
-            got.cost_usd = exc.cost_usd
+            started = time.perf_counter()
+            try:
+                got = await self.summariser.summarise(
+                    scope=scope, view_name=VIEW, view_text=view.text, view_bytes=view.bytes
+                )
+                failure: SummaryError | None = None
+            except SummaryError as exc:
+                got, failure = Summary(text="", model=exc.model or self.summariser.model, usage=exc.usage), exc
+                got.cost_usd = exc.cost_usd
         turn = AgentTurn(
             reasoner=self.summariser.name,
             model=got.model,

@@ -14,6 +14,7 @@ from bot.config import load_config
 from bot.metrics import Live, ServerMetrics
 from bot.settings import SettingsError
 from core.agents import SuggestionIntent, TurnInput, TurnOutput, TurnRuntime
+from core.agents.catchup import ModelCatchUp, Summary
 from core.agents.turn_parts import TurnResult, TurnSlots, TurnStats
 from core.entries import AgentTurn
 from tests.conftest import eventually
@@ -104,6 +105,33 @@ async def test_an_ask_waits_for_a_slot_too(world: World) -> None:
     held.gate.set()
     assert (await running).status == "recorded"
     assert (await asking).status == "recorded" and [t.scope for t in held.calls] == [first, second]
+
+
+class Summaries:
+    """A summariser that records the scopes it was asked about."""
+
+    name = "summaries"
+    model = "summaries-1"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def summarise(self, *, scope: str, view_name: str, view_text: str, view_bytes: int) -> Summary:
+        self.asked.append(scope)
+        return Summary(text=f"{scope}: {view_bytes} bytes read", model=self.model)
+
+
+async def test_a_model_catch_up_waits_for_a_slot_like_a_turn(world: World) -> None:
+    held, runtime, running, _, second = await one_slot_taken(world)
+    summaries = Summaries()
+    catchup = ModelCatchUp(world.store, summaries, world.clock, slots=runtime.slots)
+    asking = asyncio.ensure_future(catchup(scope=second, actor=ALICE, key="c-1"))
+    await eventually(lambda: runtime.slots.waiting == 1, timeout=10, what="the catch-up waiting")
+    assert summaries.asked == []  # not sent to the model while the turn holds the only slot
+    held.gate.set()
+    assert (await running).status == "recorded"
+    answer = await asyncio.wait_for(asking, timeout=30)
+    assert summaries.asked == [second] and "Catch-up on" in answer and runtime.slots.waiting == 0
 
 
 async def test_without_a_limit_nothing_waits(world: World) -> None:
