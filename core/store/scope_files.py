@@ -189,7 +189,8 @@ class ScopeFiles:
 
     async def _open(self, sid: ScopeId, *, create: bool) -> tuple[ScopeFile, bool]:
         """Open the file of a scope reserved in ``opening`` (outside the lock), put it in the cache and end the
-        reservation, whether it opened or not."""
+        reservation, whether it opened or not. A caller cancelled during the open waits for it to end (it runs on a
+        worker regardless), so the file's connections join the cache instead of being left open, unreferenced."""
         key, path = str(sid), self.path_for(sid)
         try:
             new = not path.exists()
@@ -197,7 +198,16 @@ class ScopeFiles:
                 raise NotFound(f"no such scope: {key}")
             self.scopes_dir.mkdir(parents=True, exist_ok=True)
             sf = ScopeFile(sid, path, self.executor, self.layout, self.read_executor, stage_on_loop=self.stage_on_loop)
-            await sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
+            opening = asyncio.ensure_future(
+                sf.file.open(prepare=functools.partial(self.spares.take, path) if new else None)
+            )
+            try:
+                await asyncio.shield(opening)
+            except asyncio.CancelledError:  # the open goes on on its worker: let it end, and keep the file
+                await asyncio.wait([opening])
+                if not opening.cancelled() and opening.exception() is None:
+                    self.files[key] = sf  # unused, so evictable; closed with the cache, not left to the GC
+                raise
             self.files[key] = sf
             sf.users += 1
         finally:

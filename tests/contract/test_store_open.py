@@ -31,6 +31,7 @@ class HeldOpens:
         self.inside = 0
         self.peak = 0
         self.opened: list[str] = []
+        self.files: list[SqliteFile] = []
         original = SqliteFile._open_sync
 
         def held(file: SqliteFile, prepare: object = None) -> None:
@@ -38,6 +39,7 @@ class HeldOpens:
                 self.inside += 1
                 self.peak = max(self.peak, self.inside)
                 self.opened.append(file.path.name)
+                self.files.append(file)
             try:
                 self.gate.wait(10)
                 original(file, prepare)  # type: ignore[arg-type]
@@ -120,6 +122,34 @@ async def test_close_waits_for_the_files_being_opened(tmp_path: Path, monkeypatc
     held.gate.set()
     await asyncio.wait_for(asyncio.gather(declaring, closing, return_exceptions=True), 10)
     assert store.cache.files == {} and store.cache.opening == {} and store.open_files == 0
+
+
+async def test_a_caller_cancelled_during_the_open_leaves_the_file_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The open runs on a worker whatever happens to its caller: the file it opened is cached (and closed with the
+    store), not left holding its connections until the garbage collector finds it."""
+    store = SqliteLogStore(tmp_path, topics=TOPICS)
+    await store.append("incident/cancelled", [declared("cancelled")], create=True)
+    await store.close()
+    store = SqliteLogStore(tmp_path, topics=TOPICS)
+    held = HeldOpens(monkeypatch)
+    try:
+        appending = asyncio.create_task(store.append("incident/cancelled", [message("never written")]))
+        await held.until_inside(1)
+        appending.cancel()
+        held.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(appending, 10)
+        [opened] = held.files
+        assert store.cache.files["incident/cancelled"].file is opened and store.open_files == 1
+        assert store.cache.files["incident/cancelled"].users == 0
+        assert (await store.append("incident/cancelled", [message("later")])).entries[0].seq == 2
+        assert held.opened == ["incident~cancelled.db"]  # the later append used that file, not a second open
+    finally:
+        held.gate.set()
+        await store.close()
+    assert opened._conn is None  # closed with the store
 
 
 async def test_random_opens_appends_and_evictions_keep_the_bound_and_every_log(tmp_path: Path) -> None:
