@@ -14,6 +14,9 @@ Measured:
 - receiver throughput (alerts acknowledged per second, ``concurrency`` requests in flight) and request latency,
   against a baseline measured in the same round: the same requests to a no-op aiohttp handler that reads the body
   and answers 202 JSON (same client, same loop);
+- the same storm against the storage floor (raw ``LogStore.append`` of the same observations) and two bounding
+  receivers (bench/_receivers.py: parse, append, answer; and the same with requests merged per incident), which
+  show how far a ratio to the floor can go for any receiver that answers each alert after it is durable;
 - the server process's CPU time per alert (all its threads, the load generator excluded) against raw
   ``LogStore.append``'s per append: on a shared machine, less sensitive to other load than the rates;
 - alert → Slack header latency (p50/p99) for the alerts that open incidents: from the request being sent to the
@@ -29,206 +32,27 @@ import argparse
 import asyncio
 import json
 import math
-import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
-from aiohttp import web
 
+from bench._blast import TOKEN, Storm, baseline, blast_from_child, in_scratch
+from bench._receivers import coalesce_baseline, persist_baseline, store_baseline
 from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, median, note, percentile, verdict
 from bot.config import load_config
-from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from bot.server import DecklogServer, freeze_heap
 from bot.settings import Settings, example_config_path
 from core.alerts import SUMMARY_SOURCE
-from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
 
-TOKEN = "bench-alert-token"
-T = TypeVar("T")
 OPENING = 500  # the requests that open the storm's incidents (reported apart)
-
-
-@dataclass
-class Storm:
-    alerts: int
-    fingerprints: int
-    services: int
-
-    def body(self, k: int) -> bytes:
-        f = k % self.fingerprints
-        s = f % self.services
-        return json.dumps(
-            {
-                "title": f"svc-{s}: check {f} failing",
-                "fingerprint": f"fp-{f}",
-                "service": f"svc-{s}",
-                "severity": "critical",
-                "event_id": f"ev-{k}",
-                "summary": f"check {f} of svc-{s} is failing (notification {k})",
-                "labels": {"env": "prod", "check": str(f)},
-            }
-        ).encode()
-
-    def bodies(self) -> list[bytes]:
-        return [self.body(k) for k in range(self.alerts)]
-
-
-@dataclass
-class Blast:
-    seconds: float
-    sent_at: list[float]  # time.time() when each request was sent
-    latencies: list[float]  # seconds, per request
-    answers: list[Any]
-    statuses: list[int] = field(default_factory=list)
-
-
-def blast_in_process(url: str, storm: Storm, concurrency: int) -> Blast:
-    """``blast`` in this (child) process: the load generator never competes with the server for the GIL."""
-    return asyncio.run(blast(url, storm.bodies(), concurrency))
-
-
-async def blast_from_child(url: str, storm: Storm, concurrency: int) -> Blast:
-    loop = asyncio.get_running_loop()
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return await loop.run_in_executor(pool, blast_in_process, url, storm, concurrency)
-
-
-async def blast(url: str, bodies: list[bytes], concurrency: int) -> Blast:
-    """POST every body with ``concurrency`` requests in flight; answers in body order."""
-    n = len(bodies)
-    sent_at: list[float] = [0.0] * n
-    latencies: list[float] = [0.0] * n
-    answers: list[Any] = [None] * n
-    statuses: list[int] = [0] * n
-    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    next_index = 0
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=connector) as http:
-
-        async def worker() -> None:
-            nonlocal next_index
-            while next_index < n:
-                i = next_index
-                next_index += 1
-                sent_at[i] = time.time()
-                started = time.perf_counter()
-                async with http.post(url, data=bodies[i], headers=headers) as response:
-                    statuses[i] = response.status
-                    answers[i] = await response.json()
-                latencies[i] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        seconds = time.perf_counter() - started
-    return Blast(seconds, sent_at, latencies, answers, statuses)
-
-
-# -- the baseline: raw aiohttp, a no-op handler ----------------------------------------------------------------
-
-
-async def baseline(storm: Storm, concurrency: int) -> Sample:
-    async def noop(request: web.Request) -> web.Response:
-        await request.read()
-        return web.json_response({"ok": True}, status=202)
-
-    result = await blast_handler(noop, storm, concurrency)
-    return Sample(storm.alerts, result.seconds, result.latencies)
-
-
-async def blast_handler(handler: Any, storm: Storm, concurrency: int) -> Blast:
-    """Serve ``handler`` as ``POST /alerts/{source}`` on a bare aiohttp app, and blast the storm at it."""
-    app = web.Application()
-    app.router.add_post("/alerts/{source}", handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        return await blast_from_child(f"http://127.0.0.1:{port}/alerts/generic", storm, concurrency)
-    finally:
-        await runner.cleanup()
-
-
-# -- the storage floor: the same observations appended straight to the log store --------------------------------
-
-
-async def store_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sample:
-    """``LogStore.append`` of one alert observation per alert (same topics, so the same outbox rows), no HTTP,
-    no routing, no dispatcher: what the storage alone costs on this machine."""
-    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
-    actor = Actor.system("generic")
-    for s in range(storm.services):
-        await store.append(f"incident/svc-{s}", [NewEntry.make("declared", actor, {"title": f"svc-{s}"})], create=True)
-    pending = iter(range(storm.alerts))
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        for k in pending:
-            f = k % storm.fingerprints
-            entry = NewEntry.make(
-                "observation",
-                actor,
-                {"text": f"check {f}", "fingerprint": f"fp-{f}", "alert_status": "firing", "service": f"svc-{f}"},
-                idempotency_key=f"ev-{k}",
-            )
-            started = time.perf_counter()
-            await store.append(f"incident/svc-{f % storm.services}", [entry])
-            latencies.append(time.perf_counter() - started)
-
-    started, cpu = time.perf_counter(), time.process_time()
-    try:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        cpu = time.process_time() - cpu
-    finally:
-        await store.close()
-    return Sample(storm.alerts, time.perf_counter() - started, latencies, cpu_seconds=cpu)
-
-
-# -- the ceiling of answering each alert after it is durable: HTTP + one append per request ----------------------
-
-
-async def persist_baseline(storm: Storm, concurrency: int, data_dir: Path) -> Sample:
-    """An aiohttp handler that parses the alert, appends its observation with ``LogStore.append`` (the storage
-    floor's append) and answers the alert's scope and seq: what HTTP plus persist-before-answer costs, with no
-    routing, dedup, index or dispatch. Any receiver that answers each alert's outcome (the contract) does at least
-    this, so its rate ÷ the floor bounds the storm's ratio from above."""
-    store = SqliteLogStore(data_dir, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
-    actor = Actor.system("generic")
-    for s in range(storm.services):
-        await store.append(f"incident/svc-{s}", [NewEntry.make("declared", actor, {"title": f"svc-{s}"})], create=True)
-
-    async def persist(request: web.Request) -> web.Response:
-        alert = json.loads(await request.read())
-        scope = f"incident/{alert['service']}"
-        payload = {"text": alert["summary"], "fingerprint": alert["fingerprint"], "alert_status": "firing"}
-        entry = NewEntry.make(
-            "observation", actor, payload | {"service": alert["service"]}, idempotency_key=alert["event_id"]
-        )
-        result = await store.append(scope, [entry])
-        answer = {"fingerprint": alert["fingerprint"], "status": "firing", "scope": scope, "seq": result.last_seq}
-        return web.json_response({"source": "generic", "received": 1, "recorded": 1, "alerts": [answer]}, status=202)
-
-    cpu = time.process_time()
-    try:
-        result = await blast_handler(persist, storm, concurrency)
-        cpu = time.process_time() - cpu
-    finally:
-        await store.close()
-    if any(status != 202 for status in result.statuses):
-        raise RuntimeError(f"persist baseline answered {sorted(set(result.statuses))}")
-    return Sample(storm.alerts, result.seconds, result.latencies, cpu_seconds=cpu)
 
 
 # -- decklog -----------------------------------------------------------------------------------------------------
@@ -484,25 +308,40 @@ def main() -> None:
             )
         return
     storm = Storm(1_000 if args.quick else args.alerts, args.fingerprints, args.services)
-    base: list[Sample] = []
-    floor: list[Sample] = []
-    ceiling: list[Sample] = []
-    runs: list[StormResult] = []
-    cases = ["baseline", "store", "persist", "decklog"]
+    print(report(storm, args.concurrency, run_rounds(storm, args), pace=args.pace))
+
+
+@dataclass
+class Rounds:
+    """Each round's samples, one per case (the cases rotate their order from round to round)."""
+
+    base: list[Sample] = field(default_factory=list)  # no-op aiohttp
+    floor: list[Sample] = field(default_factory=list)  # raw LogStore.append
+    ceiling: list[Sample] = field(default_factory=list)  # aiohttp + one append per alert
+    coalesced: list[Sample] = field(default_factory=list)  # aiohttp + appends coalesced per incident
+    per_append: list[float] = field(default_factory=list)  # the coalescing receiver's mean entries per append
+    runs: list[StormResult] = field(default_factory=list)  # decklog
+
+
+def run_rounds(storm: Storm, args: argparse.Namespace) -> Rounds:
+    out = Rounds()
+    cases = ["baseline", "store", "persist", "coalesce", "decklog"]
     for r in range(args.rounds):
         for case in cases[r % len(cases) :] + cases[: r % len(cases)]:
             if case == "baseline":
-                sample = asyncio.run(baseline(storm, args.concurrency))
-                base.append(sample)
-                note(f"round {r + 1}: no-op aiohttp {sample.rate:,.0f} req/s")
+                out.base.append(asyncio.run(baseline(storm, args.concurrency)))
+                note(f"round {r + 1}: no-op aiohttp {out.base[-1].rate:,.0f} req/s")
             elif case == "store":
-                sample = in_scratch("store", lambda d: store_baseline(storm, args.concurrency, d))
-                floor.append(sample)
-                note(f"round {r + 1}: raw LogStore.append {sample.rate:,.0f} appends/s")
+                out.floor.append(in_scratch("store", lambda d: store_baseline(storm, args.concurrency, d)))
+                note(f"round {r + 1}: raw LogStore.append {out.floor[-1].rate:,.0f} appends/s")
             elif case == "persist":
-                sample = in_scratch("persist", lambda d: persist_baseline(storm, args.concurrency, d))
-                ceiling.append(sample)
-                note(f"round {r + 1}: aiohttp + LogStore.append {sample.rate:,.0f} alerts/s")
+                out.ceiling.append(in_scratch("persist", lambda d: persist_baseline(storm, args.concurrency, d)))
+                note(f"round {r + 1}: aiohttp + LogStore.append {out.ceiling[-1].rate:,.0f} alerts/s")
+            elif case == "coalesce":
+                sample, per_append = in_scratch("coalesce", lambda d: coalesce_baseline(storm, args.concurrency, d))
+                out.coalesced.append(sample)
+                out.per_append.append(per_append)
+                note(f"round {r + 1}: aiohttp + coalesced appends {sample.rate:,.0f} alerts/s, {per_append:.2f}/append")
             else:
                 res = in_scratch(
                     "alerts",
@@ -510,30 +349,13 @@ def main() -> None:
                         storm, args.concurrency, d, settle_timeout=args.settle_timeout, pace=args.pace
                     ),
                 )
-                runs.append(res)
+                out.runs.append(res)
                 note(f"round {r + 1}: decklog {res.sample.rate:,.0f} alerts/s, {res.incidents} incidents")
-    print(report(storm, args.concurrency, base, floor, runs, ceiling=ceiling, pace=args.pace))
+    return out
 
 
-def in_scratch(name: str, run: Callable[[Path], Coroutine[Any, Any, T]]) -> T:
-    """``run`` on a fresh data directory, removed afterwards."""
-    data_dir = Path(tempfile.mkdtemp(prefix=f"decklog-bench-{name}-"))
-    try:
-        return asyncio.run(run(data_dir))
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def report(
-    storm: Storm,
-    concurrency: int,
-    base: list[Sample],
-    floor: list[Sample],
-    runs: list[StormResult],
-    *,
-    ceiling: list[Sample] | None = None,
-    pace: float | None = None,
-) -> str:
+def report(storm: Storm, concurrency: int, rounds: Rounds, *, pace: float | None = None) -> str:
+    base, floor, runs = rounds.base, rounds.floor, rounds.runs
     last = runs[-1]
     rate = median([r.sample.rate for r in runs])
     base_rate = median([b.rate for b in base])
@@ -574,7 +396,7 @@ def report(
             fmt_ratio(floor_ratio),
             "baseline: raw LogStore.append of the same observations (no HTTP, routing or dispatch)",
         ],
-        *_ceiling_rows(runs, floor, ceiling or []),
+        *_ceiling_rows(rounds),
         [
             "server CPU per alert",
             f"{cpu_us:,.0f} µs",
@@ -640,31 +462,49 @@ def report(
     )
 
 
-def _ceiling_rows(runs: list[StormResult], floor: list[Sample], ceiling: list[Sample]) -> list[list[str]]:
-    """The persist-then-answer ceiling against the floor, and decklog against the ceiling (per round, medians)."""
-    if not ceiling:
-        return []
-    rate = median([c.rate for c in ceiling])
-    of_floor = median([c.rate / f.rate for c, f in zip(ceiling, floor, strict=True) if f.rate > 0])
-    decklog = median([r.sample.rate / c.rate for r, c in zip(runs, ceiling, strict=True) if c.rate > 0])
-    cpu = median([c.cpu_us_per_op for c in ceiling])
-    return [
-        [
+def _ceiling_rows(rounds: Rounds) -> list[list[str]]:
+    """The bounding receivers against the floor, and decklog against the one-append ceiling (per round, medians)."""
+    floor, runs = rounds.floor, rounds.runs
+    floor_rate = f"{fmt_rate(median([f.rate for f in floor]))} appends/s"
+    rows: list[list[str]] = []
+    for name, samples, what in (
+        (
             "… ceiling: aiohttp + one append per alert",
-            f"{fmt_rate(rate)} alerts/s",
-            f"{fmt_rate(median([f.rate for f in floor]))} appends/s",
-            fmt_ratio(of_floor),
-            f"a handler that parses the alert, appends it and answers its seq ({cpu:,.0f} µs of CPU per alert): "
-            "the most a receiver that answers each alert after it is durable can reach, ÷ the floor",
-        ],
-        [
-            "… decklog vs that ceiling",
-            f"{fmt_rate(median([r.sample.rate for r in runs]))} alerts/s",
-            f"{fmt_rate(rate)} alerts/s",
-            fmt_ratio(decklog),
-            "what routing, dedup, the index, the answer and the dispatcher cost on top",
-        ],
-    ]
+            rounds.ceiling,
+            "a handler that parses the alert, appends it and answers its seq",
+        ),
+        (
+            "… ceiling, appends coalesced per incident",
+            rounds.coalesced,
+            f"the same, with requests for one incident merged into one append, "
+            f"{median(rounds.per_append or [0.0]):.2f} alerts per append",
+        ),
+    ):
+        if not samples:
+            continue
+        of_floor = median([c.rate / f.rate for c, f in zip(samples, floor, strict=True) if f.rate > 0])
+        rows.append(
+            [
+                name,
+                f"{fmt_rate(median([c.rate for c in samples]))} alerts/s",
+                floor_rate,
+                fmt_ratio(of_floor),
+                f"{what}: {median([c.cpu_us_per_op for c in samples]):,.0f} µs of CPU per alert, request p99 "
+                f"{fmt_ms(median([c.percentile_ms(99) for c in samples]))} ms; its rate ÷ the floor",
+            ]
+        )
+    if rounds.ceiling:
+        rate = median([c.rate for c in rounds.ceiling])
+        rows.append(
+            [
+                "… decklog vs the one-append ceiling",
+                f"{fmt_rate(median([r.sample.rate for r in runs]))} alerts/s",
+                f"{fmt_rate(rate)} alerts/s",
+                fmt_ratio(median([r.sample.rate / c.rate for r, c in zip(runs, rounds.ceiling, strict=True)])),
+                "what routing, dedup, the index, the answer and the dispatcher cost on top",
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":
