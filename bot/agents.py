@@ -34,6 +34,7 @@ from bot.slack import SlackOut
 from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
 from core.agents.agents_sender import AgentsSender
 from core.agents.catchup import ModelCatchUp
+from core.agents.shared_slots import SharedSlots
 from core.prompts import PromptLibrary
 from core.store.due_turns_postgres import PostgresDueTurns
 from core.store.postgres import PostgresLogStore
@@ -141,6 +142,7 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
     turns_waiting.set_function(lambda: turns.slots.waiting)
     due_turns = None
     if isinstance(rt.store, PostgresLogStore):  # replicas: one turn per due scope, due times in the database
+        turns.slots.share(SharedSlots(rt.store, cfg.max_concurrent_turns, rt.dispatcher.owner))
         due_turns = PostgresDueTurns(
             rt.store, rt.alarm, rt.dispatcher.owner, max_wait=max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
         )

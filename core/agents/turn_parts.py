@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.agents.reasoner import TurnOutput
+from core.agents.shared_slots import SharedSlots
 from core.errors import Conflict
 from core.state import ScopeState
 from core.store import LogStore
@@ -118,15 +119,21 @@ def ask_key(key: str) -> str:
 class TurnSlots:
     """At most ``limit`` turns and asks at a time in this process (None: no limit), so that an alert storm opening
     many incidents at once does not send the model API as many conversations at once. A turn takes its slot before
-    it reads the log, so that the view it reasons over is as fresh as the moment it may run."""
+    it reads the log, so that the view it reasons over is as fresh as the moment it may run. With ``shared`` (several
+    replicas on PostgreSQL: core/agents/shared_slots.py) it then takes one of the replicas' ``limit`` slots too."""
 
-    def __init__(self, limit: int | None, stats: TurnStats) -> None:
+    def __init__(self, limit: int | None, stats: TurnStats, *, shared: SharedSlots | None = None) -> None:
         if limit is not None and limit < 1:
             raise ValueError(f"max concurrent turns must be at least 1, not {limit}")
         self.limit = limit
         self.stats = stats
+        self.shared = shared
         self.waiting = 0  # turns and asks waiting for a slot right now (the decklog_turns_waiting gauge)
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
+
+    def share(self, shared: SharedSlots) -> None:
+        """From now on, also take one of the replicas' shared slots (the composition root, once it knows)."""
+        self.shared = shared
 
     @contextlib.asynccontextmanager
     async def hold(self, scope: str) -> AsyncIterator[None]:
@@ -142,6 +149,24 @@ class TurnSlots:
         finally:
             self.waiting -= 1
         try:
-            yield
+            if self.shared is None:
+                yield
+            else:
+                async with self._across_replicas(scope, self.shared):
+                    yield
         finally:
             self._semaphore.release()
+
+    @contextlib.asynccontextmanager
+    async def _across_replicas(self, scope: str, shared: SharedSlots) -> AsyncIterator[None]:
+        lease = await shared.try_take()
+        if lease is None:
+            self.stats.slot_waits += 1
+            log.info("turn on %s waits: %d turns are running across the replicas", scope, shared.limit)
+            self.waiting += 1
+            try:
+                lease = await shared.take()
+            finally:
+                self.waiting -= 1
+        async with shared.kept(lease):
+            yield
