@@ -10,6 +10,7 @@ from pathlib import Path
 
 from adapters.slack.sender_support import PaceSlots
 from bot.settings import Settings
+from core.alerts.rates import RateCounter
 from core.alerts.route_locks import RouteLocks
 from core.clock import Clock
 from core.inbox import Inbox
@@ -63,6 +64,16 @@ def route_locks(store: SqliteLogStore | PostgresLogStore) -> RouteLocks | None:
     """The alert router's locks: across every replica on a shared database (advisory locks), else None (the
     router's own in-process locks: one process owns a SQLite data directory)."""
     return store.route_locks() if isinstance(store, PostgresLogStore) else None
+
+
+def alert_rates(store: SqliteLogStore | PostgresLogStore) -> RateCounter | None:
+    """The alert router's per-source arrivals across replicas (on a shared database), else None (the router's own
+    in-memory limiter: one process owns a SQLite data directory)."""
+    if not isinstance(store, PostgresLogStore):
+        return None
+    from core.store.postgres_rates import PostgresRateCounter
+
+    return PostgresRateCounter(store)
 
 
 def pace_slots(store: SqliteLogStore | PostgresLogStore) -> PaceSlots | None:

@@ -40,7 +40,7 @@ from pydantic import SecretStr
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES, github
 from adapters.payload_fields import header_value
-from bot.backends import route_locks
+from bot.backends import alert_rates, route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
@@ -368,7 +368,9 @@ def build_receivers(rt: Runtime) -> ReceiversPart:
         default_severity=cfg.default_severity,
         severity=cfg.severity,
     )
-    alerts = AlertRouter(rt.store, rt.index, rt.service, rt.clock, policy, locks=route_locks(rt.store))
+    alerts = AlertRouter(
+        rt.store, rt.index, rt.service, rt.clock, policy, locks=route_locks(rt.store), rates=alert_rates(rt.store)
+    )
     changes = ChangeService(
         rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)
     )

@@ -6,7 +6,8 @@ labels differ, else a lone alert); each part, in order:
 1. its group (or lone fingerprint) has an open incident → its observations are appended there, in one transaction;
 2. else a part with no firing alert is ``ignored`` (it opens nothing);
 3. else a lone alert (or a group with an explicit service) joins the open incident of its service that saw an
-   alert within the grouping window; over its source's per-minute rate limit, the source's alert-storm incident;
+   alert within the grouping window; over its source's per-minute rate limit (counted across replicas with
+   ``rates``, core/alerts/rates.py), the source's alert-storm incident;
 4. else a ``new`` incident is declared with the part's observations in the same transaction.
 
 Appends are ``decide`` callables (``batch.decide_batch``), answered inside the append's transaction. Known groups
@@ -29,6 +30,7 @@ from core.alerts import batch, outcomes, rules
 from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.caches import RateLimiter, Recent
 from core.alerts.locks import KeyedLocks
+from core.alerts.rates import RateCounter
 from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.clock import Clock, parse_iso
@@ -62,6 +64,7 @@ class AlertRouter:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         locks: RouteLocks | None = None,
+        rates: RateCounter | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -69,6 +72,7 @@ class AlertRouter:
         self.clock = clock
         self.policy = policy
         self.rate = RateLimiter(policy.rate_limit_per_minute, monotonic=monotonic)
+        self._rates = rates  # several replicas: arrivals counted across them (core/alerts/rates.py)
         self._locks: RouteLocks = locks or KeyedLocks()  # several replicas: locks that span them
         self._fingerprints: Recent[str, str] = Recent()  # fingerprint → the open incident it was routed to
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
@@ -87,15 +91,22 @@ class AlertRouter:
         outcomes: list[AlertOutcome | None] = [None] * len(signals)
         evidence = dict(raw or {})
         for part in batch.partition(signals):
-            over_limit = False
-            for _ in part.items:
-                over_limit = self.rate.hit(source) or over_limit
+            over_limit = await self._over_limit(source, len(part.items))
             done = await self._route_part(part, evidence, over_limit and not part.group)
             for index, outcome in done:
                 outcomes[index] = outcome
             if any(o.appended for _, o in done):
                 evidence = {}
         return [o for o in outcomes if o is not None]
+
+    async def _over_limit(self, source: str, n: int) -> bool:
+        """Count ``n`` alerts from ``source``: is the last of them over its per-minute limit?"""
+        if self._rates is not None:
+            return await self._rates.count(source, n, window=self.rate.window) > self.rate.limit
+        over = False
+        for _ in range(n):
+            over = self.rate.hit(source) or over
+        return over
 
     # -- state derived from the index and the scope states ----------------------------------------------------
 
@@ -147,6 +158,8 @@ class AlertRouter:
             if done is not None:
                 return done
         keys = [f"grp:{part.group}"] if part.group else [f"fp:{first.fingerprint}"]
+        if storm:  # one storm incident per source: alerts over the limit at once must not each declare one
+            keys.append(rules.storm_key(first.source))
         async with self._locks.hold(*keys, f"svc:{service}"):
             scope = await self._known_scope(part)
             if scope is not None and scope != cached:
@@ -263,8 +276,9 @@ class AlertRouter:
             return outcomes.duplicates(scope, items, result.entries[-1].seq if result.entries else 0)
         if claimed != scope:
             await self._claim(part, scope)
-        if storm:
+        if storm:  # claimed before the storm lock is released: the next over-limit alert, on any replica, joins it
             self._storms[source] = scope
+            await self.index.claim_fingerprint(rules.storm_key(source), scope, "")
         for sibling in part.siblings:
             other = self._groups.get(sibling)
             if other is not None and other != scope:
@@ -335,11 +349,16 @@ class AlertRouter:
         return best[1] if best else None
 
     async def _storm_incident(self, source: str) -> str | None:
-        """The source's open alert-storm incident (this process's, else one the index knows), if any."""
+        """The source's open alert-storm incident (this process's, else the one claimed in the index, else one whose
+        title the index knows: a storm incident declared before the claim existed), if any."""
         scope = self._storms.get(source)
         if scope is not None and await self._open_incident(scope) is not None:
             return scope
         self._storms.pop(source, None)
+        claimed = await self.index.open_scope_for_fingerprint(rules.storm_key(source))  # another replica's, at once
+        if claimed is not None and await self._open_incident(claimed) is not None:
+            self._storms[source] = claimed
+            return claimed
         for row in await self.index.list_scopes(kind="incident", open_only=True, text="alert storm", limit=50):
             if rules.is_storm_title(row.title, source) and await self._open_incident(row.id) is not None:
                 self._storms[source] = row.id

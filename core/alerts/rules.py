@@ -151,6 +151,11 @@ def storm_title(source: str, limit: int) -> str:
     return f"Alert storm: more than {limit} {source} alerts a minute"
 
 
+def storm_key(source: str) -> str:
+    """The index key under which a source's open alert-storm incident is claimed (beside alert fingerprints)."""
+    return f"storm:{source}"
+
+
 def is_storm_title(title: str, source: str) -> bool:
     return title.startswith("Alert storm: ") and title.endswith(f" {source} alerts a minute")
 

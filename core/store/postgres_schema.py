@@ -234,8 +234,19 @@ channel_pace = sa.Table(
     sa.Column("next_at", sa.Float(precision=53), nullable=False),
 )
 
+# The alert router's per-source rate limit, shared by every replica (core/store/postgres_rates.py): arrivals per
+# source per ``STEP_S`` bucket of the database clock. Added without a schema version: ``create_all`` adds the table
+# to an older database, and an older decklog never reads it.
+alert_rates = sa.Table(
+    "alert_rates",
+    metadata,
+    key("source", primary_key=True),
+    sa.Column("bucket", sa.BigInteger, primary_key=True),
+    sa.Column("count", sa.BigInteger, nullable=False),
+)
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
-REPLICA_TABLES = (inbox, leases, due_turns, channel_pace)
+REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates)
 
 # issue 18 (insights): one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(

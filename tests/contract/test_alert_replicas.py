@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -21,6 +22,7 @@ from core.service import ScopeService
 from core.signals import AlertSignal
 from core.store.postgres import PostgresLogStore
 from core.store.postgres_locks import AdvisoryLocks, libpq_url, lock_id
+from core.store.postgres_rates import PostgresRateCounter
 
 
 @dataclass
@@ -30,23 +32,33 @@ class Replica:
     router: AlertRouter
 
 
+@asynccontextmanager
+async def open_replicas(pg_url: str, policy: AlertPolicy, *, shared_rate: bool = False) -> AsyncIterator[list[Replica]]:
+    """Two replicas, each its own store, index, dispatcher (index sender) and router, on one database."""
+    made: list[Replica] = []
+    try:
+        for _ in range(2):
+            store = PostgresLogStore(pg_url, topics=("index",))
+            await store.open()
+            index = PostgresIndex(store.engine, store.executor)
+            await index.open()
+            dispatcher = Dispatcher(store, [IndexSender(index, store)], alarm=AsyncioAlarm())
+            dispatcher.start()
+            service = ScopeService(store, index)
+            rates = PostgresRateCounter(store) if shared_rate else None
+            router = AlertRouter(store, index, service, store.clock, policy, locks=store.route_locks(), rates=rates)
+            made.append(Replica(store, dispatcher, router))
+        yield made
+    finally:
+        for r in made:
+            await r.dispatcher.stop()
+            await r.store.close()
+
+
 @pytest.fixture
 async def replicas(pg_url: str) -> AsyncIterator[list[Replica]]:
-    made: list[Replica] = []
-    for _ in range(2):
-        store = PostgresLogStore(pg_url, topics=("index",))
-        await store.open()
-        index = PostgresIndex(store.engine, store.executor)
-        await index.open()
-        dispatcher = Dispatcher(store, [IndexSender(index, store)], alarm=AsyncioAlarm())
-        dispatcher.start()
-        service = ScopeService(store, index)
-        router = AlertRouter(store, index, service, store.clock, AlertPolicy.build(), locks=store.route_locks())
-        made.append(Replica(store, dispatcher, router))
-    yield made
-    for r in made:
-        await r.dispatcher.stop()
-        await r.store.close()
+    async with open_replicas(pg_url, AlertPolicy.build()) as made:
+        yield made
 
 
 def signal(fingerprint: str, event_id: str) -> AlertSignal:
@@ -82,6 +94,67 @@ async def test_the_same_fingerprint_on_two_replicas_at_once_opens_one_incident(
     assert all(len(s) == 1 for s in scopes.values()), scopes
     incidents = [s for s in await replicas[0].store.scope_ids() if s.kind == "incident"]
     assert len(incidents) == len(fingerprints)  # one incident per fingerprint, not one per replica
+
+
+@pytest.mark.parametrize("shared_rate", [True, False], ids=["counted-across-replicas", "per-replica"])
+async def test_the_rate_limit_counts_the_alerts_of_every_replica(pg_url: str, shared_rate: bool) -> None:
+    """Five alerts a minute, twelve new fingerprints on twelve services, alternating between two replicas behind a
+    load balancer: the sixth alert, on whichever replica, is over the limit and opens the alert-storm incident, and
+    the rest join it. Each replica counting alone lets ten through before its own count reaches five."""
+    policy = AlertPolicy.build(rate_limit_per_minute=5)
+    async with open_replicas(pg_url, policy, shared_rate=shared_rate) as replicas:
+        outcomes = []
+        for n in range(12):
+            r = replicas[n % 2]
+            [outcome] = await r.router.receive("alertmanager", [signal(f"rate{n:02d}", f"ev-{n}")])
+            outcomes.append(outcome)
+            await asyncio.gather(*(x.dispatcher.idle() for x in replicas))  # each sees the other's incidents
+        opened = sum(1 for o in outcomes if o.outcome == "new" and not o.storm)
+        storms = {o.scope for o in outcomes if o.storm}
+        if shared_rate:
+            assert opened == 5 and len(storms) == 1
+            assert all(o.storm for o in outcomes[5:])
+            state = await replicas[0].store.get_state(next(iter(storms)))
+            assert state.title == "Alert storm: more than 5 alertmanager alerts a minute"
+        else:
+            assert opened == 10  # what the counter across replicas is for
+
+
+async def test_a_storm_arriving_on_two_replicas_at_once_opens_one_storm_incident(pg_url: str) -> None:
+    """Over the limit, twenty new alerts at once, alternating between the replicas: the storm lock is an advisory
+    lock, and the storm incident is claimed in the shared index before it is released, so the other replica joins
+    it before its index sender has seen the declaration."""
+    async with open_replicas(pg_url, AlertPolicy.build(rate_limit_per_minute=3), shared_rate=True) as replicas:
+        for n in range(3):
+            await replicas[n % 2].router.receive("alertmanager", [signal(f"pre{n}", f"pre-{n}")])
+        sent = [replicas[n % 2].router.receive("alertmanager", [signal(f"storm{n:02d}", f"ev-{n}")]) for n in range(20)]
+        outcomes = [o for (o,) in await asyncio.gather(*sent)]
+        assert all(o.storm for o in outcomes)
+        assert len({o.scope for o in outcomes}) == 1
+        assert sorted(o.outcome for o in outcomes) == ["joined"] * 19 + ["new"]
+
+
+async def test_a_rate_counter_sums_the_window_across_replicas_and_forgets_older_buckets(pg_url: str) -> None:
+    stores = [PostgresLogStore(pg_url, topics=("index",)) for _ in range(2)]
+    for store in stores:
+        await store.open()
+    try:
+        a, b = (PostgresRateCounter(store, prune_every=0) for store in stores)  # every count prunes
+        assert await a.count("grafana", 3, window=60) == 3
+        assert await b.count("grafana", 2, window=60) == 5  # the other replica's three are counted
+        assert await b.count("datadog", 1, window=60) == 1  # per source
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # a storm two and a half minutes ago
+            conn.execute(
+                "INSERT INTO alert_rates (source, bucket, count) "
+                "VALUES ('grafana', floor(extract(epoch FROM clock_timestamp()) / 5)::bigint - 30, 1000)"
+            )
+        assert await a.count("grafana", 1, window=60) == 6  # outside the window: not counted
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            [(rows,)] = conn.execute("SELECT count(*) FROM alert_rates WHERE count = 1000").fetchall()
+        assert rows == 0  # and pruned: older than two windows
+    finally:
+        for store in stores:
+            await store.close()
 
 
 async def test_advisory_locks_exclude_another_process_and_die_with_its_connection(pg_url: str) -> None:

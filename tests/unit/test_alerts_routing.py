@@ -260,6 +260,21 @@ async def test_beyond_the_rate_limit_new_alerts_go_to_one_storm_incident(world: 
     assert sum(total) == 10
 
 
+async def test_alerts_over_the_limit_at_the_same_moment_open_one_storm_incident(world: World) -> None:
+    """A storm's new alerts arrive together, each on its own service: they take the source's storm lock, so the
+    first declares the storm incident and the others join it (they used to declare one each)."""
+    router = world.new_router(rate_limit_per_minute=3)
+    for n in range(3):
+        await world.send(alert(f"fp-pre-{n}", service=f"pre-{n}", title=f"pre-{n} down"), router=router)
+    sent = [alert(f"fp-{n}", service=f"svc-{n}", title=f"svc-{n} down", event_id=f"ev-{n}") for n in range(20)]
+    outcomes = [o for out in await asyncio.gather(*(world.send(a, router=router) for a in sent)) for o in out]
+    assert all(o.storm for o in outcomes)
+    [storm] = {o.scope for o in outcomes}
+    assert sorted(o.outcome for o in outcomes) == ["joined"] * 19 + ["new"]
+    assert (await world.store.get_state(storm)).title == "Alert storm: more than 3 alertmanager alerts a minute"
+    assert len(await world.incidents()) == 4
+
+
 def test_the_rate_limiter_counts_a_sliding_minute() -> None:
     now = [0.0]
     limiter = RateLimiter(3, monotonic=lambda: now[0])
