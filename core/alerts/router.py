@@ -28,11 +28,12 @@ from typing import Any
 
 from core.alerts import batch, outcomes, rules
 from core.alerts.batch import Chosen, Part, Prepared
-from core.alerts.caches import RateLimiter, Recent
+from core.alerts.caches import Recent
 from core.alerts.locks import KeyedLocks
 from core.alerts.rates import RateCounter
 from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
+from core.alerts.storms import Storms
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
@@ -71,13 +72,13 @@ class AlertRouter:
         self.service = service
         self.clock = clock
         self.policy = policy
-        self.rate = RateLimiter(policy.rate_limit_per_minute, monotonic=monotonic)
-        self._rates = rates  # several replicas: arrivals counted across them (core/alerts/rates.py)
+        self.storms = Storms(
+            index, policy.rate_limit_per_minute, is_open=self._is_open, monotonic=monotonic, rates=rates
+        )
         self._locks: RouteLocks = locks or KeyedLocks()  # several replicas: locks that span them
         self._fingerprints: Recent[str, str] = Recent()  # fingerprint → the open incident it was routed to
         self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
         self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately
-        self._storms: dict[str, str] = {}  # source → its current alert-storm incident
         self._groups: Recent[str, str] = Recent()  # a source's group → the open incident it went to
         self._closed: Recent[str, str] = Recent(2_000)  # a group → its incident, once that was resolved
         self._warm: asyncio.Task[int] | None = None
@@ -91,22 +92,13 @@ class AlertRouter:
         outcomes: list[AlertOutcome | None] = [None] * len(signals)
         evidence = dict(raw or {})
         for part in batch.partition(signals):
-            over_limit = await self._over_limit(source, len(part.items))
+            over_limit = await self.storms.over_limit(source, len(part.items))
             done = await self._route_part(part, evidence, over_limit and not part.group)
             for index, outcome in done:
                 outcomes[index] = outcome
             if any(o.appended for _, o in done):
                 evidence = {}
         return [o for o in outcomes if o is not None]
-
-    async def _over_limit(self, source: str, n: int) -> bool:
-        """Count ``n`` alerts from ``source``: is the last of them over its per-minute limit?"""
-        if self._rates is not None:
-            return await self._rates.count(source, n, window=self.rate.window) > self.rate.limit
-        over = False
-        for _ in range(n):
-            over = self.rate.hit(source) or over
-        return over
 
     # -- state derived from the index and the scope states ----------------------------------------------------
 
@@ -140,8 +132,7 @@ class AlertRouter:
                 self._remember(scope, service, last)
             source = rules.storm_source(state.title)
             if source:
-                self._storms[source] = scope
-                self.rate.seed(source, age=(self.clock.now() - last).total_seconds())
+                self.storms.seed(source, scope, age=(self.clock.now() - last).total_seconds())
         if found:
             log.info("alerts: routing state derived from %d open incident(s)", found)
         return found
@@ -159,7 +150,7 @@ class AlertRouter:
                 return done
         keys = [f"grp:{part.group}"] if part.group else [f"fp:{first.fingerprint}"]
         if storm:  # one storm incident per source: alerts over the limit at once must not each declare one
-            keys.append(rules.storm_key(first.source))
+            keys.append(self.storms.lock_key(first.source))
         async with self._locks.hold(*keys, f"svc:{service}"):
             scope = await self._known_scope(part)
             if scope is not None and scope != cached:
@@ -172,7 +163,7 @@ class AlertRouter:
             if not first.vendor_incident and (not part.group or batch.explicit_service(first)):
                 target = await self._grouping_target(service)
             if target is None and storm:
-                target = await self._storm_incident(first.source)
+                target = await self.storms.incident(first.source)
             if target is not None:
                 done = await self._append(target, part, items, joined=True, storm=storm and not part.group)
                 if done is not None:
@@ -276,9 +267,8 @@ class AlertRouter:
             return outcomes.duplicates(scope, items, result.entries[-1].seq if result.entries else 0)
         if claimed != scope:
             await self._claim(part, scope)
-        if storm:  # claimed before the storm lock is released: the next over-limit alert, on any replica, joins it
-            self._storms[source] = scope
-            await self.index.claim_fingerprint(rules.storm_key(source), scope, "")
+        if storm:
+            await self.storms.declared(source, scope)
         for sibling in part.siblings:
             other = self._groups.get(sibling)
             if other is not None and other != scope:
@@ -348,22 +338,8 @@ class AlertRouter:
                 best = (last, scope)
         return best[1] if best else None
 
-    async def _storm_incident(self, source: str) -> str | None:
-        """The source's open alert-storm incident (this process's, else the one claimed in the index, else one whose
-        title the index knows: a storm incident declared before the claim existed), if any."""
-        scope = self._storms.get(source)
-        if scope is not None and await self._open_incident(scope) is not None:
-            return scope
-        self._storms.pop(source, None)
-        claimed = await self.index.open_scope_for_fingerprint(rules.storm_key(source))  # another replica's, at once
-        if claimed is not None and await self._open_incident(claimed) is not None:
-            self._storms[source] = claimed
-            return claimed
-        for row in await self.index.list_scopes(kind="incident", open_only=True, text="alert storm", limit=50):
-            if rules.is_storm_title(row.title, source) and await self._open_incident(row.id) is not None:
-                self._storms[source] = row.id
-                return row.id
-        return None
+    async def _is_open(self, scope: str) -> bool:
+        return await self._open_incident(scope) is not None
 
     async def _open_incident(self, scope: str) -> ScopeState | None:
         try:
@@ -406,6 +382,4 @@ class AlertRouter:
             if part.group and self._groups.get(part.group) == scope:
                 self._groups.pop(part.group)
                 self._closed.put(part.group, scope)
-        for source, storm in list(self._storms.items()):
-            if storm == scope:
-                del self._storms[source]
+        self.storms.forget(scope)
