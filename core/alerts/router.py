@@ -22,11 +22,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 from functools import partial
 from typing import Any
 
 from core.alerts import batch, outcomes, rules
+from core.alerts.activity import Activity
 from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.caches import Recent
 from core.alerts.locks import KeyedLocks
@@ -34,7 +34,7 @@ from core.alerts.rates import RateCounter
 from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.alerts.storms import Storms
-from core.clock import Clock, parse_iso
+from core.clock import Clock
 from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
 from core.ids import slugify
@@ -77,8 +77,7 @@ class AlertRouter:
         )
         self._locks: RouteLocks = locks or KeyedLocks()  # several replicas: locks that span them
         self._fingerprints: Recent[str, str] = Recent()  # fingerprint → the open incident it was routed to
-        self._activity: Recent[str, datetime] = Recent()  # incident → its last alert (or declaration) time
-        self._by_service: Recent[str, tuple[str, ...]] = Recent(2_000)  # service → incidents routed to lately
+        self.activity = Activity(store, index, clock, policy.grouping_window, open_incident=self._open_incident)
         self._groups: Recent[str, str] = Recent()  # a source's group → the open incident it went to
         self._closed: Recent[str, str] = Recent(2_000)  # a group → its incident, once that was resolved
         self._warm: asyncio.Task[int] | None = None
@@ -127,9 +126,9 @@ class AlertRouter:
                 self._fingerprints.put(fingerprint, scope)
             for group in state.alert_groups:
                 self._groups.put(group, scope)
-            last = await self._last_activity(state)
+            last = await self.activity.last(state)
             for service in state.services:
-                self._remember(scope, service, last)
+                self.activity.remember(scope, service, last)
             source = rules.storm_source(state.title)
             if source:
                 self.storms.seed(source, scope, age=(self.clock.now() - last).total_seconds())
@@ -149,8 +148,6 @@ class AlertRouter:
             if done is not None:
                 return done
         keys = [f"grp:{part.group}"] if part.group else [f"fp:{first.fingerprint}"]
-        if storm:  # one storm incident per source: alerts over the limit at once must not each declare one
-            keys.append(self.storms.lock_key(first.source))
         async with self._locks.hold(*keys, f"svc:{service}"):
             scope = await self._known_scope(part)
             if scope is not None and scope != cached:
@@ -161,15 +158,39 @@ class AlertRouter:
                 return outcomes.ignored(items)
             target: str | None = None
             if not first.vendor_incident and (not part.group or batch.explicit_service(first)):
-                target = await self._grouping_target(service)
-            if target is None and storm:
-                target = await self.storms.incident(first.source)
-            if target is not None:
-                done = await self._append(target, part, items, joined=True, storm=storm and not part.group)
-                if done is not None:
-                    await self._claim(part, target)
-                    return done
-            return await self._declare(part, items, raw, storm=storm)
+                target = await self.activity.target(service)
+            if target is None and storm:  # one storm incident per source, however many alerts are over at once
+                return await self._storm_part(part, items, raw)
+            done = None if target is None else await self._join(target, part, items, storm=storm)
+            return done if done is not None else await self._declare(part, items, raw, storm=storm)
+
+    async def _storm_part(
+        self, part: Part, items: list[Prepared], raw: dict[str, Any]
+    ) -> list[tuple[int, AlertOutcome]]:
+        """Join the source's storm incident. Only declaring it takes the source's storm lock, so that alerts over the
+        limit at once declare one between them; the others find it under the lock (or the index's claim) and join."""
+        source = part.first.source
+        done = await self._join_storm(source, part, items)
+        if done is not None:
+            return done
+        async with self._locks.hold(self.storms.lock_key(source)):
+            done = await self._join_storm(source, part, items)
+            return done if done is not None else await self._declare(part, items, raw, storm=True)
+
+    async def _join_storm(
+        self, source: str, part: Part, items: list[Prepared]
+    ) -> list[tuple[int, AlertOutcome]] | None:
+        known = await self.storms.incident(source)
+        return None if known is None else await self._join(known, part, items, storm=True)
+
+    async def _join(
+        self, target: str, part: Part, items: list[Prepared], *, storm: bool
+    ) -> list[tuple[int, AlertOutcome]] | None:
+        """Append the part to ``target`` and claim its fingerprints there; None when ``target`` is not open."""
+        done = await self._append(target, part, items, joined=True, storm=storm)
+        if done is not None:
+            await self._claim(part, target)
+        return done
 
     async def _known_scope(self, part: Part) -> str | None:
         """The open incident this part's group (or lone alert's fingerprint) was routed to, per the index."""
@@ -235,7 +256,7 @@ class AlertRouter:
         if part.group:
             self._groups.put(part.group, scope)
         if entries:
-            self._remember(scope, part.first.service, entries[-1].at)
+            self.activity.remember(scope, part.first.service, entries[-1].at)
         return outcomes.appended(scope, chosen, entries, joined=joined, storm=storm, opened=opened)
 
     async def _declare(
@@ -318,25 +339,7 @@ class AlertRouter:
             self._fingerprints.put(signal.fingerprint, scope)
             await self.index.claim_fingerprint(signal.fingerprint, scope, signal.service)
 
-    # -- where a new fingerprint goes -------------------------------------------------------------------------
-
-    async def _grouping_target(self, service: str) -> str | None:
-        """The open incident on ``service`` with the most recent alert activity, if within the grouping window."""
-        window = self.policy.grouping_window
-        if not service or window.total_seconds() <= 0:
-            return None
-        known = list(reversed(self._by_service.get(service) or ()))
-        rows = await self.index.list_scopes(kind="incident", service=service, open_only=True, limit=20)
-        now = self.clock.now()
-        best: tuple[datetime, str] | None = None
-        for scope in dict.fromkeys([*known, *(r.id for r in rows)]):
-            state = await self._open_incident(scope)
-            if state is None or service not in state.services:
-                continue
-            last = await self._last_activity(state)
-            if now - last <= window and (best is None or last > best[0]):
-                best = (last, scope)
-        return best[1] if best else None
+    # -- open incidents ---------------------------------------------------------------------------------------
 
     async def _is_open(self, scope: str) -> bool:
         return await self._open_incident(scope) is not None
@@ -351,30 +354,9 @@ class AlertRouter:
             return None
         return state
 
-    async def _last_activity(self, state: ScopeState) -> datetime:
-        """When the incident last saw an alert (or was declared): cached, else read from its log."""
-        cached = self._activity.get(state.scope)
-        if cached is not None:
-            return cached
-        when = parse_iso(state.created_at) if state.created_at else self.clock.now()
-        last_seq = max((a.last_seq for a in state.alerts.values()), default=0)
-        if last_seq:
-            entries = await self.store.read_seqs(state.scope, [last_seq])
-            if entries:
-                when = max(when, entries[0].at)
-        self._activity.put(state.scope, when)
-        return when
-
-    def _remember(self, scope: str, service: str, at: datetime) -> None:
-        previous = self._activity.get(scope)
-        self._activity.put(scope, at if previous is None else max(previous, at))
-        if service:
-            known = tuple(s for s in self._by_service.get(service) or () if s != scope)
-            self._by_service.put(service, (*known[-7:], scope))
-
     def _forget(self, scope: str, part: Part | None = None) -> None:
         """``scope`` is no longer an open incident: drop it from the caches (the index has the truth)."""
-        self._activity.pop(scope)
+        self.activity.forget(scope)
         if part is not None:
             for signal in part.signals:
                 if self._fingerprints.get(signal.fingerprint) == scope:
