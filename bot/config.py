@@ -70,7 +70,7 @@ class AgentsConfig(_Section):
     max_steps: int = Field(6, ge=1, le=20)
     max_tokens: int = Field(1024, ge=64)
     turn_timeout_s: float = Field(60, gt=0)
-    max_concurrent_turns: int = Field(4, ge=1)  # turns and asks running at once in this process
+    max_concurrent_turns: int = Field(4, ge=1)  # turns, asks and catch-ups at once (across replicas)
     idle_nudge_minutes: float = Field(20, gt=0)
     view_budget_bytes: int = Field(12_000, ge=1000)
     input_usd_per_mtok: float = 3.0

@@ -173,7 +173,7 @@ class AlertRouter:
         done = await self._join_storm(source, part, items)
         if done is not None:
             return done
-        async with self._locks.hold(self.storms.lock_key(source)):
+        async with self._locks.hold(rules.storm_key(source)):
             done = await self._join_storm(source, part, items)
             return done if done is not None else await self._declare(part, items, raw, storm=True)
 

@@ -5,7 +5,7 @@ source's one storm incident instead (core/alerts/router.py). The limit counts th
 (``RateLimiter``), or every replica's with a shared ``RateCounter`` (core/alerts/rates.py). The storm incident is
 remembered here, claimed in the index under ``rules.storm_key(source)`` when it is declared (so that another
 replica finds it at once), and found by its title otherwise (one declared before the claim existed, or after
-``decklog reindex``). Callers declare under the router's ``storm:<source>`` lock (``lock_key``).
+``decklog reindex``). Callers declare under the router's lock on the same key (``rules.storm_key``).
 """
 
 from __future__ import annotations
@@ -34,10 +34,6 @@ class Storms:
         self.rates = rates  # several replicas: arrivals counted across them
         self.is_open = is_open  # is this scope an open incident?
         self.incidents: dict[str, str] = {}  # source → its current alert-storm incident
-
-    @staticmethod
-    def lock_key(source: str) -> str:
-        return rules.storm_key(source)
 
     async def over_limit(self, source: str, n: int) -> bool:
         """Count ``n`` alerts from ``source``: is the last of them over its per-minute limit?"""
