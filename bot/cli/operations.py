@@ -126,8 +126,24 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from bot.server import serve_forever
 
+    if settings.database_url:
+        probe_database(settings.database_url)
+
     code: int = serve_forever(settings, socket_mode=args.socket_mode)
     return code
+
+
+def probe_database(url: str) -> None:
+    """Connect once before anything starts, so that a database that cannot be used stops ``serve`` with its one
+    line (bot/cli/common.py ``storage_problem``) before the sandbox or any part has logged a word."""
+    from core.store.postgres_schema import make_engine
+
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
