@@ -137,6 +137,13 @@ def _common_labels(p: Observation) -> dict[str, str]:
     return {str(k): str(v) for k, v in common.items()}
 
 
+def _export_place(p: ReportExported) -> str:
+    """Where an export went: two exports of the same bytes to two places are two lines that say so."""
+    if p.destination == "slack":
+        return "to the Slack thread"
+    return f"to {_clip(p.destination, 120)}" if p.destination else ""
+
+
 def _follow_up(p: FollowUp, a: Actor) -> str:
     extra = (f" → {p.owner}" if p.owner else "") + (f" (due {p.due})" if p.due else "")
     return f"Follow-up ({a.label()}): {_clip(p.text)}{extra}"
@@ -186,7 +193,7 @@ _LINES: dict[type[Payload], Line] = {
     Question: lambda p, a: f"Question ({a.label()}): {_clip(p.text)}",
     Answer: lambda p, a: f"Answer ({a.label()}): {_clip(p.text)}",
     AgentTurn: lambda p, a: f"Agent turn ({p.reasoner}, {p.view}): {p.outcome}",
-    ReportExported: lambda p, a: f"Report exported ({p.format}, sha256 {p.sha256[:12]})",
+    ReportExported: lambda p, a: f"Report exported ({p.format}, sha256 {p.sha256[:12]}) {_export_place(p)}".rstrip(),
     FindingAnswer: _finding_answer,
     FollowUp: _follow_up,
     FollowUpSynced: lambda p, a: p.text,

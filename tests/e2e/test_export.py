@@ -265,7 +265,8 @@ async def test_one_export_is_one_line_in_the_timeline(server: DecklogServer) -> 
     async with aiohttp.ClientSession() as http, http.get(f"{server.url}/api/scopes/{scope}/timeline") as resp:
         entries = (await resp.json())["entries"]
     lines = [e["text"] for e in entries if "Report exported" in e["text"]]
-    assert lines == [f"Report exported (md, sha256 {request.payload.sha256[:12]})"], [e["text"] for e in entries]
+    expected = f"Report exported (md, sha256 {request.payload.sha256[:12]}) to the Slack thread"
+    assert lines == [expected], [e["text"] for e in entries]
     assert [e["actor"]["id"] for e in entries if e["kind"] == "report_exported"] == [BOB]
 
     out = decklog(server.settings.data_dir, "timeline", scope)
