@@ -20,10 +20,18 @@ $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
 	$(PIP) install --quiet -e '.[dev,bench]'
 	@touch $@
 
-## run: start decklog on embedded defaults (SQLite under ./data, local sandbox workspace without Slack credentials)
+## run: start decklog on embedded defaults (SQLite in the CLI's default data directory, $XDG_DATA_HOME/decklog,
+## which ./data links to; local sandbox workspace without Slack credentials), so that `decklog scopes` run from any
+## directory sees what the sandbox did. DECKLOG_DATA_DIR=DIR make run serves DIR instead (then give the CLI the same).
 run: $(VENV)/.runtime
-	DECKLOG_DATA_DIR=$${DECKLOG_DATA_DIR:-./data} DECKLOG_HOST=$${DECKLOG_HOST:-$(HOST)} \
-	DECKLOG_PORT=$${DECKLOG_PORT:-$(PORT)} $(VENV)/bin/decklog serve
+	@if [ -z "$${DECKLOG_DATA_DIR:-}" ]; then \
+	  dir=$$($(PY) -c 'from bot.settings import default_data_dir; print(default_data_dir())') && \
+	  mkdir -p "$$dir" && \
+	  if [ -L data ] || [ ! -e data ]; then ln -sfn "$$dir" data; \
+	  else echo "make run: ./data is a directory left by an older make run and is no longer used; decklog keeps its \
+	data in $$dir, where the CLI looks (move ./data there, or set DECKLOG_DATA_DIR for both)" >&2; fi; \
+	fi
+	DECKLOG_HOST=$${DECKLOG_HOST:-$(HOST)} DECKLOG_PORT=$${DECKLOG_PORT:-$(PORT)} $(VENV)/bin/decklog serve
 
 ## browser: install Debian's chromium (+ an emoji font, for readable screenshots) for the sandbox browser tests
 ## (best effort; the tests skip with a reason without it)

@@ -15,6 +15,7 @@ It builds the catalog from ``[[actions]]`` in decklog.toml and the environment (
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
@@ -28,10 +29,10 @@ from adapters.executors.pagerduty import PagerDutyExecutor
 from adapters.executors.statuspage import StatuspageExecutor
 from adapters.slack import render
 from adapters.slack.outcomes import SlackDesk
-from bot.config import DecklogConfig
+from bot.config import DecklogConfig, load_config
 from bot.parts import Job, Provides
 from bot.runtime import Runtime
-from bot.settings import Settings, SettingsError
+from bot.settings import Settings, SettingsError, example_config_path
 from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
 from core.agents.ports import ActionInfo as AgentActionInfo
 from core.egress import EgressPolicy
@@ -64,6 +65,30 @@ def build_catalog(settings: Settings, config: DecklogConfig) -> Catalog:
         return Catalog.from_config(config.actions, env=env, timeout_override=settings.executor_timeout)
     except DecklogError as exc:
         raise SettingsError(f"DECKLOG_CONFIG: {config.path}: {exc}") from None
+
+
+def unavailable_actions(catalog: Catalog) -> list[tuple[str, str, bool]]:
+    """(name, why, example) of each action that is never proposed here; ``example``: one of the shipped
+    catalog's actions (the sandbox and a fresh install leave some of them without an executor)."""
+    examples = shipped_action_names()
+    return [(s.name, s.unavailable_reason, s.name in examples) for s in catalog if not s.available]
+
+
+def report_unavailable(catalog: Catalog) -> None:
+    """Say at start-up which actions will never be proposed: one quiet line for the shipped examples (their
+    executors are optional; ``decklog doctor`` lists them), a warning for each of the operator's own."""
+    found = unavailable_actions(catalog)
+    for name, why, example in found:
+        if not example:
+            log.warning("action %s is unavailable: %s (it will not be proposed)", name, why)
+    examples = [f"{name} ({why})" for name, why, example in found if example]
+    if examples:
+        log.info("actions: example actions without an executor, never proposed: %s", "; ".join(examples))
+
+
+@functools.cache
+def shipped_action_names() -> frozenset[str]:
+    return frozenset(str(a.get("name", "")) for a in load_config(example_config_path()).actions)
 
 
 def build_egress(settings: Settings, config: DecklogConfig, catalog: Catalog) -> EgressPolicy:
@@ -289,9 +314,7 @@ def build_actions(rt: Runtime, *, verify_here: bool) -> Actions:
     executors: Mapping[str, Executor] = {
         spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available
     }
-    for spec in catalog:
-        if not spec.available:
-            log.warning("action %s is unavailable: %s (it will not be proposed)", spec.name, spec.unavailable_reason)
+    report_unavailable(catalog)
     desk = ActionDesk(
         rt.store,
         rt.index,

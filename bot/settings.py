@@ -26,7 +26,12 @@ class SettingsError(Exception):
 
 
 def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    """``$XDG_DATA_HOME/decklog`` (``~/.local/share/decklog``): the one default of the CLI, ``decklog serve`` and
+    ``make run`` alike (decisions 9 and 141), absolute so that it is the same from every working directory. A relative
+    ``XDG_DATA_HOME`` is ignored, as the XDG Base Directory specification says."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".local" / "share")
     return Path(base) / "decklog"
 
 

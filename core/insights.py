@@ -205,19 +205,12 @@ async def compute(index: Index, *, since_days: int | None, now: float) -> dict[s
 # -- text -------------------------------------------------------------------------------------------------------
 
 
-def duration(seconds: float) -> str:
-    """``42s``, ``7m 30s``, ``3h 05m``, ``2d 04h``: short and exact enough for a glance."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
-
-
 def times_line(body: dict[str, Any]) -> str:
+    """MTTA / MTTM / MTTR in the words and the rounding of the report's milestones (``core.reports.text.duration``,
+    whole seconds cut, never rounded up), so that an incident's MTTA here reads as its report's "first human
+    response"."""
+    from core.reports.text import duration  # here: the index imports this module, and need not load the reports
+
     parts = []
     for label, key in (("MTTA", "mtta_seconds"), ("MTTM", "mttm_seconds"), ("MTTR", "mttr_seconds")):
         s = body.get(key)
@@ -225,10 +218,13 @@ def times_line(body: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def render_text(body: dict[str, Any]) -> str:
+def render_text(body: dict[str, Any], *, where: str = "") -> str:
+    """The text of ``decklog insights``; ``where`` names the data directory or database it read (the CLI gives it
+    when it found nothing there)."""
     window = f"the last {body['since_days']} days" if body.get("since_days") else "all time"
+    place = f" ({where})" if where else ""
     lines = [
-        f"{body['incidents']} incidents declared in {window}: {body['open']} open, {body['resolved']} resolved",
+        f"{body['incidents']} incidents declared in {window}: {body['open']} open, {body['resolved']} resolved{place}",
         times_line(body),
     ]
     for title, key in (("by severity", "by_severity"), ("by service", "by_service"), ("by source", "by_source")):

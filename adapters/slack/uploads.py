@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
-from core.entries import Actor, Entry, NewEntry, ReportExported
+from core.entries import Entry, ReportExported
 from core.outbox import PermanentFailure
 from core.state import ScopeState
 
@@ -26,8 +26,9 @@ async def upload_report(sender: SlackSender, scope: str, entry: Entry, p: Report
     """Upload a stashed report into the thread (files upload v2) unless these bytes are already there.
 
     Keyed by the report's sha256: a redelivery after an upload whose outcome is unknown first looks for the
-    file in the thread (the upload's comment carries the digest). The file id is recorded in a second
-    ``report_exported`` entry (system actor, ``file_id`` set) that refers to the request.
+    file in the thread (the upload's comment carries the digest). The file id is kept in the sender's memo, like
+    the ts of every message it posts: the request's ``report_exported`` entry is the export's one line in the
+    timeline (decision 142), and an upload that keeps failing shows as ``delivery_failed``.
     """
     assert state.thread is not None
     key = f"upload:{p.sha256}"
@@ -70,15 +71,7 @@ async def upload_report(sender: SlackSender, scope: str, entry: Entry, p: Report
 
 
 async def _uploaded(sender: SlackSender, scope: str, entry: Entry, p: ReportExported, file_id: str) -> None:
-    await sender.memo_put(scope, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id})
-    receipt = NewEntry.make(
-        "report_exported",
-        Actor.system("slack"),
-        ReportExported(format=p.format, sha256=p.sha256, bytes=p.bytes, destination="slack", file_id=file_id),
-        refs=(entry.seq,),
-        idempotency_key=f"slack:upload:{p.sha256}",
-    )
-    await sender.store.append(scope, [receipt])
+    await sender.memo_put(scope, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id, "seq": entry.seq})
     await sender.store.memo_put(scope, REPORT_STASH, p.sha256, {"uploaded": file_id})  # drop the bytes
 
 

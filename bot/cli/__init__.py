@@ -17,7 +17,15 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from bot.cli.common import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from bot.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    data_location,
+    storage_problem,
+)
 from bot.cli.operations import (
     cmd_backup,
     cmd_demo,
@@ -44,7 +52,17 @@ from bot.config import load_config
 from bot.settings import Settings, SettingsError, load_settings
 from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
 
-__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "UsageError",
+    "build_parser",
+    "main",
+]
 
 COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "scopes": cmd_scopes,
@@ -70,11 +88,22 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _located(message: str, settings: Settings | None) -> str:
+    """A "not found" names where it looked: the data directory or the database."""
+    if settings is None:
+        return message
+    where = data_location(settings)
+    named = (where, str(settings.data_dir)) if not settings.database_url else (where,)
+    return message if any(n in message for n in named) else f"{message} (in {where})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=os.environ.get("DECKLOG_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    settings: Settings | None = None
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
         overrides: dict[str, Any] = {}
@@ -97,7 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"configuration error: {exc}", EXIT_USAGE)
     except InvalidInput as exc:
         return _fail(f"error: {exc}", EXIT_USAGE)
-    except (NotFound, Conflict, Forbidden) as exc:
+    except NotFound as exc:
+        return _fail(f"error: {_located(str(exc), settings)}", EXIT_FAILED)
+    except (Conflict, Forbidden) as exc:
         return _fail(f"error: {exc}", EXIT_FAILED)
     except DecklogError as exc:
         return _fail(f"error: {exc}", EXIT_FAILED)
@@ -110,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("DECKLOG_DEBUG"):
             raise
+        target = getattr(args, "to", None) if args is not None and args.command == "migrate" else None
+        problem = storage_problem(exc, settings, target_url=target)
+        if problem is not None:
+            return _fail(problem, EXIT_UNAVAILABLE)
         return _fail(
             f"internal error: {exc.__class__.__name__}: {exc} (DECKLOG_DEBUG=1 shows a traceback)", EXIT_INTERNAL
         )

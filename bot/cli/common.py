@@ -7,6 +7,7 @@ import getpass
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bot.settings import Settings
 from core.entries import Actor
@@ -15,6 +16,7 @@ from core.ids import ScopeId
 from core.index_schema import route_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
+EXIT_UNAVAILABLE = 69  # sysexits' EX_UNAVAILABLE: the database (or the data directory) cannot be used
 
 
 def cli_actor() -> Actor:
@@ -23,6 +25,29 @@ def cli_actor() -> Actor:
     except Exception:
         user = "operator"
     return Actor(type="human", id=f"cli:{user}", name=user)
+
+
+def database_label(url: str) -> str:
+    """A database URL as it may be printed: scheme, user, host, port and database name; never the password (nor
+    any query parameter, which may carry one)."""
+    parts = urlsplit(url)
+    try:
+        host, port = parts.hostname or "", parts.port
+    except ValueError:  # a port that is not a number
+        host, port = parts.hostname or "", None
+    if ":" in host:
+        host = f"[{host}]"
+    user = f"{unquote(parts.username)}@" if parts.username else ""
+    netloc = user + host + (f":{port}" if port is not None else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def data_location(settings: Settings) -> str:
+    """Where the command reads and writes, as a person looks for it: the database (without its password) or the
+    data directory, absolute."""
+    if settings.database_url:
+        return f"the database {database_label(settings.database_url)}"
+    return str(Path(settings.data_dir).expanduser().resolve())
 
 
 def data_exists(settings: Settings) -> bool:
@@ -34,7 +59,7 @@ def require_data(settings: Settings, scope: str) -> None:
     if settings.database_url:
         return  # the store says NotFound for an unknown scope (the SQLite check spares creating a data dir)
     if not (Path(settings.data_dir) / "scopes" / f"{sid.file_stem}.db").exists():
-        raise NotFound(f"no such scope: {scope} (in {settings.data_dir})")
+        raise NotFound(f"no such scope: {scope} (in {data_location(settings)})")
 
 
 class opened_runtime:
@@ -109,3 +134,40 @@ def package_version() -> str:
         return metadata.version("decklog")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def storage_problem(exc: BaseException, settings: Settings | None, *, target_url: str | None = None) -> str | None:
+    """One line for an error of the database or the data directory itself (unreachable, refused, missing, not
+    writable), naming which one without its password; None for any other error. ``target_url``: the database a
+    command writes to besides its own (``migrate --to``)."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    orig: BaseException = exc
+    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig is not None:
+        if not isinstance(exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError):
+            return None
+        orig = exc.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        where = f"the data directory {data_location(settings)}" if settings else "the data directory"
+        return f"cannot use {where}: {_one_line(str(orig))}"
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return None
+    if not isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
+        return None
+    url = target_url or (settings.database_url if settings else None) or ""
+    problem = _one_line(str(orig))
+    for secret in {urlsplit(url).password or ""} - {""}:
+        problem = problem.replace(secret, "***")
+    problem = problem.removeprefix("connection failed: ")
+    variable = "--to" if target_url else "DECKLOG_DATABASE_URL"
+    return f"cannot use the database {database_label(url)} ({variable}): {problem}"
+
+
+def _one_line(text: str) -> str:
+    """The first line of a driver's message, its whitespace collapsed (psycopg adds a hint on a second line)."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unknown error"

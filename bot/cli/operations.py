@@ -9,7 +9,15 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.cli.common import EXIT_OK, data_exists, log_chain_key, opened_runtime, package_version, reindex_all
+from bot.cli.common import (
+    EXIT_OK,
+    data_exists,
+    data_location,
+    log_chain_key,
+    opened_runtime,
+    package_version,
+    reindex_all,
+)
 from bot.cli.parser import UsageError
 from bot.settings import Settings
 from core.errors import NotFound
@@ -34,9 +42,19 @@ async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _doctor_actions(settings: Settings) -> None:
+    """The actions that are never proposed here, and why (an executor not configured)."""
+    from bot.actions import build_catalog, unavailable_actions
+    from bot.config import load_config
+
+    for name, why, example in unavailable_actions(build_catalog(settings, load_config(settings.resolved_config_path))):
+        print(f"action {name}: unavailable, never proposed: {why}" + (" (an example action)" if example else ""))
+
+
 async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    _doctor_actions(settings)
     if not data_exists(settings):
-        print(f"no data directory at {settings.data_dir}: nothing to check")
+        print(f"no data directory at {data_location(settings)}: nothing to check")
         return EXIT_OK
     async with opened_runtime(settings) as rt:
         scopes = await rt.store.scope_ids()
@@ -54,7 +72,8 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
                 )
             if args.retry and parked:
                 revived += await rt.store.outbox_retry_parked(sid)
-        print(f"{len(scopes)} scopes; {pending_total} pending, {parked_total} parked outbox rows")
+        where = "" if scopes else f" in {data_location(settings)}"  # the same output on both backends, once found
+        print(f"{len(scopes)} scopes{where}; {pending_total} pending, {parked_total} parked outbox rows")
         if args.retry:
             print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
     return EXIT_OK
@@ -62,10 +81,11 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     if not data_exists(settings):
-        raise NotFound(f"no data directory at {settings.data_dir}")
+        raise NotFound(f"no data directory at {data_location(settings)}")
     async with opened_runtime(settings) as rt:
         count, entries = await reindex_all(rt)
-    where = "the database's index" if settings.database_url else Path(settings.data_dir) / "index.db"
+    place = data_location(settings)
+    where = f"the index in {place}" if settings.database_url else Path(place) / "index.db"
     print(f"reindexed {count} scopes ({entries} entries) into {where}")
     return EXIT_OK
 
@@ -84,7 +104,10 @@ async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
             if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
                 await reindex_all(rt)
             body = await compute(rt.index, since_days=days, now=now)
-    print(json.dumps(body, indent=2) if args.json else render_text(body))
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(render_text(body, where="" if body["incidents"] else data_location(settings)))
     return EXIT_OK
 
 
@@ -103,8 +126,24 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from bot.server import serve_forever
 
+    if settings.database_url:
+        probe_database(settings.database_url)
+
     code: int = serve_forever(settings, socket_mode=args.socket_mode)
     return code
+
+
+def probe_database(url: str) -> None:
+    """Connect once before anything starts, so that a database that cannot be used stops ``serve`` with its one
+    line (bot/cli/common.py ``storage_problem``) before the sandbox or any part has logged a word."""
+    from core.store.postgres_schema import make_engine
+
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect():
+            pass
+    finally:
+        engine.dispose()
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ subcommand comes from bot/experiment/cli.py. A bad argument raises ``UsageError`
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,6 +16,24 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A mistyped subcommand gets one line naming the closest one, not the list of all of them."""
+        if (
+            isinstance(action, argparse._SubParsersAction)
+            and action.choices is not None
+            and value not in action.choices
+        ):
+            raise UsageError(unknown_command(self.prog, str(value), list(action.choices)))
+        super()._check_value(action, value)
+
+
+def unknown_command(prog: str, typed: str, commands: list[str]) -> str:
+    close = difflib.get_close_matches(typed, commands, n=1, cutoff=0.5)
+    if not close:  # a prefix or a part of a name ("time" for "timeline") counts too
+        close = [c for c in commands if c.startswith(typed) or (len(typed) >= 3 and typed in c)][:1]
+    hint = f"did you mean `{prog} {close[0]}`?" if close else f"`{prog} --help` lists the commands"
+    return f"unknown command {typed!r}; {hint}"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from bot.cli.common import (
     EXIT_OK,
     cli_actor,
     data_exists,
+    data_location,
     drain_index,
     opened_runtime,
     reindex_all,
@@ -39,7 +40,9 @@ async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return EXIT_OK
     if not rows:
-        print("no scopes yet — `decklog declare --title …` opens one")
+        which = " matching" if args.kind or args.status else ""
+        print(f"no{which} scopes in {data_location(settings)} — `decklog declare --title …` opens one", end="")
+        print("" if settings.database_url else " (DECKLOG_DATA_DIR chooses another directory)")
         return EXIT_OK
     width = max(len(r.id) for r in rows)
     for r in rows:

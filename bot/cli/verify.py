@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli.common import EXIT_FAILED, EXIT_OK, log_chain_key, require_data
+from bot.cli.common import EXIT_FAILED, EXIT_OK, data_location, log_chain_key, require_data
 from bot.cli.parser import UsageError
 from bot.settings import Settings
 from core.errors import NotFound
@@ -72,7 +72,8 @@ async def _verify_database(settings: Settings, scope: str | None) -> int:
         await store.close()
     for line in problems:
         print(f"decklog: {line}", file=sys.stderr)
-    summary = f"{len(scopes) - sum(1 for p in problems if ': seq ' in p)} of {len(scopes)} scopes verify"
+    ok = len(scopes) - sum(1 for p in problems if ": seq " in p)
+    summary = f"{ok} of {len(scopes)} scopes verify" + ("" if scopes else f" (no scopes in {data_location(settings)})")
     if problems:
         print(f"decklog: verify --all: {len(problems)} problems; {summary}", file=sys.stderr)
         return EXIT_FAILED
@@ -85,7 +86,7 @@ async def _verify_all(settings: Settings, key: Any) -> int:
 
     data_dir = Path(settings.data_dir)
     if not data_dir.is_dir():
-        raise NotFound(f"no data directory at {data_dir}")
+        raise NotFound(f"no data directory at {data_location(settings)}")
     result = await audit(data_dir, key=key)
     if result.empty:
         print(
@@ -96,6 +97,8 @@ async def _verify_all(settings: Settings, key: Any) -> int:
     for line in result.problems:
         print(f"decklog: {line}", file=sys.stderr)
     summary = f"{result.ok} of {result.scopes} scopes verify ({result.keyed} keyed)"
+    if not result.scopes:
+        summary += f" (no scopes in {data_location(settings)})"
     if result.problems:
         print(f"decklog: verify --all: {len(result.problems)} problems; {summary}", file=sys.stderr)
         return EXIT_FAILED

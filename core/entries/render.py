@@ -88,6 +88,62 @@ def _finding_answer(p: FindingAnswer, a: Actor) -> str:
     return f"{a.label()} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}{what}"
 
 
+# Labels that name one instance of an alert, shown first: what tells two alerts of one rule apart.
+INSTANCE_LABELS = ("instance", "pod", "host", "hostname", "node", "container", "device", "mountpoint", "job")
+# Labels that never tell alerts apart in a line that already shows the title and the status.
+SAID_ELSEWHERE = frozenset({"alertname", "severity", "priority"})
+MAX_LABELS = 4
+
+
+def _observation(p: Observation, a: Actor) -> str:
+    """An alert's observation names its status and what tells it from its siblings: ``Alert firing: Disk full
+    {instance=db-1:9100, mountpoint=/var}``. Any other observation: ``Observed: <text>``."""
+    if not p.alert_status:
+        return f"Observed: {_clip(p.text)}"
+    shown = _distinguishing(p)
+    labels = " {" + ", ".join(f"{k}={_clip(v, 60)}" for k, v in shown) + "}" if shown else ""
+    return f"Alert {p.alert_status}: {_clip(p.text, 160)}{labels}"
+
+
+def _distinguishing(p: Observation) -> list[tuple[str, str]]:
+    """At most ``MAX_LABELS`` labels: those not shared by the whole notification first (Alertmanager and
+    Grafana send ``commonLabels``), then instance-like ones, then the rest by name; none already in the title
+    or the service, none of ``SAID_ELSEWHERE``."""
+    common = _common_labels(p)
+    candidates = [
+        (k, v)
+        for k, v in p.labels.items()
+        if k not in SAID_ELSEWHERE and v and v != p.service and not (len(v) >= 4 and v in p.text)
+    ]
+
+    def rank(item: tuple[str, str]) -> tuple[int, int, str]:
+        key, value = item
+        varies = 0 if common and common.get(key) != value else 1
+        known = INSTANCE_LABELS.index(key) if key in INSTANCE_LABELS else len(INSTANCE_LABELS)
+        return varies, known, key
+
+    ranked = sorted(candidates, key=rank)
+    return ranked[:MAX_LABELS]
+
+
+def _common_labels(p: Observation) -> dict[str, str]:
+    """The notification's ``commonLabels`` when it grouped several alerts (else nothing varies by definition)."""
+    body = p.raw.get("json") if isinstance(p.raw, dict) else None
+    if not isinstance(body, dict):
+        return {}
+    alerts, common = body.get("alerts"), body.get("commonLabels")
+    if not isinstance(alerts, list) or len(alerts) < 2 or not isinstance(common, dict):
+        return {}
+    return {str(k): str(v) for k, v in common.items()}
+
+
+def _export_place(p: ReportExported) -> str:
+    """Where an export went: two exports of the same bytes to two places are two lines that say so."""
+    if p.destination == "slack":
+        return "to the Slack thread"
+    return f"to {_clip(p.destination, 120)}" if p.destination else ""
+
+
 def _follow_up(p: FollowUp, a: Actor) -> str:
     extra = (f" → {p.owner}" if p.owner else "") + (f" (due {p.due})" if p.due else "")
     return f"Follow-up ({a.label()}): {_clip(p.text)}{extra}"
@@ -103,7 +159,7 @@ _LINES: dict[type[Payload], Line] = {
     Declared: _declared,
     Goal: lambda p, a: f"Goal: {_clip(p.text)}",
     Constraint: lambda p, a: f"Constraint: {_clip(p.text)}",
-    Observation: lambda p, a: f"Observed: {_clip(p.text)}",
+    Observation: _observation,
     Hypothesis: lambda p, a: f"Hypothesis ({a.label()}): {_clip(p.text)}",
     Decision: lambda p, a: f"Decision ({a.label()}): {_clip(p.text)}",
     Message: lambda p, a: f"{a.label()}: {_clip(p.text)}",
@@ -137,7 +193,7 @@ _LINES: dict[type[Payload], Line] = {
     Question: lambda p, a: f"Question ({a.label()}): {_clip(p.text)}",
     Answer: lambda p, a: f"Answer ({a.label()}): {_clip(p.text)}",
     AgentTurn: lambda p, a: f"Agent turn ({p.reasoner}, {p.view}): {p.outcome}",
-    ReportExported: lambda p, a: f"Report exported ({p.format}, sha256 {p.sha256[:12]})",
+    ReportExported: lambda p, a: f"Report exported ({p.format}, sha256 {p.sha256[:12]}) {_export_place(p)}".rstrip(),
     FindingAnswer: _finding_answer,
     FollowUp: _follow_up,
     FollowUpSynced: lambda p, a: p.text,

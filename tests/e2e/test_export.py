@@ -226,15 +226,12 @@ async def test_slack_export_uploads_into_the_thread_once_per_digest(server: Deck
     assert digest in shared[0].text
     await eventually(lambda: any(digest in json.dumps(r.body) for r in fake.server.responses), what="the digest reply")
 
-    records = await eventually(lambda: _two(server, scope), what="the request and the receipt")
-    request, receipt = records
+    memo = await eventually(lambda: _uploaded(server, scope, digest), what="the upload's memo")
+    await server.runtime.dispatcher.idle()
+    (request,) = await exports(server, scope)  # one export, one entry: the upload appends nothing (decision 141)
     assert (request.actor.id, request.payload.destination, request.payload.file_id) == (ALICE, "slack", "")
-    assert (receipt.actor.type, receipt.payload.file_id, receipt.refs) == (
-        "system",
-        shared[0].files[0]["id"],
-        (request.seq,),
-    )
-    assert receipt.payload.sha256 == request.payload.sha256 == digest
+    assert request.payload.sha256 == digest
+    assert (memo["file_id"], memo["seq"]) == (shared[0].files[0]["id"], request.seq)
 
     # the same bytes again, from the slash command and the header's button: no second upload, no new entry
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
@@ -245,13 +242,36 @@ async def test_slack_export_uploads_into_the_thread_once_per_digest(server: Deck
     )
     await server.runtime.dispatcher.idle()
     assert len(completes(fake)) == 1
-    assert len(await exports(server, scope)) == 2
+    assert len(await exports(server, scope)) == 1
 
     # another format is other bytes: uploaded
     await fake.run_command(ALICE, GENERAL, f"export html {scope}")
     await eventually(lambda: len(completes(fake)) == 2, what="the html upload")
     html = uploaded_text(fake, completes(fake)[-1])
     assert html.startswith(b"<!DOCTYPE html>")
+
+
+async def test_one_export_is_one_line_in_the_timeline(server: DecklogServer) -> None:
+    """Issue 31: the upload into the thread appends no second ``report_exported``; the timeline (the REST API's,
+    the CLI's) shows one line per export, the one the person asked for."""
+    fake: FakeSlack = server.sandbox
+    scope, state = await declare(server)
+    await server.runtime.dispatcher.idle()
+    await fake.click_button(BOB, GENERAL, state.thread.ts, Action.EXPORT)
+    await wait_for_call(fake.server, "files.completeUploadExternal")
+    (request,) = await eventually(lambda: exports(server, scope), what="the export's entry")
+    await eventually(lambda: _uploaded(server, scope, request.payload.sha256), what="the upload")
+    await server.runtime.dispatcher.idle()
+    async with aiohttp.ClientSession() as http, http.get(f"{server.url}/api/scopes/{scope}/timeline") as resp:
+        entries = (await resp.json())["entries"]
+    lines = [e["text"] for e in entries if "Report exported" in e["text"]]
+    expected = f"Report exported (md, sha256 {request.payload.sha256[:12]}) to the Slack thread"
+    assert lines == [expected], [e["text"] for e in entries]
+    assert [e["actor"]["id"] for e in entries if e["kind"] == "report_exported"] == [BOB]
+
+    out = decklog(server.settings.data_dir, "timeline", scope)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().count("Report exported") == 1, out.stdout.decode()
 
 
 async def test_mention_export_in_the_thread_uploads_each_digest_once(server: DecklogServer) -> None:
@@ -269,18 +289,18 @@ async def test_mention_export_in_the_thread_uploads_each_digest_once(server: Dec
 
     async def settled() -> bool:
         await server.runtime.dispatcher.idle()
-        requests = {e.payload.sha256 for e in await exports(server, scope) if not e.payload.file_id}
-        receipts = [e.payload.sha256 for e in await exports(server, scope) if e.payload.file_id]
-        return bool(requests) and sorted(receipts) == sorted(requests)
+        requests = {e.payload.sha256 for e in await exports(server, scope)}
+        return bool(requests) and all([await _uploaded(server, scope, sha) for sha in requests])
 
-    await eventually(settled, timeout=10, what="one receipt per requested digest")
+    await eventually(settled, timeout=10, what="one upload per requested digest")
     digests = [c.args["initial_comment"] for c in completes(fake)]
     assert len(digests) == len(set(digests)) == len({e.payload.sha256 for e in await exports(server, scope)})
 
 
-async def _two(server: DecklogServer, scope: str) -> list[Any] | None:
-    found = await exports(server, scope)
-    return found if len(found) == 2 else None
+async def _uploaded(server: DecklogServer, scope: str, sha256: str) -> dict[str, Any] | None:
+    """The Slack sender's memo of an upload once it is done (the file id and the request's seq)."""
+    memo = await server.parts.slack_out.sender.memo_get(scope, f"upload:{sha256}")
+    return memo if memo and memo.get("file_id") else None
 
 
 def _ephemeral(fake: FakeSlack, text: str) -> bool:
@@ -299,15 +319,15 @@ async def test_a_lost_upload_response_is_reconciled_not_repeated(server: Decklog
     await server.runtime.dispatcher.idle()
     slack_faults(fake.server).apply_then_drop("files.completeUploadExternal")  # shared, but decklog never hears back
     await fake.run_command(ALICE, GENERAL, f"export md {scope}")
-    receipt = await eventually(lambda: _receipt(server, scope), timeout=20, what="the reconciled receipt")
+    (request,) = await eventually(lambda: exports(server, scope), what="the export's entry")
+    memo = await eventually(
+        lambda: _uploaded(server, scope, request.payload.sha256), timeout=20, what="the reconciled upload"
+    )
     shared = [m for m in fake.server.workspace.thread(state.thread.channel, state.thread.ts) if m.files]
-    assert len(shared) == 1 and receipt.payload.file_id == shared[0].files[0]["id"]
+    assert len(shared) == 1 and memo["file_id"] == shared[0].files[0]["id"]
+    assert len(await exports(server, scope)) == 1
     assert len(fake.server.calls_to("files.completeUploadExternal")) == 1
     assert server.parts.slack_out.sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
-
-
-async def _receipt(server: DecklogServer, scope: str) -> Any:
-    return next((e for e in await exports(server, scope) if e.payload.file_id), None)
 
 
 async def test_export_to_slack_without_a_thread_records_nothing(tmp_path: Path) -> None:

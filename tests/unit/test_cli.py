@@ -104,7 +104,7 @@ def test_explicit_scope_and_idempotent_append(data: Path) -> None:
         (("timeline", "incident/absent"), "no such scope"),
         (("verify", "incident/absent"), "no such scope"),
         (("export", "incident/absent", "--format", "pdf"), "invalid choice"),
-        (("frobnicate",), "invalid choice"),
+        (("frobnicate",), "unknown command 'frobnicate'"),
     ],
 )
 def test_bad_input_is_one_clear_line_a_nonzero_exit_and_nothing_written(

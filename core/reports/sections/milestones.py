@@ -25,6 +25,20 @@ from core.reports.model import (
     Summary,
 )
 from core.reports.sections.source import Source, seconds
+from core.state import NOT_A_RESPONSE
+
+
+def acknowledges(e: Entry) -> bool:
+    """Whether an entry is the incident's first human response when none came before: the definition of the
+    state's ``acknowledged_at`` (core/state.py, core/state_fold.py), which insights' MTTA reads. A person's
+    declaration, a person's entry that responds to the incident (not an export, a thread link or another
+    ``NOT_A_RESPONSE``), or the alert source's acknowledgement."""
+    p = e.payload
+    if isinstance(p, Declared):
+        return e.actor.type == "human"
+    if isinstance(p, Observation) and p.alert_status == "acknowledged":
+        return True
+    return e.actor.type == "human" and e.kind not in NOT_A_RESPONSE
 
 
 def milestones(src: Source) -> tuple[Milestone, ...]:
@@ -34,8 +48,7 @@ def milestones(src: Source) -> tuple[Milestone, ...]:
         p = e.payload
         if isinstance(p, Declared) and "declared" not in found:
             found["declared"] = e
-        human = e.actor.type == "human" or (isinstance(p, Observation) and p.alert_status == "acknowledged")
-        if human and "first_human_response" not in found:
+        if "first_human_response" not in found and acknowledges(e):
             found["first_human_response"] = e
         if isinstance(p, StatusChanged):
             if p.status in ("mitigated", "resolved") and "mitigated" not in found:
