@@ -127,6 +127,7 @@ index_scopes = sa.Table(
     sa.Column("permalink", sa.Text, nullable=False, server_default=""),
     sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reserved_at", sa.Float(precision=53), nullable=False, server_default="0"),
+    sa.Column("forked_from", sa.Text(collation="C"), nullable=False, server_default=""),  # core/index_apply.py
 )
 
 routes = sa.Table("routes", metadata, key("key", primary_key=True), key("scope"))
@@ -308,7 +309,31 @@ def ensure_schema(conn: Connection) -> int:
         conn.execute(
             schema_versions.update().where(schema_versions.c.name == SCHEMA_NAME).values(version=SCHEMA_VERSION)
         )
+    _add_index_columns(conn)
     return SCHEMA_VERSION
+
+
+#: Columns added to the index's tables later. The index is derived (an older decklog writing its rows without them
+#: does no harm, so no schema version), and each is added where missing, looked up first so that a start does not
+#: take a table lock for nothing.
+INDEX_ADDED_COLUMNS = {
+    ("scopes", "forked_from"): 'ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE "C" '
+    "NOT NULL DEFAULT ''",
+}
+
+
+def _add_index_columns(conn: Connection) -> None:
+    have = {
+        (r[0], r[1])
+        for r in conn.execute(
+            sa.text(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            )
+        )
+    }
+    for column, statement in INDEX_ADDED_COLUMNS.items():
+        if column not in have:
+            conn.execute(sa.text(statement))
 
 
 def engine_url(url: str) -> str:
