@@ -20,7 +20,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from core.errors import InvalidInput
 
 #: Bump when a table changes in a way an older server must not write to.
-SCHEMA_VERSION = 2  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers)
+SCHEMA_VERSION = 3  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers); 3: parked inbox requests
 SCHEMA_NAME = "decklog"
 
 metadata = sa.MetaData()
@@ -184,6 +184,8 @@ inbox = sa.Table(
     sa.Column("done_at", sa.Float(precision=53), nullable=True),
     key("owner", nullable=True),
     sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+    sa.Column("parked_at", sa.Float(precision=53), nullable=True),  # given up after its attempts (issue 31)
+    sa.Column("error", sa.Text, nullable=True),
     sa.UniqueConstraint("key", name="inbox_key"),
 )
 sa.Index("inbox_pending", inbox.c.id, postgresql_where=inbox.c.done_at.is_(None))
@@ -223,6 +225,10 @@ ADDED_COLUMNS = (
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS wake_at double precision",
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS ask_at double precision",
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS asks bigint NOT NULL DEFAULT 0",
+    # 3: an older server would replay a parked (poison) request at every start
+    "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS parked_at double precision",
+    "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS error text",
+    "ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE \"C\" NOT NULL DEFAULT ''",
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 
@@ -309,31 +315,7 @@ def ensure_schema(conn: Connection) -> int:
         conn.execute(
             schema_versions.update().where(schema_versions.c.name == SCHEMA_NAME).values(version=SCHEMA_VERSION)
         )
-    _add_index_columns(conn)
     return SCHEMA_VERSION
-
-
-#: Columns added to the index's tables later. The index is derived (an older decklog writing its rows without them
-#: does no harm, so no schema version), and each is added where missing, looked up first so that a start does not
-#: take a table lock for nothing.
-INDEX_ADDED_COLUMNS = {
-    ("scopes", "forked_from"): 'ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE "C" '
-    "NOT NULL DEFAULT ''",
-}
-
-
-def _add_index_columns(conn: Connection) -> None:
-    have = {
-        (r[0], r[1])
-        for r in conn.execute(
-            sa.text(
-                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
-            )
-        )
-    }
-    for column, statement in INDEX_ADDED_COLUMNS.items():
-        if column not in have:
-            conn.execute(sa.text(statement))
 
 
 def engine_url(url: str) -> str:

@@ -331,22 +331,3 @@ async def test_an_index_made_before_forks_were_kept_out_gets_the_column(tmp_path
             assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/old"]
         finally:
             await index.close()
-
-
-async def test_a_postgresql_index_made_before_forks_were_kept_out_gets_the_column(pg_url: str) -> None:
-    engine = pg.make_engine(pg_url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text("ALTER TABLE scopes DROP COLUMN forked_from"))
-        with engine.begin() as conn:
-            pg.ensure_schema(conn)
-        with engine.begin() as conn:
-            names = {
-                r[0]
-                for r in conn.execute(
-                    sa.text("SELECT column_name FROM information_schema.columns WHERE table_name = 'scopes'")
-                )
-            }
-        assert "forked_from" in names
-    finally:
-        engine.dispose()
