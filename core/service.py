@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.entries import (
     INCIDENT_STATUSES,
     Actor,
@@ -20,6 +22,7 @@ from core.entries import (
     StatusChanged,
     parse_payload,
 )
+from core.entries.registry import invalid_input
 from core.errors import Conflict, InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId, slugify
 from core.index import Index
@@ -66,10 +69,10 @@ class ScopeService:
         """Open a new scope. Its id comes from the title (``incident/payments-5xx``), suffixed when taken;
         an explicit ``scope`` must be new. A repeated ``idempotency_key`` returns the original declaration."""
         title = " ".join(title.split())
-        declared = NewEntry.make(
-            "declared",
-            actor,
-            Declared(
+        if not title:
+            raise InvalidInput("must not be empty: say in a few words what is happening", field="title")
+        try:
+            payload = Declared(
                 title=title,
                 severity=severity,
                 services=tuple(dict.fromkeys(s for s in services if s)),
@@ -78,9 +81,9 @@ class ScopeService:
                 dedicated_channel=dedicated_channel,
                 channel=channel,
             )
-            if title
-            else {"title": title},
-        )
+        except ValidationError as exc:  # a title over TITLE_MAX, a service name that is not text: the caller's
+            raise invalid_input(exc) from None
+        declared = NewEntry.make("declared", actor, payload)
         entries = [declared, *self._declarer_roles(actor, kind, via, then), *then]
         if idempotency_key:
             known = await self.index.inbound_scope(idempotency_key)

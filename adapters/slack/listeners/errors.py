@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -24,6 +25,7 @@ from adapters.slack import subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.grammar import UsageError
 from adapters.slack.request import FAILED, Req
+from core.entries.registry import invalid_input
 from core.errors import DecklogError
 
 log = logging.getLogger("decklog.slack")
@@ -90,6 +92,8 @@ class Outcome:
 async def failed(deps: SlackDeps, error: BaseException, req: Req) -> None:
     """An error in a stored request's work: a known one is shown to the person; an unexpected one is handed to the
     intake (``Outcome``), and shown to the person on the last attempt only."""
+    if isinstance(error, ValidationError):  # a model built from what the person typed: their mistake, not a bug
+        error = invalid_input(error)
     outcome = req.context.get(OUTCOME) if req.context is not None else None
     if not isinstance(error, UsageError | DecklogError) and isinstance(outcome, Outcome):
         outcome.error = error
