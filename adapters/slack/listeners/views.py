@@ -25,8 +25,8 @@ def _title(view: dict[str, Any]) -> str:
 def validation_errors(body: dict[str, Any]) -> dict[str, Any] | None:
     """The ack that keeps the modal open with its errors (``response_action: errors``), or None if it is valid.
     Called by the intake before anything is stored, and by Bolt's listener (whose ack then answers nobody)."""
-    view = body.get("view") or {}
-    if view.get("callback_id") != View.DECLARE.value:
+    view = body.get("view")
+    if not isinstance(view, dict) or view.get("callback_id") != View.DECLARE.value:
         return None
     title = " ".join(_title(view).split())
     if not title:
