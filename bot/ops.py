@@ -1,6 +1,7 @@
 """The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot, then every 3 s on SQLite and
-30 s on PostgreSQL) and the lifecycle job (every 30 s: channel archives and reminders that have fallen due,
-core/lifecycle.py)."""
+30 s on PostgreSQL), the lifecycle job (every 30 s: channel archives and reminders that have fallen due,
+core/lifecycle.py) and the inbox's replays (stored Slack requests queued again by ``decklog doctor --retry``, and
+on PostgreSQL a dead replica's)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ SQLITE_SWEEP_S = 3.0
 LIFECYCLE_S = 30.0
 #: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
 INBOX_TAKEOVER_S = 3.0
+#: On SQLite: how often the server looks for stored Slack requests it is not processing (those that
+#: ``decklog doctor --retry`` queued again; pending requests of a previous process are replayed at boot).
+INBOX_REPLAY_S = 5.0
 
 
 @dataclass
@@ -115,6 +119,12 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
             await sweeps.pending()
 
         jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
+    else:
+
+        async def replay_requeued() -> None:
+            await slack.intake.replay()
+
+        jobs.append(Job("inbox-replay", INBOX_REPLAY_S, replay_requeued))
     provides = Provides(
         routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
         jobs=jobs,
@@ -212,6 +222,11 @@ async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
         inbox.fsyncs,
     )
     live.gauge("decklog_inbox_pending", "Stored Slack requests not done yet", float(await slack.inbox.pending_count()))
+    live.gauge(
+        "decklog_inbox_parked",
+        "Slack requests given up after their attempts (`decklog doctor` lists them, `doctor --retry` requeues them)",
+        float(await slack.inbox.parked_count()),
+    )
     live.counter("decklog_appends_total", "Entries appended by this process", float(rt.store.appended_total))
     live.by_label(
         "gauge", "decklog_outbox_pending", "Outbox rows waiting for delivery (open scopes)", "sender", pending
@@ -228,3 +243,46 @@ async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
     live.counter("decklog_slack_updates_total", "Header updates (chat.update)", float(out.sender.stats.updates))
     live.gauge("decklog_open_scope_files", "Scope databases open right now", float(rt.store.open_files))
     return live
+
+
+# -- decklog doctor: the Slack inbox --------------------------------------------------------------------------------
+
+
+async def doctor_inbox(rt: Runtime, *, retry: bool) -> list[str]:
+    """``decklog doctor``'s lines about the Slack inbox: each parked request with its error, the counts, and with
+    ``retry`` the parked requests queued again (a running server replays them: ``inbox-replay``/``inbox-takeover``).
+    A SQLite data directory without ``inbox.db`` (no Slack request ever stored) is left alone."""
+    from bot.backends import open_inbox
+
+    if not isinstance(rt.store, PostgresLogStore) and not (Path(rt.settings.data_dir) / "inbox.db").is_file():
+        return ["inbox: 0 pending, 0 parked Slack requests"]
+    inbox = await open_inbox(rt.settings, rt.store)
+    try:
+        lines = []
+        parked = await inbox.parked()
+        for p in parked:
+            received = datetime.fromtimestamp(p.received_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            lines.append(
+                f"inbox  PARKED  {p.key} ({describe_request(p.body)}, received {received}) after {p.attempts} "
+                f"attempts: {p.error}"
+            )
+        lines.append(f"inbox: {await inbox.pending_count()} pending, {len(parked)} parked Slack requests")
+        if retry and parked:
+            queued = await inbox.retry_parked()
+            lines.append(
+                f"{queued} parked Slack requests queued again; a running `decklog serve` replays them within "
+                "seconds (or at its next start)"
+            )
+        return lines
+    finally:
+        await inbox.close()
+
+
+def describe_request(body: dict[str, object]) -> str:
+    """A stored Slack request in a few words: ``event_callback/message``, ``/incident sev 2``, ``block_actions``."""
+    event = body.get("event")
+    if body.get("type") == "event_callback" and isinstance(event, dict):
+        return f"event_callback/{str(event.get('type', '?'))[:40]}"
+    if "command" in body:
+        return f"{str(body.get('command'))[:20]} {str(body.get('text', ''))[:60]}".strip()
+    return str(body.get("type") or "request")[:40]

@@ -1,9 +1,14 @@
 """The durable inbox: requests from outside (Slack today) stored before they are acknowledged, processed after.
 
 A receiver puts the request under its idempotency key, answers the sender, then processes it; ``done`` marks it
-finished. What is still pending at boot is replayed, oldest first. A key that is already there (pending or done
-within the retention window) is refused by ``put`` — a retry, or a duplicate delivered while the first one is
-still running, is processed once. The port knows nothing of Slack: ``source`` and ``meta`` are the adapter's.
+finished. What is still pending at boot is replayed, oldest first. A key that is already there (pending, parked,
+or done within the retention window) is refused by ``put`` — a retry, or a duplicate delivered while the first one
+is still running, is processed once. The port knows nothing of Slack: ``source`` and ``meta`` are the adapter's.
+
+A request that still fails after its bounded attempts (a poison request: a wrongly typed field that breaks its
+processing, or one whose processing kept stopping the process) is ``park``-ed with its error: it is no longer
+pending, so it is never replayed at boot; ``decklog doctor`` lists it (``parked``) and ``doctor --retry`` puts it
+back in the queue (``retry_parked``). Parked requests are kept until then (they are few, and they are the record).
 """
 
 from __future__ import annotations
@@ -22,6 +27,23 @@ class InboxItem:
     meta: dict[str, Any] = field(default_factory=dict)
     received_at: float = 0.0
     attempts: int = 0
+
+
+@dataclass(frozen=True)
+class ParkedRequest:
+    """A request given up after its attempts: what it was, and the error of its last attempt."""
+
+    key: str
+    source: str
+    body: dict[str, Any]
+    received_at: float
+    attempts: int
+    parked_at: float
+    error: str
+
+
+#: How much of a parked request's error is kept (a traceback's last line, not the traceback).
+ERROR_MAX = 1000
 
 
 @dataclass
@@ -48,11 +70,27 @@ class Inbox(Protocol):
         """The request's work finished (or was given up): it is kept only to refuse retries of its key."""
         ...
 
+    async def park(self, *, key: str, error: str, attempts: int) -> None:
+        """Give ``key`` up after ``attempts`` with ``error`` (at most ``ERROR_MAX`` characters kept): no longer
+        pending, kept for ``decklog doctor``, still refusing retries of its key. Durable (it must not come back)."""
+        ...
+
     async def pending(self) -> list[InboxItem]:
-        """Requests not done yet, oldest first."""
+        """Requests not done and not parked yet, oldest first."""
         ...
 
     async def pending_count(self) -> int: ...
+
+    async def parked(self) -> list[ParkedRequest]:
+        """Every parked request, oldest first."""
+        ...
+
+    async def parked_count(self) -> int: ...
+
+    async def retry_parked(self) -> int:
+        """Put every parked request back in the queue with no attempts counted; returns how many. A running
+        server replays them within seconds (bot/ops.py ``inbox-replay``, or the replicas' ``inbox-takeover``)."""
+        ...
 
     async def prune(self, *, older_than_s: float = DONE_RETENTION_S) -> int:
         """Forget done requests finished more than ``older_than_s`` ago; returns how many."""

@@ -62,6 +62,9 @@ class Index:
     @staticmethod
     def _init_schema(conn: Connection) -> None:
         md.create_all(conn)
+        columns = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(scopes)")}
+        if "forked_from" not in columns:  # an index.db made before forks were kept out of routing (issue 31)
+            conn.exec_driver_sql("ALTER TABLE scopes ADD COLUMN forked_from VARCHAR NOT NULL DEFAULT ''")
         milestones_md.create_all(conn)  # added with insights (issue 18): created on an older index.db too
         conn.exec_driver_sql(FTS_DDL)
 
@@ -225,8 +228,8 @@ class Index:
                 stmt = stmt.where(scopes.c.status == status)
             if severity is not None:
                 stmt = stmt.where(scopes.c.severity == severity)
-            if open_only:
-                stmt = stmt.where(scopes.c.status != "resolved")
+            if open_only:  # a fork is never an open incident (nobody works on it; nothing routes to it)
+                stmt = stmt.where(scopes.c.status != "resolved", scopes.c.forked_from == "")
             if service:
                 stmt = stmt.where(scopes.c.services.like(f'%"{service}"%'))
             if updated_since:  # ISO times in one format (core/clock.py iso): text order is time order
@@ -246,7 +249,7 @@ class Index:
         def q(conn: Connection) -> list[str]:
             stmt = (
                 sa.select(scopes.c.id)
-                .where(scopes.c.kind == "incident", scopes.c.status != "resolved")
+                .where(scopes.c.kind == "incident", scopes.c.status != "resolved", scopes.c.forked_from == "")
                 .order_by((scopes.c.created_at == "").desc(), scopes.c.created_at.desc(), scopes.c.id)
                 .limit(limit)
             )

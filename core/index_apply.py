@@ -1,5 +1,10 @@
 """Applying log entries to the index (``Index.apply`` and ``rebuild``, core/index.py): full-text rows, routes,
 alert fingerprints and inbound ids from the fresh entries, the subscriber position, and the scope's row.
+
+A fork (``ScopeState.forked_from``, core/fork.py; a replay writes one too) gives no routes, fingerprints or inbound
+ids: its copied ``thread_linked``, messages and alert observations name the live incident's thread and alerts, and a
+fork never changes where a live thread, channel or alert routes — when it is written, or when ``reindex`` rebuilds
+the index in whatever order. Its row is listed with ``forked_from`` set (never an open incident).
 """
 
 from __future__ import annotations
@@ -64,9 +69,10 @@ def apply_entries(
             sa.text("INSERT INTO entries_fts(scope, seq, kind, text) VALUES (:scope, :seq, :kind, :text)"),
             fts_rows,
         )
-    for e in fresh:
-        _index_entry(conn, scope, e)
-    _index_fingerprints(conn, scope, fresh)
+    if not state.forked_from:  # a fork copies its source's thread and alerts: they still route to the source
+        for e in fresh:
+            _index_entry(conn, scope, e)
+        _index_fingerprints(conn, scope, fresh)
     if fresh and position is None:
         conn.execute(subscriptions.insert().values(scope=scope, subscriber=INDEX_SUBSCRIBER, position=fresh[-1].seq))
     elif fresh:  # forward: every fresh entry is past the position read above, in this transaction
@@ -158,4 +164,5 @@ def _scope_values(state: ScopeState) -> dict[str, Any]:
         "thread_ts": state.thread.ts if state.thread else "",
         "permalink": state.thread.permalink if state.thread else "",
         "pending_approvals": sum(1 for p in state.proposals.values() if p.status == "waiting_for_approval"),
+        "forked_from": state.forked_from,
     }

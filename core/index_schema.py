@@ -54,6 +54,8 @@ scopes = sa.Table(
     sa.Column("permalink", sa.String, nullable=False, server_default=""),
     sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reserved_at", sa.Float, nullable=False, server_default="0"),
+    # a fork (core/fork.py): its source scope. A fork is listed, but it is never an open incident and never routes.
+    sa.Column("forked_from", sa.String, nullable=False, server_default=""),
 )
 
 routes = sa.Table(
@@ -111,10 +113,12 @@ class ScopeRow:
     thread_ts: str
     permalink: str
     pending_approvals: int
+    forked_from: str = ""
 
     @property
     def is_open(self) -> bool:
-        return self.status not in ("resolved", "reserved")
+        """An incident (or change) people work on: not resolved, not only reserved, and not a fork."""
+        return self.status not in ("resolved", "reserved") and not self.forked_from
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +164,7 @@ def scope_row(r: Any) -> ScopeRow:
         thread_ts=r.thread_ts,
         permalink=r.permalink,
         pending_approvals=r.pending_approvals,
+        forked_from=r.forked_from,
     )
 
 

@@ -6,6 +6,12 @@ the scope (``state.max_fence + 1``). Every later write by a holder carries its f
 the obligation's current one — or whose lease has passed — is refused (``StaleFence``), and the refusal itself is
 recorded as a ``fence_rejected`` entry by ``reject_stale``.
 
+An incident that resolves with obligations still open says so (``left_open``: a ``reminder`` of purpose
+``obligations``, appended with the resolve and delivered to the thread through the outbox, with a button per
+obligation). People then close each one (a ``done`` finding answer, core/agents/answers.py) or keep it as a
+follow-up (``keep_as_follow_up``: a ``follow_up`` entry filed in the tracker, and the obligation closed as moved
+there). No obligation stays open with nobody told.
+
 Usage (inside ``store.append``)::
 
     result = await store.append(scope, lambda s: claim(s, "ob-1", holder="agent:verify", now=clock.now(),
@@ -23,6 +29,7 @@ from core.clock import iso, parse_iso
 from core.entries import (
     Actor,
     FenceRejected,
+    FollowUp,
     NewEntry,
     ObligationCancelled,
     ObligationClaimed,
@@ -31,8 +38,12 @@ from core.entries import (
     ObligationOpened,
     ObligationReleased,
 )
+from core.entries.lifecycle import Reminder
 from core.errors import Conflict, NotFound, StaleFence
 from core.state import ObligationState, ScopeState
+
+#: How many open obligations a resolve notice names in its text (its buttons: adapters/slack/render/obligations.py).
+NAMED_AT_RESOLVE = 10
 
 
 def new_obligation_id() -> str:
@@ -207,4 +218,39 @@ def reject_stale(
                 reason=error.message,
             ),
         )
+    ]
+
+
+def left_open(state: ScopeState, *, actor: Actor, now: datetime) -> list[NewEntry]:
+    """With a resolve (in its transaction): the notice that obligations are still open, or nothing when none is.
+    It names each one; the thread shows it with a way to close it or keep it as a follow-up."""
+    if not state.obligations:
+        return []
+    obs = list(state.obligations.values())
+    named = "; ".join(f"{' '.join(o.text.split())[:200]} ({o.id})" for o in obs[:NAMED_AT_RESOLVE])
+    more = f"; and {len(obs) - NAMED_AT_RESOLVE} more" if len(obs) > NAMED_AT_RESOLVE else ""
+    text = (
+        f"Resolved with {len(obs)} obligation{'s' if len(obs) != 1 else ''} still open: {named}{more}. "
+        "Close each one, or keep it as a follow-up."
+    )
+    notice = Reminder(
+        purpose="obligations",
+        due_at=iso(now),
+        since=iso(now),
+        text=text[:3000],
+        obligations=tuple(o.id for o in obs),
+    )
+    return [NewEntry.make("reminder", actor, notice, refs=tuple(o.opened_seq for o in obs if o.opened_seq))]
+
+
+def keep_as_follow_up(state: ScopeState, obligation_id: str, *, actor: Actor) -> list[NewEntry]:
+    """An open obligation kept as a follow-up: a ``follow_up`` (its text, its holder as the owner; the
+    ``trackers`` topic files it) and the obligation closed as moved there. ``NotFound`` if it is not open."""
+    ob = _require(state, obligation_id)
+    follow_up = FollowUp(text=" ".join(ob.text.split())[:500], owner=ob.holder[:200], obligation_id=ob.id)
+    refs = (ob.opened_seq,) if ob.opened_seq else ()
+    moved = ObligationCancelled(obligation_id=ob.id, reason=f"kept as a follow-up by {actor.label()}")
+    return [
+        NewEntry.make("follow_up", actor, follow_up, refs=refs),
+        NewEntry.make("obligation_cancelled", actor, moved, refs=refs),
     ]

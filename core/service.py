@@ -7,7 +7,10 @@ Slack handlers, alert receivers, the CLI and agents all call these; each is one 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import ValidationError
 
 from core.entries import (
     INCIDENT_STATUSES,
@@ -20,9 +23,11 @@ from core.entries import (
     StatusChanged,
     parse_payload,
 )
+from core.entries.registry import invalid_input
 from core.errors import Conflict, InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId, slugify
 from core.index import Index
+from core.obligations import keep_as_follow_up, left_open
 from core.state import ScopeState
 from core.store import AppendResult, LogStore
 
@@ -66,10 +71,10 @@ class ScopeService:
         """Open a new scope. Its id comes from the title (``incident/payments-5xx``), suffixed when taken;
         an explicit ``scope`` must be new. A repeated ``idempotency_key`` returns the original declaration."""
         title = " ".join(title.split())
-        declared = NewEntry.make(
-            "declared",
-            actor,
-            Declared(
+        if not title:
+            raise InvalidInput("must not be empty: say in a few words what is happening", field="title")
+        try:
+            payload = Declared(
                 title=title,
                 severity=severity,
                 services=tuple(dict.fromkeys(s for s in services if s)),
@@ -78,9 +83,9 @@ class ScopeService:
                 dedicated_channel=dedicated_channel,
                 channel=channel,
             )
-            if title
-            else {"title": title},
-        )
+        except ValidationError as exc:  # a title over TITLE_MAX, a service name that is not text: the caller's
+            raise invalid_input(exc) from None
+        declared = NewEntry.make("declared", actor, payload)
         entries = [declared, *self._declarer_roles(actor, kind, via, then), *then]
         if idempotency_key:
             known = await self.index.inbound_scope(idempotency_key)
@@ -130,7 +135,23 @@ class ScopeService:
             refs=tuple(refs),
             idempotency_key=idempotency_key,
         )
+        p = entry.payload
+        if isinstance(p, StatusChanged) and p.status == "resolved":  # `decklog append … status_changed`, the API
+
+            def resolving(state: ScopeState) -> list[NewEntry]:
+                return [entry, *(_left_open(state, actor) if state.status != "resolved" else [])]
+
+            return await self.store.append(scope, resolving)
         return await self.store.append(scope, [entry])
+
+    async def keep_as_follow_up(
+        self, scope: str, obligation_id: str, actor: Actor, *, idempotency_key: str | None = None
+    ) -> AppendResult:
+        """An open obligation kept as a follow-up (core/obligations.py ``keep_as_follow_up``); ``NotFound`` if it is
+        not open. A repeated ``idempotency_key`` returns the first follow-up."""
+        return await self.store.append(
+            scope, lambda s: keep_as_follow_up(s, obligation_id, actor=actor), idempotency_key=idempotency_key
+        )
 
     async def state(self, scope: str) -> ScopeState:
         return await self.store.get_state(scope)
@@ -167,13 +188,10 @@ class ScopeService:
                 if status == "resolved":
                     raise Conflict(f"{state.scope} is already resolved")
                 return []
-            return [
-                NewEntry.make(
-                    "status_changed",
-                    actor,
-                    StatusChanged(status=status, previous=state.status, summary=summary),
-                )
-            ]
+            changed = NewEntry.make(
+                "status_changed", actor, StatusChanged(status=status, previous=state.status, summary=summary)
+            )
+            return [changed, *(_left_open(state, actor) if status == "resolved" else [])]
 
         return await self.store.append(scope, decide, idempotency_key=idempotency_key)
 
@@ -234,6 +252,7 @@ class ScopeService:
                         ),
                     )
                 )
+                out += _left_open(state, actor)
             return out
 
         return await self.store.append(scope, decide, idempotency_key=idempotency_key)
@@ -266,6 +285,10 @@ class ScopeService:
         first = await self.store.append(a, link_to(b, relation))
         second = await self.store.append(b, link_to(a, back_relation or relation))
         return first, second
+
+
+def _left_open(state: ScopeState, actor: Actor) -> list[NewEntry]:
+    return left_open(state, actor=actor, now=datetime.now(UTC))
 
 
 def _require_incident(state: ScopeState) -> None:

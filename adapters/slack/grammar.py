@@ -227,6 +227,13 @@ def follow_up_args(rest: list[str]) -> dict[str, str]:
     return {"text": p.text, "owner": p.owner, "due": p.due}
 
 
+def done_args(rest: list[str]) -> dict[str, str]:
+    """``done <obligation id>`` (issue 31): close one open obligation."""
+    if len(rest) != 1:
+        raise UsageError("`done` takes one obligation id, e.g. `done ob-1a2b3c` (`obligations` lists them)")
+    return {"obligation": rest[0]}
+
+
 # -- issue 18: search and handover --------------------------------------------------------------------------------
 
 

@@ -18,9 +18,13 @@ Idempotency keys (see docs/decisions.md):
 After the ack the stored request is dispatched through Bolt (a Bolt app with verification off: the intake verified
 it), in a task that holds one of ``SlackDeps.work_slots``; requests about one thread run one after another, in the
 order they were stored (``order_lane``), so a thread's messages are recorded in Slack's order. It is marked done
-when its work finished, also when it failed with an error the person was shown; an unexpected error is retried a few times, then given up with a
-logged error (a poison request must not replay forever). At boot ``replay`` re-runs every pending request,
-oldest first; the listeners' idempotency keys make a re-run after a crash harmless.
+when its work finished, also when it failed with an error the person was shown (a usage error, a refusal). An
+unexpected error is retried a few times; after the last attempt the person is shown it and the request is parked
+with the error (``Inbox.park``): no longer pending, so never replayed, and listed by ``decklog doctor`` (``doctor
+--retry`` queues it again). So is a request replayed after its attempts all ended with the process stopping (one
+that kills the process). A poison request never replays for ever. At boot ``replay`` re-runs every pending request,
+oldest first, and a running server replays what ``doctor --retry`` queued again (bot/ops.py); the listeners'
+idempotency keys make a re-run after a crash harmless.
 """
 
 from __future__ import annotations
@@ -227,10 +231,11 @@ class SlackIntake:
 
     # -- processing -----------------------------------------------------------------------------------------------
 
-    def submit(self, item: InboxItem, *, fresh: bool = False) -> None:
-        """``fresh``: stored just now by this process (not replayed), so no attempt is recorded yet."""
+    def submit(self, item: InboxItem, *, fresh: bool = False) -> bool:
+        """``fresh``: stored just now by this process (not replayed), so no attempt is recorded yet. False if the
+        request is being processed here already."""
         if item.key in self.running:
-            return
+            return False
         self.running.add(item.key)
         lane = order_lane(item.body)
         after: asyncio.Event | None = None
@@ -242,15 +247,15 @@ class SlackIntake:
         task = asyncio.get_running_loop().create_task(work, name=f"slack:{item.key[:40]}")
         self.deps.work_tasks.add(task)
         task.add_done_callback(self.deps.work_tasks.discard)
+        return True
 
     async def replay(self) -> int:
-        """Every request stored and not done (a previous process was stopped or killed), oldest first."""
-        items = await self.inbox.pending()
-        for item in items:
-            self.submit(item)
-        if items:
-            log.info("inbox: replaying %d stored Slack requests", len(items))
-        return len(items)
+        """Every request stored, not done and not parked, that this process is not processing already (a previous
+        process was stopped or killed; ``decklog doctor --retry`` queued a parked one again), oldest first."""
+        started = sum(self.submit(item) for item in await self.inbox.pending())
+        if started:
+            log.info("inbox: replaying %d stored Slack requests", started)
+        return started
 
     async def _process(
         self,
@@ -275,7 +280,7 @@ class SlackIntake:
                 await self.before_process(item)
             delays = iter(self.retry_delays)
             # A request just stored is on its first attempt: counting it costs a write per request, so only
-            # retries and replays are counted (a request that kills the process is replayed at most once more).
+            # retries and replays are counted.
             attempt = 0
             while True:
                 async with self.deps.work_slots:
@@ -283,10 +288,18 @@ class SlackIntake:
                         attempt = 1
                     else:
                         attempt = await self.inbox.attempt(key=item.key) + (1 if fresh else 0)
+                    if attempt > self.max_attempts:  # replayed after its attempts all stopped with the process
+                        await self._park(
+                            item, attempt - 1, f"the process stopped {attempt - 1} times while processing it"
+                        )
+                        return
                     outcome = Outcome(final=attempt >= self.max_attempts)
                     await self._dispatch(item, outcome)
                 if outcome.error is None:
                     break
+                if outcome.final:
+                    await self._park(item, attempt, f"{type(outcome.error).__name__}: {outcome.error}", outcome.error)
+                    return
                 log.warning("Slack request %s failed (attempt %d), retrying: %r", item.key, attempt, outcome.error)
                 await asyncio.sleep(next(delays, self.retry_delays[-1] if self.retry_delays else 0.0))
             await self.inbox.done(key=item.key)
@@ -300,14 +313,27 @@ class SlackIntake:
                     del self._lanes[lane]
 
     async def _dispatch(self, item: InboxItem, outcome: Outcome) -> None:
+        """One attempt. Every unexpected failure ends in ``outcome.error``: the listener's and Bolt's own (their
+        error handler, adapters/slack/listeners/errors.py ``failed``), and Bolt's reading of the request itself
+        (``AsyncBoltRequest`` and ``async_dispatch`` raise on some wrongly typed fields, e.g. ``"team": 5``)."""
         headers: dict[str, str | Sequence[str]] = {"x-slack-retry-num": str(item.meta.get("retry_num", "0"))}
         if item.meta.get("retry_reason"):
             headers["x-slack-retry-reason"] = str(item.meta["retry_reason"])
-        request = AsyncBoltRequest(body=item.body, mode="socket_mode", headers=headers, context={OUTCOME: outcome})
         try:
+            request = AsyncBoltRequest(body=item.body, mode="socket_mode", headers=headers, context={OUTCOME: outcome})
             await self.bolt.async_dispatch(request)
-        except Exception as exc:  # Bolt itself (its middleware, authorize) failed
-            if not outcome.final:
-                outcome.error = exc
-                return
-            log.exception("giving up on the Slack request %s after %d attempts", item.key, self.max_attempts)
+        except Exception as exc:
+            outcome.error = exc
+
+    async def _park(self, item: InboxItem, attempts: int, error: str, exc: BaseException | None = None) -> None:
+        """Give a poison request up: parked with its error, never replayed at boot; ``decklog doctor`` shows it
+        and ``doctor --retry`` queues it again."""
+        await self.inbox.park(key=item.key, error=error, attempts=attempts)
+        self.deps.count("parked_requests")
+        log.error(
+            "gave up on the Slack request %s after %d attempts; parked (`decklog doctor` lists it): %s",
+            item.key,
+            attempts,
+            error,
+            exc_info=exc,
+        )

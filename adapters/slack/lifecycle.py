@@ -4,7 +4,8 @@ Delivered by the Slack sender, through the outbox, exactly once:
 
 - ``archive_notice`` and ``reminder`` → a post (in the dedicated channel, or the incident's thread), the way every
   entry is posted: once, looked up by its metadata when a previous attempt's outcome is unknown. A reminder
-  mentions the people it names (the commander, the follow-ups' owners).
+  mentions the people it names (the commander, the follow-ups' owners); the one a resolve leaves when obligations
+  are still open lists them with Done / Follow-up buttons (adapters/slack/render/obligations.py).
 - ``channel_archive`` → ``conversations.archive``, unless the incident was reopened or a person wrote something
   after the notice (then nothing: the next quiet period starts a new notice). ``already_archived`` counts as
   done, so a redelivery after a crash between the call and its memo archives nothing twice. The header memo is
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack import render
+from adapters.slack.render.obligations import left_open_notice
 from core.entries import Entry
 from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
 from core.outbox import PermanentFailure
@@ -50,10 +52,12 @@ def mention(user: str) -> str:
     return f"<@{user}>" if _USER_ID.match(user) else f"@{render.esc(user)}"
 
 
-def lifecycle_reply(entry: Entry) -> render.Outgoing | None:
+def lifecycle_reply(entry: Entry, state: ScopeState | None = None) -> render.Outgoing | None:
     p = entry.payload
     if isinstance(p, ArchiveNotice):
         return render.Outgoing(p.text, [render.section(f":file_cabinet: {render.esc(p.text)}")])
+    if isinstance(p, Reminder) and p.purpose == "obligations" and state is not None:  # issue 31: the resolve's
+        return left_open_notice(p, state)
     if isinstance(p, Reminder):
         who = " ".join(mention(u) for u in p.users)
         icon = ":alarm_clock:" if p.purpose == "status_update" else ":memo:"
@@ -71,7 +75,7 @@ async def deliver_lifecycle(sender: SlackSender, scope: str, entry: Entry, state
     if isinstance(entry.payload, ChannelArchive):
         await archive_channel(sender, scope, entry, entry.payload, state)
         return
-    out = lifecycle_reply(entry)
+    out = lifecycle_reply(entry, state)
     if out is not None:
         thread_ts = None if state.thread.dedicated_channel else state.thread.ts
         await sender.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)

@@ -166,5 +166,6 @@ def catalog_text(actions: Sequence[ActionInfo]) -> str:
 def _param(name: str, spec: dict[str, Any]) -> str:
     kind = spec.get("type", "string")
     choices = "|".join(str(x) for x in spec.get("enum", []))
-    req = "" if spec.get("required") else "?"
-    return f"`{name}{req}`:{choices or kind}"
+    derived = spec.get("from_incident")
+    req = "" if spec.get("required") and not derived else "?"
+    return f"`{name}{req}`:{choices or kind}" + (f" (from the incident's {derived})" if derived else "")

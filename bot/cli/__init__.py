@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.cli.common import (
     EXIT_FAILED,
     EXIT_INTERNAL,
@@ -50,6 +52,7 @@ from bot.cli.scopes import (
 from bot.cli.verify import cmd_verify
 from bot.config import load_config
 from bot.settings import Settings, SettingsError, load_settings
+from core.entries.registry import invalid_input
 from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
 
 __all__ = [
@@ -126,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"configuration error: {exc}", EXIT_USAGE)
     except InvalidInput as exc:
         return _fail(f"error: {exc}", EXIT_USAGE)
+    except ValidationError as exc:  # a model built from the command's input: the caller's mistake, not a bug
+        return _fail(f"error: {invalid_input(exc)}", EXIT_USAGE)
     except NotFound as exc:
         return _fail(f"error: {_located(str(exc), settings)}", EXIT_FAILED)
     except (Conflict, Forbidden) as exc:

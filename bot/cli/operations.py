@@ -76,6 +76,10 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{len(scopes)} scopes{where}; {pending_total} pending, {parked_total} parked outbox rows")
         if args.retry:
             print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
+        from bot.ops import doctor_inbox  # issue 31: parked (poison) Slack requests
+
+        for line in await doctor_inbox(rt, retry=args.retry):
+            print(line)
     return EXIT_OK
 
 

@@ -4,6 +4,15 @@ Normalising makes equal arguments look equal: strings are trimmed (and lower-cas
 numbers and booleans written as text are parsed, defaults are filled in, keys are sorted. The preview and the
 args hash are computed from the normalised form, so two proposals of the same thing hash the same.
 
+A parameter may be *derived from the incident* (``from_incident``): when a proposal leaves it out, it is filled
+in from the incident's facts (``INCIDENT_FACTS``: its title, severity, first service, Slack link, …), mapped
+through ``incident_values`` where the action wants its own words (a SEV2 is PagerDuty's ``error``), before the
+default. Nobody paging at 03:00 types a summary the incident already has.
+
+>>> specs = {"summary": ParamSpec(required=True, from_incident="headline")}
+>>> derive(specs, {}, {"headline": "SEV2 · Checkout 5xx"})
+{'summary': 'SEV2 · Checkout 5xx'}
+
 >>> specs = {"service": ParamSpec(required=True, lowercase=True)}
 >>> normalise(specs, {"service": "  Payments "})
 {'service': 'payments'}
@@ -17,7 +26,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,6 +35,12 @@ from core.errors import InvalidInput
 
 ParamType = Literal["string", "integer", "number", "boolean"]
 Scalar = str | int | float | bool
+#: What a parameter can be derived from (core/actions/proposals.py ``incident_facts`` computes them):
+#: ``title``; ``severity`` (1–4); ``service`` (the first), ``services`` (comma-separated); ``link`` (the Slack
+#: thread's permalink); ``scope`` (the id); ``status``; ``headline`` — ``SEV2 · <title> · <service> · <link>``,
+#: whatever of it is known, one line for a page or a status update.
+IncidentFact = Literal["title", "severity", "service", "services", "link", "scope", "status", "headline"]
+INCIDENT_FACTS: tuple[str, ...] = get_args(IncidentFact)
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
@@ -45,6 +60,8 @@ class ParamSpec(BaseModel):
     max: float | None = None
     max_length: int = Field(500, ge=1, le=10_000)
     lowercase: bool = False
+    from_incident: IncidentFact | None = None  # filled in from the incident when a proposal leaves it out
+    incident_values: dict[str, Scalar] = Field(default_factory=dict)  # the incident's value (as text) → this one's
 
     @model_validator(mode="after")
     def _check(self) -> ParamSpec:
@@ -53,6 +70,8 @@ class ParamSpec(BaseModel):
                 re.compile(self.pattern)
             except re.error as exc:
                 raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+        if self.incident_values and self.from_incident is None:
+            raise ValueError("incident_values needs from_incident (which of the incident's facts they map)")
         return self
 
 
@@ -122,6 +141,29 @@ def normalise(specs: Mapping[str, ParamSpec], params: Mapping[str, Any]) -> dict
             allowed = ", ".join(str(v) for v in spec.enum)
             raise InvalidInput(f"{coerced!r} is not one of {allowed}", field=f"params.{name}")
         out[name] = coerced
+    return out
+
+
+def derive(specs: Mapping[str, ParamSpec], params: Mapping[str, Any], facts: Mapping[str, Scalar]) -> dict[str, Any]:
+    """``params`` with every parameter derived from the incident that they leave out (or leave blank) filled in
+    from ``facts``: mapped through ``incident_values`` (a fact it does not map fills nothing), a text cut to the
+    parameter's ``max_length``. A fact the incident does not have (no severity, no Slack thread yet) fills nothing,
+    and the default or ``is required`` apply as before."""
+    out = dict(params)
+    for name, spec in specs.items():
+        given = out.get(name)
+        if spec.from_incident is None or not (given is None or (isinstance(given, str) and not given.strip())):
+            continue
+        value: Scalar | None = facts.get(spec.from_incident)
+        if value is None or value == "":
+            continue
+        if spec.incident_values:
+            value = spec.incident_values.get(str(value))
+            if value is None:
+                continue
+        if spec.type == "string" and isinstance(value, str) and len(value) > spec.max_length:
+            value = value[: spec.max_length - 1].rstrip() + "…"
+        out[name] = value
     return out
 
 

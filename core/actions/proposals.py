@@ -35,6 +35,26 @@ class Request:
     text: str = ""
 
 
+def incident_facts(state: ScopeState) -> dict[str, pm.Scalar]:
+    """What a parameter can be derived from (``ParamSpec.from_incident``; ``params.INCIDENT_FACTS``): only the
+    facts the incident has."""
+    link = state.thread.permalink if state.thread else ""
+    service = state.services[0] if state.services else ""
+    severity = f"SEV{state.severity}" if state.severity else ""
+    facts: dict[str, pm.Scalar] = {
+        "title": state.title,
+        "service": service,
+        "services": ", ".join(state.services),
+        "link": link,
+        "scope": state.scope,
+        "status": state.status,
+        "headline": " · ".join(part for part in (severity, state.title, service, link) if part),
+    }
+    if state.severity:
+        facts["severity"] = state.severity
+    return {name: value for name, value in facts.items() if value != ""}
+
+
 class Proposals:
     def __init__(self, ctx: DeskContext) -> None:
         self.ctx = ctx
@@ -102,9 +122,9 @@ class Proposals:
         spec = self.ctx.catalog.get(action)
         if not spec.available:
             raise Forbidden(f"{action} is unavailable here: {spec.unavailable_reason}; it cannot be proposed")
-        normalised = spec.normalise(params)
-        req = Request(scope, spec, normalised, rationale, obligation_id, actor, compensates_run, text)
         state = await self.ctx.store.get_state(scope)
+        normalised = spec.normalise(pm.derive(spec.params, params, incident_facts(state)))
+        req = Request(scope, spec, normalised, rationale, obligation_id, actor, compensates_run, text)
         evidence = await self.ctx.evidence(scope, state, normalised, action=spec.name)
         digest = pm.args_hash(spec.name, normalised)
         pid = new_proposal_id()

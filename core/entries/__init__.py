@@ -37,6 +37,7 @@ from core.entries.agents import (
 )
 from core.entries.base import CHANGE_STATUSES, INCIDENT_STATUSES, Actor, ActorType, Payload, Risk
 from core.entries.frame import (
+    TITLE_MAX,
     Constraint,
     Decision,
     Declared,
@@ -73,6 +74,7 @@ __all__ = [
     "CHANGE_STATUSES",
     "INCIDENT_STATUSES",
     "PAYLOADS",
+    "TITLE_MAX",
     "ActionResult",
     "ActionStarted",
     "Actor",

@@ -8,9 +8,12 @@ from pydantic import Field, field_validator
 
 from core.entries.base import Payload, _severity
 
+#: The longest title a scope may have (an alert's longer title is cut to it, core/alerts/rules.py).
+TITLE_MAX = 300
+
 
 class Declared(Payload):
-    title: str = Field(min_length=1, max_length=300)
+    title: str = Field(min_length=1, max_length=TITLE_MAX)
     severity: int | None = None
     services: tuple[str, ...] = ()
     summary: str = ""

@@ -5,7 +5,9 @@
 - ``channel_archive``: archive the channel now (``notice``: the seq of the notice it follows). The Slack sender
   calls ``conversations.archive``; ``already_archived`` counts as done.
 - ``reminder``: a nudge in the thread: ``status_update`` (no status update for the severity's interval; ``users``:
-  the commander) or ``follow_up`` (open follow-ups after the resolve; ``users``: their owners).
+  the commander), ``follow_up`` (open follow-ups after the resolve; ``users``: their owners) or ``obligations``
+  (issue 31: the incident was resolved with obligations still open, ``obligations``: their ids; appended with the
+  resolve, in its transaction — people close each one or keep it as a follow-up, core/obligations.py).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ class ChannelArchive(Payload):
 
 
 class Reminder(Payload):
-    purpose: Literal["status_update", "follow_up"]
+    purpose: Literal["status_update", "follow_up", "obligations"]
     due_at: str = Field(min_length=1)
     since: str = ""
     users: tuple[str, ...] = ()
     follow_ups: tuple[int, ...] = ()
     text: str = Field(min_length=1)
+    obligations: tuple[str, ...] = ()  # ``obligations``: the ids still open at the resolve

@@ -122,12 +122,24 @@ def parse_payload(kind: str, data: Any) -> Payload:
     try:
         payload = model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(part) for part in first["loc"]) or "payload"
-        raise InvalidInput(f"{first['msg']} (in a {kind} entry)", field=f"payload.{loc}") from None
+        raise invalid_input(exc, field="payload", where=f"a {kind} entry") from None
     if _non_finite(payload):  # the log is strict JSON: NaN and Infinity would break the hash chain's readers
         raise InvalidInput(f"NaN and Infinity are not JSON numbers (in a {kind} entry)", field="payload")
     return payload
+
+
+def invalid_input(exc: ValidationError, *, field: str = "", where: str = "") -> InvalidInput:
+    """A pydantic ``ValidationError`` as the ``InvalidInput`` every door shows as the caller's mistake (400, an
+    ephemeral ``:warning:``, one line on stderr and exit 2): its first error, naming the field (under ``field``)
+    and, for a text too long, the limit."""
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in (field, *first["loc"]) if part != "") or "payload"
+    ctx, given = first.get("ctx") or {}, first.get("input")
+    if first["type"] == "string_too_long" and isinstance(given, str):
+        message = f"at most {ctx.get('max_length')} characters (this one has {len(given)})"
+    else:
+        message = str(first["msg"])
+    return InvalidInput(f"{message} (in {where})" if where else message, field=loc)
 
 
 def _non_finite(value: Any) -> bool:

@@ -5,6 +5,8 @@ replica is refused there and processed once. A pending row belongs to the replic
 its lease runs out on the database clock; ``pending`` renews this replica's leases and takes over rows whose lease
 has run out (their replica died), ``FOR UPDATE SKIP LOCKED``, so two replicas never replay the same request.
 Called periodically (bot/ops.py ``inbox-takeover``), that is how a killed replica's acknowledged requests get done.
+A parked row (``parked_at``) is no replica's: never pending, listed by ``parked``, and ``retry_parked`` frees it
+(no owner) for the next replica's ``pending``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.inbox import DONE_RETENTION_S, InboxItem, InboxStats
+from core.inbox import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
 from core.store import postgres_schema as pg
 
 T = TypeVar("T")
@@ -101,6 +103,14 @@ class PostgresInbox:
         stmt = I.update().where(I.c.key == key, I.c.done_at.is_(None)).values(done_at=DB_NOW)
         await self._run(lambda conn: conn.execute(stmt))
 
+    async def park(self, *, key: str, error: str, attempts: int) -> None:
+        stmt = (
+            I.update()
+            .where(I.c.key == key, I.c.done_at.is_(None), I.c.parked_at.is_(None))
+            .values(parked_at=DB_NOW, error=error[:ERROR_MAX], attempts=attempts, owner=None, lease_until=None)
+        )
+        await self._run(lambda conn: conn.execute(stmt))
+
     async def pending(self) -> list[InboxItem]:
         """This replica's requests not done yet, with those of replicas whose lease ran out (taken now)."""
         mine = I.c.owner == self.owner
@@ -109,7 +119,7 @@ class PostgresInbox:
         def w(conn: Connection) -> list[InboxItem]:
             rows = conn.execute(
                 sa.select(I.c.id, I.c.key, I.c.source, I.c.body, I.c.meta, I.c.received_at, I.c.attempts, I.c.owner)
-                .where(I.c.done_at.is_(None), sa.or_(mine, free))
+                .where(I.c.done_at.is_(None), I.c.parked_at.is_(None), sa.or_(mine, free))
                 .order_by(I.c.id)
                 .with_for_update(skip_locked=True)
             ).all()
@@ -128,8 +138,37 @@ class PostgresInbox:
         return await self._run(w)
 
     async def pending_count(self) -> int:
-        stmt = sa.select(sa.func.count()).select_from(I).where(I.c.done_at.is_(None))
+        stmt = sa.select(sa.func.count()).select_from(I).where(I.c.done_at.is_(None), I.c.parked_at.is_(None))
         return await self._run(lambda conn: int(conn.execute(stmt).scalar() or 0))
+
+    async def parked(self) -> list[ParkedRequest]:
+        stmt = (
+            sa.select(I.c.key, I.c.source, I.c.body, I.c.received_at, I.c.attempts, I.c.parked_at, I.c.error)
+            .where(I.c.done_at.is_(None), I.c.parked_at.is_not(None))
+            .order_by(I.c.id)
+        )
+
+        def q(conn: Connection) -> list[ParkedRequest]:
+            return [
+                ParkedRequest(
+                    r.key, r.source, json.loads(r.body), r.received_at, r.attempts, r.parked_at, r.error or ""
+                )
+                for r in conn.execute(stmt)
+            ]
+
+        return await self._run(q)
+
+    async def parked_count(self) -> int:
+        stmt = sa.select(sa.func.count()).select_from(I).where(I.c.done_at.is_(None), I.c.parked_at.is_not(None))
+        return await self._run(lambda conn: int(conn.execute(stmt).scalar() or 0))
+
+    async def retry_parked(self) -> int:
+        stmt = (
+            I.update()
+            .where(I.c.done_at.is_(None), I.c.parked_at.is_not(None))
+            .values(parked_at=None, error=None, attempts=0, owner=None, lease_until=None)
+        )
+        return int(await self._run(lambda conn: conn.execute(stmt).rowcount) or 0)
 
     async def prune(self, *, older_than_s: float = DONE_RETENTION_S) -> int:
         stmt = I.delete().where(I.c.done_at.is_not(None), I.c.done_at < DB_NOW - older_than_s)

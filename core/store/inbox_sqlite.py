@@ -3,7 +3,8 @@
 Every ``put`` that is waiting when the writer picks up a batch shares its ``BEGIN IMMEDIATE`` transaction and
 its one commit — one fsync under ``synchronous=FULL`` — so 16 concurrent Slack requests cost one fsync, not 16.
 ``attempt`` and ``done`` marks are bookkeeping whose loss only means one more (idempotent) replay: they commit
-without an fsync of their own (``durable=False``) and ride on the next durable commit, as outbox marks do.
+without an fsync of their own (``durable=False``) and ride on the next durable commit, as outbox marks do. A
+``park`` is durable: a poison request must not come back at the next start.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from core.inbox import DONE_RETENTION_S, InboxItem, InboxStats
+from core.inbox import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
 from core.store.sqlite_file import SqliteFile
 
 SCHEMA = """
@@ -29,9 +30,18 @@ CREATE TABLE IF NOT EXISTS inbox (
     meta TEXT NOT NULL,
     received_at REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    done_at REAL
+    done_at REAL,
+    parked_at REAL,
+    error TEXT
 )
 """
+#: Columns added after the first inbox.db (added to an older file when it is opened).
+ADDED_COLUMNS = {
+    "parked_at": "ALTER TABLE inbox ADD COLUMN parked_at REAL",
+    "error": "ALTER TABLE inbox ADD COLUMN error TEXT",
+}
+PENDING = "done_at IS NULL AND parked_at IS NULL"
+PARKED = "done_at IS NULL AND parked_at IS NOT NULL"
 PENDING_INDEX = "CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (id) WHERE done_at IS NULL"
 DONE_INDEX = "CREATE INDEX IF NOT EXISTS inbox_done ON inbox (done_at) WHERE done_at IS NOT NULL"
 
@@ -106,10 +116,22 @@ class SqliteInbox:
 
         await self.file.write(w, savepoint=False, durable=False)
 
+    async def park(self, *, key: str, error: str, attempts: int) -> None:
+        at, text = self._now(), error[:ERROR_MAX]
+
+        def w(conn: Connection, batch: _Batch) -> None:
+            batch.durable = True
+            conn.exec_driver_sql(
+                f"UPDATE inbox SET parked_at = ?, error = ?, attempts = ? WHERE key = ? AND {PENDING}",
+                (at, text, attempts, key),
+            )
+
+        await self.file.write(w, savepoint=False)
+
     async def pending(self) -> list[InboxItem]:
         def q(conn: Connection) -> list[InboxItem]:
             rows = conn.exec_driver_sql(
-                "SELECT key, source, body, meta, received_at, attempts FROM inbox WHERE done_at IS NULL ORDER BY id"
+                f"SELECT key, source, body, meta, received_at, attempts FROM inbox WHERE {PENDING} ORDER BY id"
             ).fetchall()
             return [InboxItem(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4], r[5]) for r in rows]
 
@@ -117,9 +139,33 @@ class SqliteInbox:
 
     async def pending_count(self) -> int:
         def q(conn: Connection) -> int:
-            return int(conn.exec_driver_sql("SELECT count(*) FROM inbox WHERE done_at IS NULL").scalar() or 0)
+            return int(conn.exec_driver_sql(f"SELECT count(*) FROM inbox WHERE {PENDING}").scalar() or 0)
 
         return await self.file.read(q, small=True)
+
+    async def parked(self) -> list[ParkedRequest]:
+        def q(conn: Connection) -> list[ParkedRequest]:
+            rows = conn.exec_driver_sql(
+                "SELECT key, source, body, received_at, attempts, parked_at, error "
+                f"FROM inbox WHERE {PARKED} ORDER BY id"
+            ).fetchall()
+            return [ParkedRequest(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6] or "") for r in rows]
+
+        return await self.file.read(q)
+
+    async def parked_count(self) -> int:
+        def q(conn: Connection) -> int:
+            return int(conn.exec_driver_sql(f"SELECT count(*) FROM inbox WHERE {PARKED}").scalar() or 0)
+
+        return await self.file.read(q, small=True)
+
+    async def retry_parked(self) -> int:
+        def w(conn: Connection, batch: _Batch) -> int:
+            batch.durable = True
+            cur = conn.exec_driver_sql(f"UPDATE inbox SET parked_at = NULL, error = NULL, attempts = 0 WHERE {PARKED}")
+            return int(cur.rowcount)
+
+        return await self.file.write(w, savepoint=False)
 
     async def prune(self, *, older_than_s: float = DONE_RETENTION_S) -> int:
         cutoff = self._now() - older_than_s
@@ -136,5 +182,10 @@ class SqliteInbox:
 
 
 def _init_schema(conn: Connection) -> None:
-    for statement in (SCHEMA, PENDING_INDEX, DONE_INDEX):
+    conn.exec_driver_sql(SCHEMA)
+    have = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(inbox)")}
+    for column, statement in ADDED_COLUMNS.items():
+        if column not in have:
+            conn.exec_driver_sql(statement)
+    for statement in (PENDING_INDEX, DONE_INDEX):
         conn.exec_driver_sql(statement)

@@ -20,7 +20,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from core.errors import InvalidInput
 
 #: Bump when a table changes in a way an older server must not write to.
-SCHEMA_VERSION = 2  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers)
+SCHEMA_VERSION = 3  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers); 3: parked inbox requests
 SCHEMA_NAME = "decklog"
 
 metadata = sa.MetaData()
@@ -127,6 +127,7 @@ index_scopes = sa.Table(
     sa.Column("permalink", sa.Text, nullable=False, server_default=""),
     sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reserved_at", sa.Float(precision=53), nullable=False, server_default="0"),
+    sa.Column("forked_from", sa.Text(collation="C"), nullable=False, server_default=""),  # core/index_apply.py
 )
 
 routes = sa.Table("routes", metadata, key("key", primary_key=True), key("scope"))
@@ -183,6 +184,8 @@ inbox = sa.Table(
     sa.Column("done_at", sa.Float(precision=53), nullable=True),
     key("owner", nullable=True),
     sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+    sa.Column("parked_at", sa.Float(precision=53), nullable=True),  # given up after its attempts (issue 31)
+    sa.Column("error", sa.Text, nullable=True),
     sa.UniqueConstraint("key", name="inbox_key"),
 )
 sa.Index("inbox_pending", inbox.c.id, postgresql_where=inbox.c.done_at.is_(None))
@@ -222,6 +225,10 @@ ADDED_COLUMNS = (
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS wake_at double precision",
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS ask_at double precision",
     "ALTER TABLE due_turns ADD COLUMN IF NOT EXISTS asks bigint NOT NULL DEFAULT 0",
+    # 3: an older server would replay a parked (poison) request at every start
+    "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS parked_at double precision",
+    "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS error text",
+    "ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE \"C\" NOT NULL DEFAULT ''",
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 

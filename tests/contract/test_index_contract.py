@@ -275,3 +275,59 @@ async def test_a_batch_of_repeats_keeps_the_last_observation_of_each_fingerprint
     await feed(index, log, "incident/storm")
     [row] = await index.file.read(lambda conn: read_milestones(conn, None))
     assert row.status == "resolved" and row.ttr is not None
+
+
+async def test_a_fork_never_routes_and_is_never_an_open_incident(index: Index) -> None:
+    """Issue 31: a fork copies its source's thread, messages and alerts; applied after the source (the CLI's fork)
+    or before it (a rebuild in any order), it takes none of the source's routes or fingerprints, and it is listed
+    but never offered as an open incident."""
+    from core.fork import copies
+
+    log = MemoryLogStore()
+    await declared(log, "incident/a", "A", services=["api"])
+    link = NewEntry.make("thread_linked", Actor.system(), {"channel": "C1", "ts": "1.5"})
+    await log.append("incident/a", [link, msg("a reply", channel="C1", ts="1.6"), obs("fp1")])
+    source = await log.read("incident/a")
+    await log.append("incident/a-fork-1", copies(list(source), "incident/a", len(source)), create=True)
+    items = [(await log.get_state(s), await log.read(s)) for s in ("incident/a-fork-1", "incident/a")]
+    for rebuild in (False, True):
+        if rebuild:
+            await index.rebuild(items)
+        else:
+            for scope in ("incident/a", "incident/a-fork-1"):
+                await feed(index, log, scope)
+        assert await index.route("C1", "1.5") == "incident/a"
+        assert await index.route("C1", "1.6") == "incident/a"
+        assert await index.open_scope_for_fingerprint("fp1") == "incident/a"
+        assert await index.last_scope_for_fingerprint("fp1") == "incident/a"
+        assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/a"]
+        assert [r.id for r in await index.list_scopes(kind="incident", service="api", open_only=True)] == ["incident/a"]
+        assert await index.unresolved_incidents() == ["incident/a"]
+        fork = await index.get("incident/a-fork-1")
+        assert fork is not None and fork.forked_from == "incident/a" and not fork.is_open
+        assert sorted(r.id for r in await index.list_scopes()) == ["incident/a", "incident/a-fork-1"]
+
+
+async def test_an_index_made_before_forks_were_kept_out_gets_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old" / "index.db"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as conn:  # the scopes table as older decklogs made it
+        conn.execute(
+            "CREATE TABLE scopes (id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, title VARCHAR NOT NULL DEFAULT '', "
+            "status VARCHAR NOT NULL DEFAULT 'reserved', severity INTEGER, services TEXT NOT NULL DEFAULT '[]', "
+            "created_at VARCHAR NOT NULL DEFAULT '', updated_at VARCHAR NOT NULL DEFAULT '', "
+            "resolved_at VARCHAR NOT NULL DEFAULT '', version INTEGER NOT NULL DEFAULT 0, "
+            "thread_channel VARCHAR NOT NULL DEFAULT '', thread_ts VARCHAR NOT NULL DEFAULT '', "
+            "permalink VARCHAR NOT NULL DEFAULT '', pending_approvals INTEGER NOT NULL DEFAULT 0, "
+            "reserved_at FLOAT NOT NULL DEFAULT 0)"
+        )
+        conn.execute("INSERT INTO scopes (id, kind, status) VALUES ('incident/old', 'incident', 'investigating')")
+    with ThreadPoolExecutor(1) as executor:
+        index = Index(path, executor)
+        await index.open()
+        try:
+            assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/old"]
+        finally:
+            await index.close()

@@ -155,6 +155,32 @@ async def test_a_version_1_database_gets_the_due_turns_wake_and_ask_columns(pg_u
         assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
 
 
+async def test_a_version_2_database_gets_parked_inbox_requests_and_forked_scopes(pg_url: str) -> None:
+    """Issue 31: ``inbox.parked_at``/``error`` (poison requests) and the index's ``scopes.forked_from``."""
+
+    def columns() -> set[tuple[str, str]]:
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            ).fetchall()
+        return {(str(r[0]), str(r[1])) for r in rows}
+
+    added = {("inbox", "parked_at"), ("inbox", "error"), ("scopes", "forked_from")}
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it before issue 31
+        conn.execute("ALTER TABLE inbox DROP COLUMN parked_at, DROP COLUMN error")
+        conn.execute("ALTER TABLE scopes DROP COLUMN forked_from")
+        conn.execute("UPDATE schema_versions SET version = 2")
+    assert not added & columns()
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await store.open()
+    finally:
+        await store.close()
+    assert added <= columns()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
+
+
 async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_url: str) -> None:
     one, two = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:

@@ -208,7 +208,7 @@ async def test_bad_signatures_are_401_and_malformed_bodies_400_and_nothing_is_st
     assert stored(data_dir) == []
 
 
-async def test_a_failing_request_is_retried_then_given_up_and_marked_done(
+async def test_a_failing_request_is_retried_then_given_up_and_parked(
     make_server: ServerFactory, tmp_path: Path, monkeypatch: Any, caplog: Any
 ) -> None:
     from adapters.slack.runner import CommandRunner
@@ -224,10 +224,20 @@ async def test_a_failing_request_is_retried_then_given_up_and_marked_done(
     server = await make_server(data_dir=data_dir)
     server.parts.slack.intake.retry_delays = (0.0,)
     await server.sandbox.run_command(ALICE, GENERAL, "list")
-    await eventually(lambda: stored(data_dir) and all(d for _k, d in stored(data_dir)), what="given up, done")
+    await eventually(lambda: _parked(data_dir), what="given up, parked")
+    assert [d for _k, d in stored(data_dir)] == [False]  # not done: parked, where `decklog doctor` shows it
     assert calls == ["list"] * server.parts.slack.intake.max_attempts
+    assert "RuntimeError: poison" in _parked(data_dir)[0]
     replies = [r for r in server.sandbox.server.responses if "ref `" in r.body.get("text", "")]
     assert len(replies) == 1  # the person hears about it once, on the last attempt
+
+
+def _parked(data_dir: Path) -> list[str]:
+    db = sqlite3.connect(data_dir / "inbox.db")
+    try:
+        return [e for (e,) in db.execute("select error from inbox where parked_at is not null")]
+    finally:
+        db.close()
 
 
 async def test_pending_requests_are_replayed_at_boot_oldest_first(tmp_path: Path) -> None:
@@ -306,7 +316,11 @@ async def test_work_unfinished_at_stop_stays_in_the_inbox_and_is_replayed(
     assert [done for _k, done in stored(data_dir)] == [False]
     again = await make_server(data_dir=data_dir)
     await eventually(lambda: _scope_thread(again, "incident/held-at-the-stop"), timeout=10, what="replayed")
-    await eventually(lambda: [done for _k, done in stored(data_dir)] == [True], timeout=10, what="done")
+    # finished: done, or (its ephemeral answer's response_url died with the first sandbox, so answering fails)
+    # parked with that error after its attempts — either way no longer pending, never replayed again
+    await eventually(
+        lambda: [done for _k, done in stored(data_dir)] == [True] or _parked(data_dir), timeout=10, what="finished"
+    )
 
 
 async def test_a_threads_messages_are_recorded_in_slack_order_while_other_threads_go_on(

@@ -21,6 +21,7 @@ HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcomma
 • `link <scope>` — link another scope   • `ask <question>` — ask the agent
 • `goal <text>` / `constraint <text>` / `decision <text>` / `hypothesis <text>` — record the goal, a constraint, a decision or a hypothesis
 • `follow-up <text> [@owner] [due YYYY-MM-DD]` — a follow-up, filed in the team's tracker
+• `obligations` — open obligations: close each one, or keep it as a follow-up   • `done <obligation>` — close an open obligation (`follow-up <obligation>` keeps it as a follow-up)
 • `run <action> [key=value …]` — propose a catalog action   • `actions` — the action catalog   • `catchup` — catch me up (only you see it)
 • `approve <id>` / `deny <id> [reason]` — decide a parked action   • `compensate <run>` — undo a run
 • `export [md|json|html]` — upload the post-incident report   • `help`

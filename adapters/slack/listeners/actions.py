@@ -100,24 +100,12 @@ async def on_finding(deps: SlackDeps, req: Req) -> None:
 
 
 async def on_follow_up(deps: SlackDeps, req: Req) -> None:
-    """Issue 18: the header's "Follow-up" button on an open obligation → a ``follow_up`` entry (its text, its
-    holder as the owner, ``obligation_id``), once per obligation; the ``trackers`` outbox topic files it."""
+    """The "Follow-up" button on an open obligation (the header's, issue 18; the resolve's notice and
+    ``obligations``, issue 31) → kept as a follow-up: a ``follow_up`` entry (its text, its holder as the owner,
+    ``obligation_id``) that the ``trackers`` outbox topic files, and the obligation closed — once per obligation."""
     scope, oid = _split(req.action["value"])
-    ob = (await deps.store.get_state(scope)).obligations.get(oid)
-    if ob is None:
-        await _tell(req, f"Obligation `{oid}` is no longer open in `{scope}`.")
-        return
-    payload = {"text": " ".join(ob.text.split())[:500], "owner": ob.holder[:200], "obligation_id": oid}
-    refs = [ob.opened_seq] if ob.opened_seq else []
     key = f"slack:follow_up:{scope}:{oid}"
-    result = await deps.service.record(scope, "follow_up", payload, req.actor, refs=refs, idempotency_key=key)
-    seq = result.entries[0].seq if result.entries else 0
-    if result.duplicate:
-        await _tell(req, f"Obligation `{oid}` already has a follow-up (#{seq}) in `{scope}`.")
-        return
-    await _tell(
-        req, f":memo: Follow-up #{seq} recorded from `{oid}`; it is filed in the team's tracker when one is set."
-    )
+    await _tell(req, await subcommands.handlers.keep_obligation(deps.service, scope, oid, req.actor, key=key))
 
 
 async def on_record_as(deps: SlackDeps, req: Req) -> None:

@@ -4,9 +4,9 @@ that the person is shown, so that an operator can find the traceback.
 Slack requests are stored in the inbox and acknowledged before Bolt sees them (adapters/slack/intake.py); Bolt
 runs here only to route a stored request to its listener, whose ``ack()`` then answers nobody. ``acked`` wraps the
 work of a listener: it runs inline (the intake holds a work slot around the whole dispatch and marks the request
-done when it returns), and every failure goes through ``report`` — the same handler Bolt calls (``app.error``).
-An unexpected error on an attempt that is not the last is handed back to the intake (``Outcome``) to be retried
-instead of being shown. See docs/decisions.md.
+done when it returns), and every failure goes through ``failed`` — the same handler Bolt calls (``app.error``).
+An unexpected error is handed back to the intake (``Outcome``): retried instead of being shown, and after the last
+attempt shown and parked. See docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -24,6 +25,7 @@ from adapters.slack import subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.grammar import UsageError
 from adapters.slack.request import FAILED, Req
+from core.entries.registry import invalid_input
 from core.errors import DecklogError
 
 log = logging.getLogger("decklog.slack")
@@ -79,11 +81,25 @@ OUTCOME = "decklog_outcome"  # the Bolt context key under which the intake passe
 
 @dataclass
 class Outcome:
-    """How one processing attempt of a stored request went, for the intake: ``error`` is an unexpected failure
-    that was not shown to the person because the attempt is not ``final`` (it will be retried)."""
+    """How one processing attempt of a stored request went, for the intake: ``error`` is an unexpected failure.
+    It is shown to the person only on the ``final`` attempt; before that the intake retries the request, and after
+    the final one it parks it with this error (``decklog doctor`` lists it)."""
 
     final: bool = True
     error: BaseException | None = None
+
+
+async def failed(deps: SlackDeps, error: BaseException, req: Req) -> None:
+    """An error in a stored request's work: a known one is shown to the person; an unexpected one is handed to the
+    intake (``Outcome``), and shown to the person on the last attempt only."""
+    if isinstance(error, ValidationError):  # a model built from what the person typed: their mistake, not a bug
+        error = invalid_input(error)
+    outcome = req.context.get(OUTCOME) if req.context is not None else None
+    if not isinstance(error, UsageError | DecklogError) and isinstance(outcome, Outcome):
+        outcome.error = error
+        if not outcome.final:
+            return
+    await report(deps, error, req.body, req.respond, req.client)
 
 
 def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[..., Awaitable[None]]:
@@ -102,21 +118,18 @@ def acked(deps: SlackDeps, work: Work, ack_with: AckWith = ack_now) -> Callable[
 async def run_work(deps: SlackDeps, work: Work, req: Req) -> None:
     """Run ``work``; a known error is shown to the person; an unexpected one is shown on the last attempt only."""
     try:
-        failed = req.context.get(FAILED) if req.context is not None else None
-        if failed is not None:
-            raise failed
+        earlier = req.context.get(FAILED) if req.context is not None else None
+        if earlier is not None:
+            raise earlier
         await work(req)
-    except (UsageError, DecklogError) as exc:
-        await report(deps, exc, req.body, req.respond, req.client)
     except Exception as exc:
-        outcome = req.context.get(OUTCOME) if req.context is not None else None
-        if isinstance(outcome, Outcome) and not outcome.final:
-            outcome.error = exc
-            return
-        await report(deps, exc, req.body, req.respond, req.client)
+        await failed(deps, exc, req)
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:
     @app.error
-    async def on_error(error: Exception, body: dict[str, Any], respond: Any, client: AsyncWebClient) -> None:
-        await report(deps, error, body, respond, client)
+    async def on_error(
+        error: Exception, body: dict[str, Any], respond: Any, client: AsyncWebClient, context: Any
+    ) -> None:
+        """Bolt's own failures (its global middleware, a listener's matcher) go the way a listener's go."""
+        await failed(deps, error, Req(body, respond, client, context))

@@ -11,20 +11,31 @@ from adapters.slack.ids import DeclareField, View
 from adapters.slack.listeners.errors import acked
 from adapters.slack.middleware import counted, view_context
 from adapters.slack.request import Req
+from core.entries import TITLE_MAX
 
 
 def _title(view: dict[str, Any]) -> str:
-    values = view.get("state", {}).get("values", {})
-    return str(((values.get(DeclareField.TITLE_BLOCK) or {}).get(DeclareField.TITLE) or {}).get("value") or "")
+    """The title typed in the form ("" when the form is not shaped as Slack sends it)."""
+    found: Any = view
+    for step in ("state", "values", DeclareField.TITLE_BLOCK, DeclareField.TITLE, "value"):
+        found = found.get(step) if isinstance(found, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def validation_errors(body: dict[str, Any]) -> dict[str, Any] | None:
     """The ack that keeps the modal open with its errors (``response_action: errors``), or None if it is valid.
     Called by the intake before anything is stored, and by Bolt's listener (whose ack then answers nobody)."""
-    view = body.get("view") or {}
-    if view.get("callback_id") != View.DECLARE.value or _title(view).strip():
+    view = body.get("view")
+    if not isinstance(view, dict) or view.get("callback_id") != View.DECLARE.value:
         return None
-    return {"response_action": "errors", "errors": {DeclareField.TITLE_BLOCK: "Say in a few words what is happening."}}
+    title = " ".join(_title(view).split())
+    if not title:
+        problem = "Say in a few words what is happening."
+    elif len(title) > TITLE_MAX:
+        problem = f"At most {TITLE_MAX} characters (this one has {len(title)}): put the details in the summary."
+    else:
+        return None
+    return {"response_action": "errors", "errors": {DeclareField.TITLE_BLOCK: problem}}
 
 
 def register(app: AsyncApp, deps: SlackDeps) -> None:

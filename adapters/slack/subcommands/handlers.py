@@ -7,14 +7,19 @@ ports (``adapters.slack.ports``); a port that is not wired answers "… is not a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from adapters.slack import render
 from adapters.slack.grammar import Command
 from adapters.slack.ports import SlackPorts, Where
+from adapters.slack.render import obligations as render_obligations
+from core.agents.answers import answer_finding
 from core.entries import Actor
+from core.errors import NotFound
 from core.index import Index
 from core.service import ScopeService
 from core.state import ScopeState
@@ -226,7 +231,10 @@ async def _catch_up(call: Call, actor: Actor, key: str) -> str:
 
 
 async def follow_up(call: Call) -> Reply:
-    """``follow-up <text> [@owner] [due YYYY-MM-DD]``: a ``follow_up`` entry; the ``trackers`` topic files it."""
+    """``follow-up <text> [@owner] [due YYYY-MM-DD]``: a ``follow_up`` entry; the ``trackers`` topic files it.
+    ``follow-up <obligation id>`` (issue 31) keeps that open obligation as a follow-up, as its button does."""
+    if OBLIGATION_ID.fullmatch(call.args.get("text", "")) and not call.args.get("owner") and not call.args.get("due"):
+        return Reply(await keep_obligation(call.service, call.scope, call.args["text"], call.actor, key=call.key))
     payload = {k: v for k, v in call.args.items() if k in ("text", "owner", "due") and v}
     result = await call.service.record(call.scope, "follow_up", payload, call.actor, idempotency_key=call.key)
     if result.duplicate:
@@ -234,6 +242,43 @@ async def follow_up(call: Call) -> Reply:
     return Reply(
         f":memo: Follow-up #{result.entries[0].seq} recorded in `{call.scope}`; it will be filed in the tracker."
     )
+
+
+# -- issue 31: the obligations a resolve left open ---------------------------------------------------------------
+
+#: An obligation's id as people type it (``ob-1a2b3c``, the ids core/obligations.py makes).
+OBLIGATION_ID = re.compile(r"ob-[A-Za-z0-9_-]+")
+
+
+async def keep_obligation(service: ScopeService, scope: str, oid: str, actor: Actor, *, key: str) -> str:
+    """Keep an open obligation as a follow-up; the line the person is told (also ``follow-up <obligation id>``)."""
+    try:
+        result = await service.keep_as_follow_up(scope, oid, actor, idempotency_key=key)
+    except NotFound:
+        return f"Obligation `{oid}` is no longer open in `{scope}`."
+    seq = result.entries[0].seq if result.entries else 0
+    if result.duplicate:
+        return f"Obligation `{oid}` already has a follow-up (#{seq}) in `{scope}`."
+    return f":memo: Follow-up #{seq} recorded from `{oid}` (now closed); it is filed in the team's tracker when one is set."
+
+
+async def obligations(call: Call) -> Reply:
+    """``obligations``: the scope's open obligations, each with Done / Follow-up (only the person sees it)."""
+    out = render_obligations.open_obligations(await call.store.get_state(call.scope))
+    return Reply(out.text, out.blocks)
+
+
+async def obligation_done(call: Call) -> Reply:
+    """``done <obligation id> [note]``: a person closes an open obligation — the finding answer *Done* gives
+    (core/agents/answers.py): the obligation fulfilled, with who said so."""
+    oid = call.args["obligation"]
+    ob = (await call.store.get_state(call.scope)).obligations.get(oid)
+    if ob is None or not ob.opened_seq:
+        return Reply(f"Obligation `{oid}` is no longer open in `{call.scope}` (`obligations` lists the open ones).")
+    line = await answer_finding(
+        call.store, call.scope, ob.opened_seq, "done", call.actor, now=datetime.now(UTC), key=call.key
+    )
+    return Reply(f":white_check_mark: {line}" if line.startswith("Recorded") else line)
 
 
 # -- issue 18: search, handover ---------------------------------------------------------------------------------
