@@ -9,9 +9,9 @@ incident that holds the group or one of the service groups split off it — gets
 
 Which alerts are the group's comes from stored state, never from memory: the incidents the notification was routed
 to, and the open incidents linked to them that hold the group (a split notification's parent and children,
-core/alerts/splits.py), each read as it is now; where an incident also holds other groups, its log says which
-alerts came with this one. Each incident is one append whose ``decide`` looks again at the alerts' status, so a
-resend (or another replica) resolves nothing twice.
+core/alerts/splits.py), each read as it is now; the incident's log says which of its firing alerts came with this
+group (it may also hold other groups, or lone alerts that joined by service). Each incident is one append whose
+``decide`` looks again at the alerts' status, so a resend (or another replica) resolves nothing twice.
 """
 
 from __future__ import annotations
@@ -48,20 +48,17 @@ def implied_resolve(alert: AlertState, *, source: str, group: str) -> NewEntry:
 
 
 def decide_resolves(
-    state: ScopeState, *, source: str, group: str, fingerprints: Collection[str] | None, named: Collection[str]
+    state: ScopeState, *, source: str, group: str, fingerprints: Collection[str], named: Collection[str]
 ) -> list[NewEntry]:
-    """Inside the append: a resolve for each alert of ``source`` still firing in ``state`` that the notification
-    did not name (``named``) — all of them when ``fingerprints`` is None, else only those listed — and the
-    all-clear suggestion when that resolves the last firing alert."""
+    """Inside the append: a resolve for each of the group's ``fingerprints`` that is still firing in ``state`` and
+    that the notification did not name (``named``), and the all-clear suggestion when that resolves the last firing
+    alert."""
     if state.kind != "incident" or not state.is_open:
         return []
     alerts = [
         a
         for fp, a in state.alerts.items()
-        if a.status != "resolved"
-        and a.source == source
-        and fp not in named
-        and (fingerprints is None or fp in fingerprints)
+        if a.status != "resolved" and a.source == source and fp not in named and fp in fingerprints
     ]
     out = [implied_resolve(a, source=source, group=group) for a in alerts]
     suggestion = all_clear(state, [(a.fingerprint, "resolved", a.title) for a in alerts])
@@ -101,11 +98,11 @@ class GroupResolves:
         ]
         if not firing:
             return 0
-        fingerprints: set[str] | None = None
-        if not all(in_family(g, group) for g in state.alert_groups):
-            fingerprints = await self._of_group(state.scope, group, set(firing))  # the incident holds other groups
-            if not fingerprints:
-                return 0
+        # Which of them came with this group: the log says (the incident may also hold other groups, or lone alerts
+        # that joined it by service; the folded state does not keep an alert's group).
+        fingerprints = await self._of_group(state.scope, group, set(firing))
+        if not fingerprints:
+            return 0
 
         def decide(now: ScopeState) -> list[NewEntry]:
             return decide_resolves(now, source=source, group=group, fingerprints=fingerprints, named=named)
