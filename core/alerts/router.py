@@ -241,14 +241,21 @@ class AlertRouter:
         """A notification's parts over the limit, to the storm incident in one append (one each was one append per
         part, each writing the storm incident's whole state again: 2,000 services took minutes); then each part's
         group is claimed there, so that its later notifications go there too."""
-        first, _ = waiting[0]
-        combined = Part(first.group, tuple(item for part, _ in waiting for item in part.items))
-        items = [item for _, prepared in waiting for item in prepared]
-        done = await self._storm_part(combined, items, {})
+        first, prepared = waiting[0]
+        done = await self._storm_part(first, prepared, {})  # declares it if need be, on the first part's service
         scope = next((o.scope for _, o in done if o.scope), "")
+        rest = waiting[1:]
+        if not rest:
+            return done
+        combined = Part(rest[0][0].group, tuple(item for part, _ in rest for item in part.items))
+        items = [item for _, its in rest for item in its]
+        joined = await self._join(scope, combined, items, storm=True) if scope else None
+        if joined is None:  # the storm incident was resolved meanwhile: a new one
+            joined = await self._storm_part(combined, items, {})
+            scope = next((o.scope for _, o in joined if o.scope), scope)
         if scope:  # concurrently: the index commits them in a few batches
-            await asyncio.gather(*(self._claim(part, scope) for part, _ in waiting[1:]))
-        return done
+            await asyncio.gather(*(self._claim(part, scope) for part, _ in rest[1:]))
+        return done + joined
 
     async def _join_storm(
         self, source: str, part: Part, items: list[Prepared]
