@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test check lint format typecheck bench browser clean
+.PHONY: run test check lint format typecheck bench browser monitoring clean
 
 $(VENV)/.runtime: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,10 +43,21 @@ browser:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null 2>&1)) || \
 	  echo "note: could not install chromium; browser tests will be skipped"; }
 
-## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser), on TEST_WORKERS processes,
+## monitoring: install Debian's prometheus and prometheus-alertmanager for the tests that run a real monitoring stack
+## (best effort; without them those tests skip with a reason, and fail under CI=true)
+MONITORING_PACKAGES ?= prometheus prometheus-alertmanager
+monitoring:
+	@{ command -v prometheus >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1; } || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  (apt-get install -y -qq --no-install-recommends $(MONITORING_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && \
+	    apt-get install -y -qq --no-install-recommends $(MONITORING_PACKAGES) >/dev/null 2>&1)) || \
+	  echo "note: could not install $(MONITORING_PACKAGES); the tests that run them will be skipped"; }
+
+## test: the whole suite (unit, end-to-end over loopback fakes, reliability, browser, real Alertmanager), on TEST_WORKERS processes,
 ## each test file whole on one of them (TEST_WORKERS=0 runs it in this process)
 TEST_WORKERS ?= 2
-test: $(VENV)/.dev browser
+test: $(VENV)/.dev browser monitoring
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(VENV)/.dev

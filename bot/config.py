@@ -37,7 +37,7 @@ class SlackConfig(_Section):
 class AlertsConfig(_Section):
     grouping_window_minutes: float = Field(10, ge=0)
     rate_limit_per_minute: int = Field(120, ge=1)
-    max_payload_bytes: int = Field(1_000_000, ge=1024)
+    max_payload_bytes: int = Field(32_000_000, ge=1024)  # issue 31: a 10,000-alert Alertmanager group is ~10 MB
     raw_evidence_bytes: int = Field(16_384, ge=256)
     default_severity: int = Field(3, ge=1, le=4)
     severity: dict[str, dict[str, int]] = Field(default_factory=dict)

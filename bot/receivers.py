@@ -1,14 +1,22 @@
 """The alert and change receivers: ``POST /alerts/{source}`` and ``POST /changes/{source}``.
 
-Each request is checked in this order, and any refusal appends nothing:
+Each request is checked in this order, and any refusal appends nothing of the request:
 
 1. ``{source}`` is one of ``adapters.alerts.ALERT_SOURCES`` / ``adapters.changes.CHANGE_SOURCES`` — else 404;
 2. a token is configured (``DECKLOG_ALERT_TOKEN``; the sandbox generates one) — else 401 saying to set it;
 3. a declared ``Content-Length`` above ``[alerts] max_payload_bytes`` — 413;
 4. ``Authorization: Bearer <token>``, or the source's own signature where it has one (PagerDuty's
    ``X-PagerDuty-Signature``, GitHub's ``X-Hub-Signature-256``, with the token as the secret) — else 401;
-5. the body, read in chunks and never past the limit — else 413; then JSON (UTF-8, no NaN/Infinity) — else 400;
+5. the body, read in chunks into one buffer and never past the limit — else 413; then JSON (UTF-8, no
+   NaN/Infinity) — else 400;
 6. the source's parser — a ``PayloadError`` is a 400 whose ``error`` names the field path.
+
+The limit (32 MB by default) takes any notification a real Alertmanager, Grafana or PagerDuty sends: a group of
+10,000 alerts with real label sets is about 10 MB. A big body is parsed off the event loop, and neither it nor its
+JSON is held once its alerts are parsed (the evidence kept is a capped prefix, not a second serialisation). A 413 of
+an authenticated alert sender names the limit and what to change in the sender (Alertmanager's ``max_alerts``), and
+is recorded — the source's "notifications refused" incident in the alerts channel, at most once per window
+however often the sender retries (``core.alerts.refusals``).
 
 Then core records it (``core.alerts.AlertRouter`` / ``core.changes.ChangeService``) and the answer (202 when
 something was recorded, 200 when nothing was) says what happened to each alert or change. The Slack side is
@@ -26,6 +34,7 @@ redelivery, a change older than the one recorded).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -58,6 +67,8 @@ ALERT_ROUTE = "/alerts/{source}"
 CHANGE_ROUTE = "/changes/{source}"
 READ_CHUNK = 64 * 1024
 RAW_DEPTH_MAX = 32  # deeper payloads are kept as (capped) text evidence, not as JSON
+BIG_BODY = 256 * 1024  # bodies at least this big are parsed in a thread, off the event loop
+Body = bytes | bytearray  # a request body, read into one buffer
 TOKEN_HELP = (
     "DECKLOG_ALERT_TOKEN is not set: set it to a shared secret and send it as 'Authorization: Bearer <token>' "
     "(PagerDuty and GitHub may sign with it instead)"
@@ -88,6 +99,26 @@ class Refused(Exception):
         if self.field:
             body["field"] = self.field
         return web.json_response(body, status=self.status, headers=self.headers)
+
+
+class TooBig(Refused):
+    """A 413: the body is over ``limit`` (``size`` its declared length, None when it was not declared).
+    ``authenticated``: the sender showed the token, so the refusal is worth recording."""
+
+    def __init__(self, size: int | None, limit: int, *, authenticated: bool, advice: str = "") -> None:
+        how_big = f"is {size} bytes" if size is not None else "is larger than that"
+        message = f"the payload {how_big}; decklog takes at most {limit} bytes ([alerts] max_payload_bytes)"
+        super().__init__(413, f"{message}: {advice}" if advice else message)
+        self.size = size
+        self.limit = limit
+        self.authenticated = authenticated
+
+
+#: What to change in a sender whose notifications are too big (the 413's advice; the recorded refusal says more).
+SHRINK = {
+    "alertmanager": "set max_alerts in Alertmanager's webhook_configs entry for decklog (e.g. max_alerts: 1000)",
+    "grafana": "set Max alerts in the Grafana webhook contact point for decklog (e.g. 1000)",
+}
 
 
 class Receivers:
@@ -124,9 +155,14 @@ class Receivers:
             source = ALERT_SOURCES.get(name)
             if source is None:
                 raise Refused(404, f"unknown alert source {name!r} (known: {', '.join(sorted(ALERT_SOURCES))})")
-            body, payload = await self._accept(request, source)
-            signals = _parsed(lambda: source.parse(payload))
-            outcomes = await self.alerts.receive(name, signals, raw=self._evidence(payload, body))
+            body = await self._accept(request, source, advice=SHRINK.get(name, ""))
+            signals, evidence = await self._parse_alerts(body, source)
+            del body  # the alerts are parsed: neither the body nor its JSON is held while they are routed
+            outcomes = await self.alerts.receive(name, signals, raw=evidence)
+        except TooBig as big:
+            if big.authenticated:
+                await self.alerts.refused(name, big.size, big.limit)
+            return big.response()
         except Refused as refused:
             return refused.response()
         recorded = [o for o in outcomes if o.appended]
@@ -147,7 +183,8 @@ class Receivers:
             source = CHANGE_SOURCES.get(name)
             if source is None:
                 raise Refused(404, f"unknown change source {name!r} (known: {', '.join(sorted(CHANGE_SOURCES))})")
-            body, payload = await self._accept(request, source)
+            body = await self._accept(request, source)
+            payload = _json(body)
             if name == github.SOURCE and _event(request) == github.ISSUES_EVENT:
                 return await self._issue(payload)
             signals = _parsed(lambda: source.parse_request(payload, request.headers))
@@ -194,14 +231,14 @@ class Receivers:
         secret = self.secret.get_secret_value().strip() if self.secret is not None else ""
         return secret or None
 
-    async def _accept(self, request: web.Request, source: Source) -> tuple[bytes, object]:
-        """Authenticate and read the body (bounded) → (raw bytes, parsed JSON); raises ``Refused``."""
+    async def _accept(self, request: web.Request, source: Source, *, advice: str = "") -> Body:
+        """Authenticate and read the body (bounded) → the raw bytes; raises ``Refused`` (``TooBig`` for a 413)."""
         token = self.token()
         if token is None:
             raise Refused(401, TOKEN_HELP, headers={"WWW-Authenticate": "Bearer"})
-        if request.content_length is not None and request.content_length > self.max_bytes:
-            raise Refused(413, f"the payload is larger than {self.max_bytes} bytes")
         bearer = _bearer_matches(request.headers.get("Authorization"), token)
+        if request.content_length is not None and request.content_length > self.max_bytes:
+            raise TooBig(request.content_length, self.max_bytes, authenticated=bearer, advice=advice)
         signed = source.signature_header is not None and header_value(request.headers, source.signature_header)
         if not bearer and not signed:
             how = (
@@ -210,24 +247,38 @@ class Receivers:
                 else "'Authorization: Bearer <token>'"
             )
             raise Refused(401, f"missing or wrong credentials: send {how}", headers={"WWW-Authenticate": "Bearer"})
-        body = await self._read(request)
-        if not bearer and not source.verify(token, body, request.headers):
+        body = await self._read(request, authenticated=bearer, advice=advice)
+        if not bearer and not source.verify(token, bytes(body), request.headers):  # signed bodies are small
             raise Refused(401, f"the {source.signature_header} signature does not match the body")
         _refuse_form(request, body)
-        return body, _json(body)
+        return body
 
-    async def _read(self, request: web.Request) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
+    async def _read(self, request: web.Request, *, authenticated: bool, advice: str) -> Body:
+        """The body in one buffer (never past the limit, never a second copy of it)."""
+        body = bytearray()
         async for chunk in request.content.iter_chunked(READ_CHUNK):
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise Refused(413, f"the payload is larger than {self.max_bytes} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            if len(body) + len(chunk) > self.max_bytes:
+                raise TooBig(request.content_length, self.max_bytes, authenticated=authenticated, advice=advice)
+            body += chunk
+        return body  # a bytearray: ``bytes(body)`` would be a second copy; everything downstream reads it as is
 
-    def _evidence(self, payload: object, body: bytes) -> dict[str, Any]:
+    async def _parse_alerts(self, body: Body, source: Any) -> tuple[list[Any], dict[str, Any]]:
+        """JSON → the source's signals, plus the evidence to keep; in a thread when the body is big, so that a
+        10 MB notification does not hold the event loop. The JSON is dropped once the signals are made."""
+
+        def parse() -> tuple[list[Any], dict[str, Any]]:
+            payload = _json(body)
+            signals = _parsed(lambda: source.parse(payload))
+            return signals, self._evidence(payload, body)
+
+        if len(body) < BIG_BODY:
+            return parse()
+        return await asyncio.to_thread(parse)
+
+    def _evidence(self, payload: object, body: Body) -> dict[str, Any]:
         """The vendor payload as evidence, capped at ``raw_evidence_bytes`` (text when it cannot be JSON)."""
+        if len(body) > 4 * self.raw_bytes:  # far over the cap: its prefix, without serialising it all again
+            return {"truncated": bytes(body[: self.raw_bytes]).decode("utf-8", "replace"), "bytes": len(body)}
         if _shallow(body) and not _may_hold_surrogates(body):
             return truncate_raw(payload, self.raw_bytes)  # the common case: nothing to check or replace
         if _depth(payload) <= RAW_DEPTH_MAX:
@@ -291,10 +342,10 @@ FORM_HELP = {
 }
 
 
-def _refuse_form(request: web.Request, body: bytes) -> None:
+def _refuse_form(request: web.Request, body: Body) -> None:
     """A form-encoded body (Datadog's 'Encode as form', GitHub's default content type) → 400 naming the setting."""
     form = request.content_type == "application/x-www-form-urlencoded"
-    if not form and not body.lstrip().startswith((b"{", b"[")) and body.startswith(b"payload="):
+    if not form and body.startswith(b"payload="):  # (no strip: that would copy a 10 MB body)
         form = True
     if not form:
         return
@@ -307,8 +358,8 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _json(body: bytes) -> object:
-    if not body.strip():
+def _json(body: Body) -> object:
+    if not body or body.isspace():  # (not ``strip``: a copy of the whole body)
         raise Refused(400, "the body is empty: expected a JSON object")
     try:
         text = body.decode("utf-8")
@@ -322,12 +373,12 @@ def _json(body: bytes) -> object:
         raise Refused(400, f"malformed JSON: {exc}") from None
 
 
-def _shallow(body: bytes) -> bool:
+def _shallow(body: Body) -> bool:
     """JSON nested ``n`` deep has at least ``n`` opening brackets: few brackets, no need to walk it (``_depth``)."""
     return body.count(b"{") + body.count(b"[") <= RAW_DEPTH_MAX
 
 
-def _may_hold_surrogates(body: bytes) -> bool:
+def _may_hold_surrogates(body: Body) -> bool:
     """Only a ``\\udXXX`` escape makes a lone surrogate (strict UTF-8 never decodes to one): without one, the
     parsed payload stores as UTF-8 as it is."""
     return b"\\ud" in body or b"\\uD" in body
@@ -387,7 +438,7 @@ def build_receivers(rt: Runtime) -> ReceiversPart:
     )
     provides = Provides(
         routes=[Route("POST", ALERT_ROUTE, receivers.alert), Route("POST", CHANGE_ROUTE, receivers.change)],
-        senders=[ChangeLinkSender(changes, rt.store)],
+        senders=[ChangeLinkSender(changes, rt.store, splits=alerts.splits)],
         listeners=[receivers.on_commit],
         jobs=[Job("alerts:summaries", 60.0, receivers.rearm)],
         # routing state from the index and the scope states (the first alert waits for it); summaries due

@@ -1,4 +1,4 @@
-"""The ``changes`` outbox sender: change <-> incident links, made because a declaration was committed.
+"""The ``changes`` outbox sender: the links a declaration implies, made because it was committed.
 
 Every ``declared`` entry gets a row in the ``changes`` topic (bot.runtime ``TOPIC_KINDS``; other kinds get none).
 Delivering it links the new scope to the other side: an incident to the changes on its services in the link window
@@ -6,12 +6,16 @@ before its first alert, a change to the open incidents on its service. Because i
 between the declaration's commit and the linking only delays the links: the boot sweep delivers the row again.
 Links and their evidence carry idempotency (``state.linked`` and ``change-evidence:<change>``), so a redelivery, or
 the receiver's own inline link of a change, appends nothing twice.
+
+An incident declared from a split alert notification is linked to its parent in its declaration; the parent's link
+back is made at the end of the alert request, or here when that request died first (``core.alerts.splits``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.alerts.splits import SplitLinks
 from core.changes import ChangeService, incident_alert_time
 from core.entries import Declared, Entry
 from core.store import LogStore
@@ -24,14 +28,17 @@ class ChangeLinkSender:
     name = TOPIC
     batch_size = 16
 
-    def __init__(self, changes: ChangeService, store: LogStore) -> None:
+    def __init__(self, changes: ChangeService, store: LogStore, *, splits: SplitLinks | None = None) -> None:
         self.changes = changes
         self.store = store
+        self.splits = splits
         self.delivered = 0
 
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
         for entry in entries:
             p = entry.payload
+            if isinstance(p, Declared) and self.splits is not None and scope.startswith("incident/"):
+                await self.splits.back_link(scope)
             if not isinstance(p, Declared) or not any(p.services):
                 continue
             if scope.startswith("incident/"):

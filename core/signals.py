@@ -58,6 +58,9 @@ class AlertSignal(BaseModel):
     group_title: str = Field(default="", max_length=500)
     # Alerts of this notification the sender left out (Alertmanager/Grafana ``truncatedAlerts``).
     left_out: int = Field(default=0, ge=0)
+    # The notification says its whole ``group`` resolved (Alertmanager/Grafana group-level ``status: resolved``):
+    # every alert of the group resolves, also those the sender left out of it (``max_alerts``).
+    group_resolved: bool = False
     # The source's priority is authoritative in both directions (PagerDuty priority), not only upwards.
     sets_severity: bool = False
     # The vendor reopened this incident (PagerDuty ``incident.reopened``).

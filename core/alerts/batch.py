@@ -55,11 +55,12 @@ def explicit_service(signal: AlertSignal) -> str:
 @dataclass(frozen=True)
 class Part:
     """Signals of one request that go to one incident. ``group`` "" = a lone alert routed by fingerprint and
-    service; ``siblings`` are the groups of the same notification split off by a differing service label."""
+    service; ``family`` is the notification group this part was split off by a differing service label ("" when
+    the notification was not split)."""
 
     group: str
     items: tuple[tuple[int, AlertSignal], ...]
-    siblings: tuple[str, ...] = ()
+    family: str = ""
 
     @property
     def signals(self) -> list[AlertSignal]:
@@ -96,10 +97,14 @@ def partition(signals: Sequence[AlertSignal]) -> list[Part]:
         by_service: dict[str, list[tuple[int, AlertSignal]]] = {svc: [] for svc in services}
         for index, signal in items:
             by_service[explicit_service(signal) or services[0]].append((index, signal))
-        names = [f"{part}|service={svc}" for svc in services]
-        for name, svc in zip(names, services, strict=True):
-            out.append(Part(name, tuple(by_service[svc]), tuple(n for n in names if n != name)))
+        for svc in services:
+            out.append(Part(f"{part}|service={svc}", tuple(by_service[svc]), family=part))
     return out
+
+
+def in_family(group: str, family: str) -> bool:
+    """Is ``group`` the notification group ``family`` or one of the service groups split off it?"""
+    return group == family or group.startswith(family + "|service=")
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,8 @@ def decide_batch(
         out.extend(_severity(state, chosen.items))
         out.extend(_notes(state, batch))
     out.extend(links)
-    suggestion = _all_clear(state, chosen.items)
+    changes = [(i.signal.fingerprint, i.signal.status, i.signal.title) for i in chosen.items]
+    suggestion = all_clear(state, changes)
     if suggestion is not None:
         out.append(suggestion)
     return out
@@ -242,22 +248,22 @@ def _notes(state: ScopeState, batch: Sequence[Prepared]) -> list[NewEntry]:
     return out
 
 
-def _all_clear(state: ScopeState, items: Sequence[Prepared]) -> NewEntry | None:
-    """One resolve suggestion when this batch resolves the incident's last firing alerts (once per all-clear)."""
-    if not items or "resolve" in state.suggestion_actions.values():
+def all_clear(state: ScopeState, changes: Sequence[tuple[str, str, str]]) -> NewEntry | None:
+    """One resolve suggestion when a batch resolves the incident's last firing alerts (once per all-clear).
+    ``changes``: the batch's alert observations, first in the batch, as ``(fingerprint, status, title)``."""
+    if not changes or "resolve" in state.suggestion_actions.values():
         return None
     final = {a.fingerprint: a.status for a in state.alerts.values()}
-    newly = False
-    last_resolved: Prepared | None = None
-    for item in items:
-        fp, status = item.signal.fingerprint, item.signal.status
+    last_resolved: int | None = None
+    for n, (fp, status, _title) in enumerate(changes):
         if status == "resolved" and final.get(fp) != "resolved":
-            newly, last_resolved = True, item
+            last_resolved = n
         final[fp] = status
-    if not newly or last_resolved is None or any(s != "resolved" for s in final.values()):
+    if last_resolved is None or any(s != "resolved" for s in final.values()):
         return None
     total = len(final)
-    seq = state.version + 1 + items.index(last_resolved)
+    title = changes[last_resolved][2]
+    seq = state.version + 1 + last_resolved
     alerts = "the alert" if total == 1 else f"all {total} alerts"
     return NewEntry.make(
         "suggestion",
@@ -267,8 +273,7 @@ def _all_clear(state: ScopeState, items: Sequence[Prepared]) -> NewEntry | None:
             text=f"{alerts[0].upper()}{alerts[1:]} of this incident {'has' if total == 1 else 'have'} "
             "resolved. Resolve the incident?",
             action="resolve",
-            rationale=f"“{clip(last_resolved.signal.title, 80)}” resolved at #{seq}, and no alert of this incident "
-            "is firing",
+            rationale=f"“{clip(title, 80)}” resolved at #{seq}, and no alert of this incident is firing",
         ),
         refs=(seq,),
     )
@@ -295,7 +300,7 @@ def group_title(part: Part) -> str:
     else:
         title = f"{titles[0]} (+{len(titles) - 1} more)"
     service = explicit_service(first)
-    if part.siblings and service and service not in title:
+    if part.family and service and service not in title:
         title = f"{title} — {service}"
     return title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 1].rstrip() + "…"
 
@@ -304,7 +309,3 @@ def link_entry(scope: str, relation: str, reason: str, source: str) -> NewEntry:
     return NewEntry.make(
         "scope_linked", Actor.system(source), ScopeLinked(scope=scope, relation=relation, reason=reason)
     )
-
-
-def split_reason(part: Part) -> str:
-    return f"the same {source_name(part.first.source)} notification, another service"

@@ -1,14 +1,18 @@
 """The alert application service: each notification's alerts go to exactly one place in the log.
 
 A request's signals are split into parts (``batch.partition``: a vendor group, split only where explicit service
-labels differ, else a lone alert); each part, in order:
+labels differ, else a lone alert); each part counts once against its source's per-minute rate limit (counted across
+replicas with ``rates``, core/alerts/rates.py), and then, in order:
 
 1. its group (or lone fingerprint) has an open incident → its observations are appended there, in one transaction;
 2. else a part with no firing alert is ``ignored`` (it opens nothing);
 3. else a lone alert (or a group with an explicit service) joins the open incident of its service that saw an
-   alert within the grouping window; over its source's per-minute rate limit (counted across replicas with
-   ``rates``, core/alerts/rates.py), the source's alert-storm incident;
-4. else a ``new`` incident is declared with the part's observations in the same transaction.
+   alert within the grouping window; over the rate limit, the source's alert-storm incident (groups too);
+4. else a ``new`` incident is declared with the part's observations in the same transaction — linked to the first
+   incident of the same notification when a service label split it (``splits``: one parent, not every pair).
+
+After the parts: a notification whose group resolved resolves the group's alerts it left out (``group_resolves``).
+A notification too big to take is refused by the receiver and recorded once per window (``refusals``).
 
 Appends are ``decide`` callables (``batch.decide_batch``), answered inside the append's transaction. Known groups
 and fingerprints take a lock-free fast path; what may declare or join runs under locks on its keys (in-process, or
@@ -29,10 +33,13 @@ from core.alerts import batch, outcomes, rules
 from core.alerts.activity import Activity
 from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.caches import Recent
+from core.alerts.group_resolves import GroupResolves
 from core.alerts.locks import KeyedLocks
 from core.alerts.rates import RateCounter
+from core.alerts.refusals import Refusals
 from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
+from core.alerts.splits import Family, SplitLinks, parent_link
 from core.alerts.storms import Storms
 from core.clock import Clock
 from core.entries import Actor, Entry, NewEntry
@@ -81,6 +88,9 @@ class AlertRouter:
         self._groups: Recent[str, str] = Recent()  # a source's group → the open incident it went to
         self._closed: Recent[str, str] = Recent(2_000)  # a group → its incident, once that was resolved
         self._warm: asyncio.Task[int] | None = None
+        self.splits = SplitLinks(store)
+        self.group_resolves = GroupResolves(store, self._open_incident)
+        self.refusals = Refusals(store, index, service, clock, self._locks, severity=policy.default_severity)
 
     async def receive(
         self, source: str, signals: Sequence[AlertSignal], *, raw: Mapping[str, Any] | None = None
@@ -90,14 +100,36 @@ class AlertRouter:
         await self.warm()
         outcomes: list[AlertOutcome | None] = [None] * len(signals)
         evidence = dict(raw or {})
-        for part in batch.partition(signals):
-            over_limit = await self.storms.over_limit(source, len(part.items))
-            done = await self._route_part(part, evidence, over_limit and not part.group)
+        parts = batch.partition(signals)
+        over = await self.storms.over_limit(source, len(parts))  # a group counts once: it opens one incident at most
+        families: dict[str, Family] = {}
+        resolved: dict[str, list[str]] = {}  # a resolved notification group → the incidents its parts went to
+        to_storm: list[tuple[Part, list[Prepared]]] = []  # parts over the limit: one append to the storm incident
+        for part, storm in zip(parts, over, strict=True):
+            family = families.setdefault(part.family, Family(source)) if part.family else None
+            held = len(to_storm)
+            done = await self._route_part(part, evidence, storm, family, to_storm)
             for index, outcome in done:
                 outcomes[index] = outcome
-            if any(o.appended for _, o in done):
+            if any(o.appended for _, o in done) or len(to_storm) > held:
                 evidence = {}
+            if part.first.group_resolved:
+                routed = resolved.setdefault(part.family or part.group, [])
+                routed.extend(o.scope for _, o in done if o.scope)
+        if to_storm:
+            for index, outcome in await self._storm_parts(to_storm):
+                outcomes[index] = outcome
+        for family in families.values():
+            await self.splits.link(family)
+        named = {s.fingerprint for s in signals}
+        for group, routed in resolved.items():
+            await self.group_resolves.resolve(source, group, routed, named)
         return [o for o in outcomes if o is not None]
+
+    async def refused(self, source: str, size: int | None, limit: int) -> str:
+        """A notification from ``source`` was refused as too big (``size`` bytes, None = not declared): recorded in
+        the source's "notifications refused" incident, at most once per window (core/alerts/refusals.py)."""
+        return await self.refusals.record(source, size, limit)
 
     # -- state derived from the index and the scope states ----------------------------------------------------
 
@@ -138,7 +170,32 @@ class AlertRouter:
 
     # -- routing ----------------------------------------------------------------------------------------------
 
-    async def _route_part(self, part: Part, raw: dict[str, Any], storm: bool) -> list[tuple[int, AlertOutcome]]:
+    async def _route_part(
+        self,
+        part: Part,
+        raw: dict[str, Any],
+        storm: bool,
+        family: Family | None = None,
+        to_storm: list[tuple[Part, list[Prepared]]] | None = None,
+    ) -> list[tuple[int, AlertOutcome]]:
+        """Route one part (``to_storm``: where a part for the storm incident waits, instead of its own append)."""
+        done = await self._route(part, raw, storm, family, to_storm)
+        if family is not None:
+            scopes = [o.scope for _, o in done if o.scope and not o.storm]
+            if scopes and not family.parent:
+                family.parent = scopes[0]  # the first incident of the notification: the others link to it
+            elif scopes and scopes[0] != family.parent and any(o.outcome == "new" for _, o in done):
+                family.children.append((scopes[0], batch.explicit_service(part.first)))
+        return done
+
+    async def _route(
+        self,
+        part: Part,
+        raw: dict[str, Any],
+        storm: bool,
+        family: Family | None,
+        to_storm: list[tuple[Part, list[Prepared]]] | None,
+    ) -> list[tuple[int, AlertOutcome]]:
         first = part.first
         items = batch.prepare(self.policy, part, raw)
         service = first.service
@@ -160,9 +217,12 @@ class AlertRouter:
             if not first.vendor_incident and (not part.group or batch.explicit_service(first)):
                 target = await self.activity.target(service)
             if target is None and storm:  # one storm incident per source, however many alerts are over at once
+                if to_storm is not None:
+                    to_storm.append((part, items))
+                    return []
                 return await self._storm_part(part, items, raw)
             done = None if target is None else await self._join(target, part, items, storm=storm)
-            return done if done is not None else await self._declare(part, items, raw, storm=storm)
+            return done if done is not None else await self._declare(part, items, raw, storm=storm, family=family)
 
     async def _storm_part(
         self, part: Part, items: list[Prepared], raw: dict[str, Any]
@@ -176,6 +236,26 @@ class AlertRouter:
         async with self._locks.hold(rules.storm_key(source)):
             done = await self._join_storm(source, part, items)
             return done if done is not None else await self._declare(part, items, raw, storm=True)
+
+    async def _storm_parts(self, waiting: list[tuple[Part, list[Prepared]]]) -> list[tuple[int, AlertOutcome]]:
+        """A notification's parts over the limit, to the storm incident in one append (one each was one append per
+        part, each writing the storm incident's whole state again: 2,000 services took minutes); then each part's
+        group is claimed there, so that its later notifications go there too."""
+        first, prepared = waiting[0]
+        done = await self._storm_part(first, prepared, {})  # declares it if need be, on the first part's service
+        scope = next((o.scope for _, o in done if o.scope), "")
+        rest = waiting[1:]
+        if not rest:
+            return done
+        combined = Part(rest[0][0].group, tuple(item for part, _ in rest for item in part.items))
+        items = [item for _, its in rest for item in its]
+        joined = await self._join(scope, combined, items, storm=True) if scope else None
+        if joined is None:  # the storm incident was resolved meanwhile: a new one
+            joined = await self._storm_part(combined, items, {})
+            scope = next((o.scope for _, o in joined if o.scope), scope)
+        if scope:  # concurrently: the index commits them in a few batches
+            await asyncio.gather(*(self._claim(part, scope) for part, _ in rest[1:]))
+        return done + joined
 
     async def _join_storm(
         self, source: str, part: Part, items: list[Prepared]
@@ -260,7 +340,7 @@ class AlertRouter:
         return outcomes.appended(scope, chosen, entries, joined=joined, storm=storm, opened=opened)
 
     async def _declare(
-        self, part: Part, items: list[Prepared], raw: dict[str, Any], *, storm: bool
+        self, part: Part, items: list[Prepared], raw: dict[str, Any], *, storm: bool, family: Family | None = None
     ) -> list[tuple[int, AlertOutcome]]:
         first = part.first
         source = first.source
@@ -269,6 +349,8 @@ class AlertRouter:
         severity = batch.opening_severity(items)
         title = rules.storm_title(source, self.policy.rate_limit_per_minute) if storm else batch.group_title(part)
         links = await self._links(part)
+        if family is not None and not storm:
+            links.extend(parent_link(family))
         probe = ScopeState(scope="incident/new", severity=severity, version=1)
         chosen = Chosen()
         then = batch.decide_batch(probe, items, group=part.group, chosen=chosen, links=links)
@@ -290,10 +372,6 @@ class AlertRouter:
             await self._claim(part, scope)
         if storm:
             await self.storms.declared(source, scope)
-        for sibling in part.siblings:
-            other = self._groups.get(sibling)
-            if other is not None and other != scope:
-                await self.store.append(other, [batch.link_entry(scope, "related", batch.split_reason(part), source)])
         return self._outcomes(scope, part, chosen, result.entries[1:], joined=True, storm=storm, opened=True)
 
     async def _claim_ahead(self, part: Part, title: str, key: str | None) -> str | None:
@@ -309,8 +387,8 @@ class AlertRouter:
         return str(sid)
 
     async def _links(self, part: Part) -> list[NewEntry]:
-        """Links of a new incident: to the incident the vendor reopened, and to its siblings of a split
-        notification."""
+        """Links of a new incident: to the incident the vendor reopened (its split notification's parent is
+        ``splits.parent_link``'s)."""
         first = part.first
         out: list[NewEntry] = []
         if first.reopened and part.group:
@@ -321,10 +399,6 @@ class AlertRouter:
                 name = batch.source_name(first.source)
                 reason = f"{name} reopened {first.title!r} after this incident was resolved"
                 out.append(batch.link_entry(previous, "reopens", reason, first.source))
-        for sibling in part.siblings:
-            other = self._groups.get(sibling)
-            if other is not None:
-                out.append(batch.link_entry(other, "related", batch.split_reason(part), first.source))
         return out
 
     async def _claim(self, part: Part, scope: str) -> None:

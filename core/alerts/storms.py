@@ -1,7 +1,9 @@
 """The alert router's storm bookkeeping: the per-source rate limit, and each source's open alert-storm incident.
 
-Over ``rate_limit_per_minute`` alerts a minute from one source, alerts that would open an incident join the
-source's one storm incident instead (core/alerts/router.py). The limit counts this process's arrivals
+Over ``rate_limit_per_minute`` parts a minute from one source — a lone alert, or one group of a notification (one
+per service where a notification is split) — a part that would open an incident joins the source's one storm
+incident instead (core/alerts/router.py). A group counts once however many alerts it holds: it opens one incident
+at most. The limit counts this process's arrivals
 (``RateLimiter``), or every replica's with a shared ``RateCounter`` (core/alerts/rates.py). The storm incident is
 remembered here, claimed in the index under ``rules.storm_key(source)`` when it is declared (so that another
 replica finds it at once), and found by its title otherwise (one declared before the claim existed, or after
@@ -35,14 +37,14 @@ class Storms:
         self.is_open = is_open  # is this scope an open incident?
         self.incidents: dict[str, str] = {}  # source → its current alert-storm incident
 
-    async def over_limit(self, source: str, n: int) -> bool:
-        """Count ``n`` alerts from ``source``: is the last of them over its per-minute limit?"""
+    async def over_limit(self, source: str, n: int) -> list[bool]:
+        """Count ``n`` parts from ``source`` (one notification's, in order): is each over its per-minute limit?"""
+        if n <= 0:
+            return []
         if self.rates is not None:
-            return await self.rates.count(source, n, window=self.rate.window) > self.rate.limit
-        over = False
-        for _ in range(n):
-            over = self.rate.hit(source) or over
-        return over
+            total = await self.rates.count(source, n, window=self.rate.window)
+            return [total - n + k + 1 > self.rate.limit for k in range(n)]
+        return [self.rate.hit(source) for _ in range(n)]
 
     def seed(self, source: str, scope: str, *, age: float) -> None:
         """At start-up: ``scope`` is ``source``'s storm incident, whose last alert came ``age`` seconds ago."""

@@ -815,7 +815,7 @@ NOTIFICATION_FIELDS = ("group", "vendor_incident", "group_title", "left_out", "s
 
 def _alert_only(signal: AlertSignal) -> AlertSignal:
     defaults = AlertSignal(source="x", fingerprint="x", status="firing", title="x")
-    return signal.model_copy(update={k: getattr(defaults, k) for k in (*NOTIFICATION_FIELDS, "note")})
+    return signal.model_copy(update={k: getattr(defaults, k) for k in (*NOTIFICATION_FIELDS, "note", "group_resolved")})
 
 
 @pytest.mark.parametrize(("source", "name"), sorted(EXPECTED))

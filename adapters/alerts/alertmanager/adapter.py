@@ -29,7 +29,9 @@ Per notification (the same on every alert of it):
   the router puts one notification's group in one incident (split only by differing explicit ``service`` /
   ``service.name`` labels);
 * ``group_title`` ← ``commonAnnotations.summary`` → the ``groupLabels`` values; ``left_out`` ←
-  ``truncatedAlerts``.
+  ``truncatedAlerts``; ``group_resolved`` ← the group ``status`` is ``resolved`` (and there is a group): with
+  ``max_alerts``, Alertmanager sends only the first alerts of a resolved group and then forgets the group, so the
+  status is the only word decklog gets about the others.
 
 The group parser is shared with Grafana, whose unified-alerting webhook is the same shape plus a few fields.
 """
@@ -178,6 +180,7 @@ def _alert(raw: object, path: str, shared: _Notification) -> AlertSignal:
         group=shared.group,
         group_title=shared.group_title,
         left_out=shared.left_out,
+        group_resolved=bool(shared.group) and shared.status == "resolved",
     )
 
 

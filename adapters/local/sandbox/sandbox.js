@@ -480,7 +480,7 @@ function renderTools() {
     `<p>Sample alert → <code>/alerts/alertmanager</code> (${receivers.alerts ? "installed" : "not installed yet: declared through core"}); ` +
     `sample deploy → <code>/changes/generic</code> (${receivers.changes ? "installed" : "not installed yet"}).</p>` +
     `<p>Send your own:</p><pre class="pre">curl -X POST ${origin}/alerts/generic \\\n  -H 'Authorization: Bearer ${token}' \\\n` +
-    `  -H 'Content-Type: application/json' \\\n  -d '{"title": "disk full on db-1", "service": "db", "severity": "high"}'</pre>`;
+    `  -H 'Content-Type: application/json' \\\n  -d '{"title": "disk full on db-1", "fingerprint": "disk-full-db-1", "service": "db", "severity": "high"}'</pre>`;
   if ($("receiver-info").dataset.html !== receiverHtml) {
     $("receiver-info").innerHTML = receiverHtml;
     $("receiver-info").dataset.html = receiverHtml;

@@ -24,6 +24,7 @@ from core.state import ScopeState
 RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record (issue 15)
 CONSTRAINTS_SHOWN = 5
 OBLIGATIONS_SHOWN = 8
+LINKS_SHOWN = 10  # a split alert notification's parent can hold 100+ links: a context block takes 3,000 characters
 
 
 def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
@@ -41,7 +42,9 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
     if state.obligations:
         blocks.extend(_obligations(state))
     if state.linked:
-        blocks.append(context("Linked: " + ", ".join(f"`{s}`" for s in state.linked)))
+        shown = ", ".join(f"`{s}`" for s in state.linked[:LINKS_SHOWN])
+        more = f", +{len(state.linked) - LINKS_SHOWN} more" if len(state.linked) > LINKS_SHOWN else ""
+        blocks.append(context(f"Linked: {shown}{more}"))
     if state.kind == "incident":
         blocks.append(_controls(state))
     blocks.append(context(f"`{state.scope}` · reply in this thread; everything here is recorded"))

@@ -13,6 +13,7 @@ from adapters.slack.ids import Action
 from adapters.slack.render.blocks import STATUS_EMOJI, Outgoing, button, context, esc, section, severity_label
 from adapters.slack.render.findings import finding_blocks
 from adapters.slack.render.proposals import by, proposal_message
+from core.alerts.splits import QUIET_RELATIONS
 from core.entries import (
     ActionResult,
     ActionStarted,
@@ -127,7 +128,9 @@ def _role(entry: Entry, p: RoleAssigned, _state: ScopeState) -> Outgoing:
     return Outgoing(f"{p.role}: {p.user_id}", [context(f"{_who(entry)} assigned *{esc(p.role)}* to <@{p.user_id}>")])
 
 
-def _linked(_entry: Entry, p: ScopeLinked, _state: ScopeState) -> Outgoing:
+def _linked(_entry: Entry, p: ScopeLinked, _state: ScopeState) -> Outgoing | None:
+    if p.relation in QUIET_RELATIONS:  # a split alert notification's links: one line in the parent says it all
+        return None
     reason = f" — {esc(p.reason)}" if p.reason else ""
     return Outgoing(f"Linked {p.scope}", [context(f":link: Linked `{p.scope}` ({p.relation}){reason}")])
 
