@@ -111,8 +111,16 @@ def rss_mb(pid: int) -> float:
 
 @pytest.mark.slow
 async def test_signed_acks_keep_their_pace_while_gzip_bombs_trickle_in(tmp_path: Path) -> None:
+    """Rounds of acks without the attack, then with it (4 connections trickling bombs at 5.4 KiB/s, one posting them
+    whole 5 times a second): the medians over all rounds, so that load from elsewhere on the machine falls on both."""
+    quiet_acks: list[float] = []
+    loud_acks: list[float] = []
+    quiet_health: list[float] = []
+    loud_health: list[float] = []
+    bombs: list[int] = []
     async with serving(tmp_path) as (fake, served), aiohttp.ClientSession() as http:
         driver = fake.driver
+        host, port = host_port(served)
 
         async def ack() -> int:
             return (await driver.slash_command("help", user=ALICE, channel=GENERAL)).status
@@ -121,26 +129,28 @@ async def test_signed_acks_keep_their_pace_while_gzip_bombs_trickle_in(tmp_path:
             async with http.get(f"{served.url}/healthz") as resp:
                 return resp.status
 
+        async def measure(acks: list[float], healths: list[float]) -> None:
+            seconds, statuses = await timed(ack, ACKS // 3)
+            assert statuses == [200] * len(statuses)
+            acks += seconds
+            healths += (await timed(health, ACKS // 3))[0]
+
         await timed(ack, 3)  # warm up both paths
         await timed(health, 3)
-        quiet_acks, statuses = await timed(ack, ACKS)
-        quiet_health, _ = await timed(health, ACKS)
-        assert statuses == [200] * ACKS
         rss_before = rss_mb(served.pid)
-
-        stop, bombs = asyncio.Event(), []
-        host, port = host_port(served)
-        attack = [
-            *(asyncio.create_task(bomb(host, port, trickle=True, statuses=bombs, stop=stop)) for _ in range(4)),
-            asyncio.create_task(bomb(host, port, trickle=False, statuses=bombs, stop=stop)),
-        ]
-        try:
-            await eventually(lambda: len(bombs) >= 3, timeout=30, what="the first bombs answered")
-            loud_acks, statuses = await timed(ack, ACKS)
-            loud_health, _ = await timed(health, ACKS)
-        finally:
-            stop.set()
-            await asyncio.gather(*attack, return_exceptions=True)
+        for _round in range(3):
+            await measure(quiet_acks, quiet_health)
+            stop, answered = asyncio.Event(), len(bombs)
+            attack = [
+                *(asyncio.create_task(bomb(host, port, trickle=True, statuses=bombs, stop=stop)) for _ in range(4)),
+                asyncio.create_task(bomb(host, port, trickle=False, statuses=bombs, stop=stop)),
+            ]
+            try:
+                await eventually(lambda n=answered: len(bombs) > n, timeout=30, what="bombs answered")
+                await measure(loud_acks, loud_health)
+            finally:
+                stop.set()
+                await asyncio.gather(*attack, return_exceptions=True)
         rss_after = rss_mb(served.pid)
 
     ack_ratio = statistics.median(loud_acks) / statistics.median(quiet_acks)
@@ -151,7 +161,6 @@ async def test_signed_acks_keep_their_pace_while_gzip_bombs_trickle_in(tmp_path:
         f"{max(loud_acks) * 1000:.0f} ms; /healthz ratio {health_ratio:.2f}; bombs answered {sorted(set(bombs))} "
         f"x{len(bombs)}; server RSS {rss_before:.0f} -> {rss_after:.0f} MB"
     )
-    assert statuses == [200] * ACKS
     assert set(bombs) - {0} == {415}, bombs  # refused at the head: nothing decompressed, parsed or stored
     assert ack_ratio < 5, (quiet_acks, loud_acks)
     assert health_ratio < 5, (quiet_health, loud_health)
