@@ -356,7 +356,7 @@ async def plain_proxy(upstream: str) -> AsyncIterator[str]:
     async with aiohttp.ClientSession() as session:
 
         async def forward(request: web.Request) -> web.StreamResponse:
-            headers = {"Host": request.headers.get("Host", "")}
+            headers = {h: request.headers[h] for h in ("Host", "Authorization") if h in request.headers}
             async with session.get(upstream + request.rel_url.path_qs, headers=headers) as r:
                 return web.Response(status=r.status, body=await r.read(), content_type=r.content_type)
 
