@@ -8,9 +8,14 @@
     GET /api/search?q=TEXT&limit=N                (core/search.py)
 
 Every error is ``{"error": "..."}`` with its status: 400 (a bad parameter, named), 401 (a bearer token is
-required when ``DECKLOG_API_TOKEN`` is set; unset, only loopback clients are answered, and a request that carries
-``Forwarded`` / ``X-Forwarded-For`` — a proxy in front, whose clients all look loopback — is not one), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
+required when ``DECKLOG_API_TOKEN`` is set), 404 (no such scope or route), 405 (only GET and HEAD). Reading a
 report appends nothing: a GET is safe, so only explicit exports (CLI, Slack) are recorded in the log.
+
+Without ``DECKLOG_API_TOKEN`` the API answers a request only when it cannot have come from elsewhere (401 with
+the reason otherwise): its peer is a loopback address, its ``Host`` header names a loopback address (a page that
+DNS rebinding points at 127.0.0.1 still sends its own name), and it carries no forwarding header (``Forwarded``,
+``X-Forwarded-*``, ``X-Real-IP``, ``Via``, …: a proxy on the same host makes every client look loopback).
+``protection_line`` is the start-up line that says which of the two applies.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pydantic import SecretStr
 from bot.parts import Handler, Provides, Route
 from bot.reports import render_report
 from bot.runtime import Runtime
+from bot.settings import Settings, is_loopback_host
 from core.clock import Clock
 from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
 from core.errors import InvalidInput, NotFound
@@ -335,21 +341,62 @@ class InsightsApi:
         return web.json_response({"results": results})
 
 
-FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")
+#: Headers a proxy adds (besides any ``X-Forwarded-*``): a request carrying one came from somewhere else.
+FORWARDING_HEADERS = (
+    "Forwarded",
+    "Forwarded-For",
+    "X-Real-IP",
+    "X-Client-IP",
+    "X-Cluster-Client-IP",
+    "X-Original-Forwarded-For",
+    "X-ProxyUser-Ip",
+    "True-Client-IP",
+    "CF-Connecting-IP",
+    "Fastly-Client-IP",
+    "X-Envoy-External-Address",
+    "Via",
+)
 
 
 def _not_loopback(request: web.Request) -> str | None:
-    """Why ``request`` is not from a loopback client (None: it is)."""
-    forwarded = [h for h in FORWARDING_HEADERS if h in request.headers]
+    """Why ``request`` may not be from a loopback client (None: it is)."""
+    known = {h.lower() for h in FORWARDING_HEADERS}
+    forwarded = [h for h in request.headers if h.lower() in known or h.lower().startswith("x-forwarded-")]
     if forwarded:
         return f"the request came through a proxy ({forwarded[0]})"
     remote = request.remote or ""
     try:
-        if ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback:
-            return None
+        loopback = ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback
     except ValueError:
-        pass
-    return f"the client {remote or 'unknown'} is not on loopback"
+        loopback = False
+    if not loopback:
+        return f"the client {remote or 'unknown'} is not on loopback"
+    hosts = request.headers.getall("Host", [])
+    if len(hosts) != 1:
+        return "the request has no Host header" if not hosts else "the request has more than one Host header"
+    if not is_loopback_host(_host_name(hosts[0])):
+        return f"the Host header names {hosts[0][:100]!r}, not a loopback address"
+    return None
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8080`` → ``::1``)."""
+    host = host.strip()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() and ":" not in name else host
+
+
+def protection_line(settings: Settings) -> str:
+    """The start-up line that says how the REST API is protected."""
+    if settings.api_token is not None:
+        return "REST API (/api): every request needs 'Authorization: Bearer <token>' (DECKLOG_API_TOKEN is set)"
+    return (
+        "REST API (/api): DECKLOG_API_TOKEN is not set, so it answers loopback clients only: a request from another "
+        "address, naming another Host, or through a proxy (Forwarded, X-Forwarded-For, …) gets 401; set "
+        "DECKLOG_API_TOKEN to reach it otherwise"
+    )
 
 
 def build_api(rt: Runtime) -> Provides:

@@ -23,7 +23,9 @@ from aiohttp import web
 
 from adapters.local.slack import FakeSlack
 from bot import diagnostics
+from bot.api import protection_line
 from bot.config import DecklogConfig
+from bot.connections import KEEPALIVE_S, BoundedSite, ConnectionGuard, LoopErrors
 from bot.metrics import ServerMetrics
 from bot.parts import Stopper, Task, http_url
 from bot.runtime import Runtime
@@ -33,6 +35,11 @@ from bot.wiring import ALL_PARTS, PartName, Parts, build
 from core.clock import Clock
 
 log = logging.getLogger("decklog")
+
+#: How long requests in flight at stop may go on before they are cancelled (aiohttp's default is 60 s, twice).
+SHUTDOWN_GRACE_S = 5.0
+#: How long each step of ``stop`` (a drain, a stopper, a closer) may take before it is abandoned with a warning.
+STOP_STEP_S = 10.0
 
 
 def json_error(status: int, message: str) -> web.Response:
@@ -54,16 +61,26 @@ def errors_and_metrics(metrics: ServerMetrics) -> Any:
                 response = json_error(exc.status, exc.reason or "error")
             else:
                 raise
-        except Exception:
-            ref = secrets.token_hex(5)
-            log.exception("unhandled error on %s %s (ref %s)", request.method, request.path, ref)
-            response = json_error(500, f"internal error (ref {ref})")
+        except Exception as exc:
+            if isinstance(exc, ConnectionResetError) and _client_gone(request):
+                # The client went away, or was closed for a body too slow (bot/connections.py): no one to answer
+                # (this response is never sent), and nothing to log here.
+                response = json_error(400, "the connection closed before the request was read")
+            else:
+                ref = secrets.token_hex(5)
+                log.exception("unhandled error on %s %s (ref %s)", request.method, request.path, ref)
+                response = json_error(500, f"internal error (ref {ref})")
         metrics.observe_request(route, request.method, response.status)
         if route == "/slack/events":
             metrics.observe_slack_ack(response.status, time.perf_counter() - started)
         return response
 
     return middleware
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 class DecklogServer:
@@ -93,6 +110,8 @@ class DecklogServer:
         self._serving: list[Stopper] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._stopped = False
+        self.connections = ConnectionGuard()
+        self._loop_errors = LoopErrors()
 
     @property
     def parts(self) -> Parts:
@@ -130,13 +149,19 @@ class DecklogServer:
         )
         if self._on_built is not None:
             self._on_built(parts)
-        app = web.Application(middlewares=[errors_and_metrics(parts.metrics)], client_max_size=8 * 1024 * 1024)
+        app = web.Application(
+            middlewares=[self.connections.middleware, errors_and_metrics(parts.metrics)],
+            client_max_size=8 * 1024 * 1024,
+        )
         for route in parts.routes:
             app.router.add_route(route.method, route.path, route.handler)
         rt = parts.runtime
-        self._runner = web.AppRunner(app, access_log=None)
+        self._loop_errors.install(asyncio.get_running_loop())
+        self._runner = web.AppRunner(
+            app, access_log=None, keepalive_timeout=KEEPALIVE_S, shutdown_timeout=SHUTDOWN_GRACE_S
+        )
         await self._runner.setup()
-        await web.TCPSite(self._runner, parts.settings.host, parts.settings.port).start()
+        await BoundedSite(self._runner, parts.settings.host, parts.settings.port, guard=self.connections).start()
         parts.address.url = http_url(parts.settings.host, self._runner.addresses[0][1])
         if parts.local_slack is not None:
             parts.local_slack.slack.use_http(f"{self.url}/slack/events", parts.local_slack.signing_secret)
@@ -162,11 +187,13 @@ class DecklogServer:
             await _quietly(stopper)
         for task in list(self._background):
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=STOP_STEP_S)
         if self._runner is not None:
-            await self._runner.cleanup()
+            await _quietly(self._runner.cleanup, timeout=3 * SHUTDOWN_GRACE_S)
         for close in reversed(self._parts.closers):
             await _quietly(close)
+        self._loop_errors.uninstall()
 
     def spawn(self, task: Task) -> asyncio.Task[Any]:
         """A background task that is logged if it fails and cancelled at stop (never fire-and-forget)."""
@@ -189,9 +216,15 @@ class DecklogServer:
         await self.stop()
 
 
-async def _quietly(stopper: Stopper) -> None:
+async def _quietly(stopper: Stopper, *, timeout: float = STOP_STEP_S) -> None:
+    """Run one step of ``stop``: an error is logged, and a step that does not end in ``timeout`` is abandoned (a
+    stop must end, whatever is in flight)."""
     try:
-        await stopper()
+        await asyncio.wait_for(stopper(), timeout)
+    except TimeoutError:
+        log.warning(
+            "stopping: %s did not finish in %.0f s; going on", getattr(stopper, "__qualname__", stopper), timeout
+        )
     except Exception:
         log.exception("error while stopping")
 
@@ -240,6 +273,7 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
             "socket": "Slack over Socket Mode",
         }[server.mode]
         print(f"decklog is serving on {server.url} ({mode}); data in {Path(settings.data_dir).resolve()}", flush=True)
+        print(protection_line(server.settings), flush=True)
         if server.mode == "sandbox":
             print(f"open {server.url}/ in a browser to use the sandbox workspace", flush=True)
         await stop.wait()

@@ -7,12 +7,19 @@
   compensate) that the features built.
 
 ``start_socket_mode`` connects Socket Mode once the server listens (the intake acks each envelope after storing it).
+
+``/slack/events`` takes what Slack sends and no more, before anything else is done with a request: a body encoded
+(``Content-Encoding``: Slack never compresses) is refused with 415, a body over ``SLACK_MAX_BODY`` with 413, and
+one that has not arrived ``SLACK_BODY_TIMEOUT_S`` after its head with 408 (Slack gives up after 3 s). The intake
+then checks the signature on the raw bytes before it parses them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -21,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.app import build_slack_app, build_web_client
 from adapters.slack.deps import SlackDeps
-from adapters.slack.intake import SlackIntake
+from adapters.slack.intake import Rejected, SlackIntake
 from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import ChannelPacer, SlackSender
@@ -36,6 +43,11 @@ log = logging.getLogger("decklog")
 
 SANDBOX_ALERTS_CHANNEL = "C0ALERTS"
 INBOX_PRUNE_S = 3600.0
+#: The largest body ``/slack/events`` reads. Slack's biggest requests (a 40,000-character message edited, with its
+#: previous version, or a modal submission) are a few hundred KB.
+SLACK_MAX_BODY = 1024 * 1024
+SLACK_BODY_TIMEOUT_S = 10.0
+READ_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,7 +116,11 @@ async def build_slack_in(
     bolt = build_slack_app(client=out.client, signing_secret=None, deps=deps)
     inbox = await open_inbox(rt.settings, rt.store)
     intake = SlackIntake(
-        inbox=inbox, bolt=bolt, deps=deps, signing_secret=None if mode == "socket" else endpoint.signing_secret
+        inbox=inbox,
+        bolt=bolt,
+        deps=deps,
+        signing_secret=None if mode == "socket" else endpoint.signing_secret,
+        response_hosts=response_url_hosts(endpoint.base_url),
     )
 
     async def slack_events(request: web.Request) -> web.StreamResponse:
@@ -112,7 +128,13 @@ async def build_slack_in(
             return web.json_response(
                 {"error": "this server talks to Slack over Socket Mode; /slack/events is off"}, status=404
             )
-        answer = await intake.http(await request.read(), request.headers)
+        try:
+            raw = await read_slack_body(request)
+        except Rejected as refused:
+            response = web.json_response({"error": refused.reason}, status=refused.status)
+            response.force_close()  # the rest of that body is not read, nor the connection kept
+            return response
+        answer = await intake.http(raw, request.headers)
         if isinstance(answer.body, dict):
             return web.json_response(answer.body, status=answer.status)
         return web.Response(status=answer.status, text=answer.body)
@@ -128,6 +150,39 @@ async def build_slack_in(
         tasks=[prune_inbox],
     )
     return SlackIn(hooks, deps, bolt, inbox, intake, counters, provides)
+
+
+async def read_slack_body(request: web.Request, *, limit: int | None = None, timeout: float | None = None) -> bytes:
+    """The raw body of a request to ``/slack/events``, or ``Rejected`` (415, 413, 408) before reading more of it
+    (``limit``: ``SLACK_MAX_BODY``, ``timeout``: ``SLACK_BODY_TIMEOUT_S`` unless given)."""
+    limit = SLACK_MAX_BODY if limit is None else limit
+    timeout = SLACK_BODY_TIMEOUT_S if timeout is None else timeout
+    encodings = [e.strip().lower() for h in request.headers.getall("Content-Encoding", []) for e in h.split(",")]
+    encoded = [e for e in encodings if e and e != "identity"]
+    if encoded:
+        raise Rejected(415, f"Content-Encoding {encoded[0]} is not accepted here: Slack sends its requests unencoded")
+    too_big = f"the body is larger than {limit} bytes, more than Slack sends"
+    if request.content_length is not None and request.content_length > limit:
+        raise Rejected(413, too_big)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.content.iter_chunked(READ_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise Rejected(413, too_big)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise Rejected(408, f"the body did not arrive within {timeout:.0f} s") from None
+    return b"".join(chunks)
+
+
+def response_url_hosts(base_url: str) -> tuple[str, ...]:
+    """Where a ``response_url`` may point: Slack's ``hooks.slack.com``, and the Web API's own host (a fake in the
+    sandbox and in tests)."""
+    api = urlsplit(base_url)
+    return ("https://hooks.slack.com", f"{api.scheme}://{api.netloc}".lower())
 
 
 async def start_socket_mode(slack: SlackIn, settings: Settings, base_url: str) -> Stopper:

@@ -1,8 +1,11 @@
 """Persist, then ack: every Slack request (HTTP or Socket Mode) is stored in the inbox before Slack hears 200.
 
-In front of Bolt: the raw HTTP body's signature is verified (``SignatureVerifier``; bad or stale → 401), the body
-is parsed (a JSON event, a form command, a form ``payload=`` interaction; malformed → 400 with the reason), and
-``ssl_check`` / ``url_verification`` are answered as Bolt answers them. The declare modal's validation answers in
+In front of Bolt: the raw HTTP body's signature is verified before anything else is done with it
+(``SignatureVerifier``; bad or stale → 401, a timestamp that is not a number → 400); only a signed body is parsed
+(a JSON event, a form command, a form ``payload=`` interaction; malformed or nested deeper than ``MAX_DEPTH`` → 400
+with the reason), and ``ssl_check`` (unsigned, and only a small form body is looked at for it) /
+``url_verification`` are answered as Bolt answers them. A request whose ``response_url`` is not Slack's
+(``response_hosts``) is refused (400) and logged: decklog posts to no other host on a request's say-so. The declare modal's validation answers in
 the ack, before anything is stored. Then the request goes into the inbox under its idempotency key and only then
 is it acknowledged. A key already there (a Slack retry, or a duplicate delivered while the first one still runs)
 is acknowledged and not processed again.
@@ -35,7 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -57,6 +60,10 @@ MAX_ATTEMPTS = 3
 #: request whose work hangs must not stop its thread's later messages from being recorded.
 LANE_WAIT_S = 30.0
 RETRY_DELAYS_S = (0.5, 2.0)
+#: Slack's payloads nest a dozen levels at most (rich text in a modal's blocks); deeper is not Slack.
+MAX_DEPTH = 64
+#: An unsigned body is looked at only to answer Slack's ``ssl_check``, a short form.
+SSL_CHECK_MAX = 1024
 
 
 class Rejected(Exception):
@@ -83,25 +90,88 @@ def parse_http(raw: bytes, content_type: str) -> JSON:
     except UnicodeDecodeError:
         raise Rejected(400, "the body is not UTF-8") from None
     if content_type.startswith("application/json"):
-        try:
-            body = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise Rejected(400, f"the body is not valid JSON: {exc.msg}") from None
+        body = _json(text, "the body")
         if not isinstance(body, dict):
             raise Rejected(400, "the JSON body is not an object")
         return body
     form = {k: v[0] for k, v in parse_qs(text, keep_blank_values=True).items()}
     if "payload" in form:
-        try:
-            payload = json.loads(form["payload"])
-        except json.JSONDecodeError as exc:
-            raise Rejected(400, f"the payload field is not valid JSON: {exc.msg}") from None
+        payload = _json(form["payload"], "the payload field")
         if not isinstance(payload, dict) or not payload.get("type"):
             raise Rejected(400, "the payload field is not an interaction (no type)")
         return payload
     if form.get("ssl_check") or form.get("command"):
         return form
     raise Rejected(400, "not a Slack request: no event, command or interaction payload")
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Rejected(400, f"{what} is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise Rejected(400, f"{what} is nested too deeply (more than {MAX_DEPTH} levels)") from None
+    if _depth_over(value, MAX_DEPTH):
+        raise Rejected(400, f"{what} is nested too deeply (more than {MAX_DEPTH} levels)")
+    return value
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def signed_timestamp(headers: Mapping[str, str]) -> str | None:
+    """``X-Slack-Request-Timestamp`` if present; ``Rejected(400)`` if it is not a Unix time in seconds."""
+    stamp = next((v for k, v in headers.items() if k.lower() == "x-slack-request-timestamp"), None)
+    if stamp is None:
+        return None
+    if not stamp.strip().isascii() or not stamp.strip().isdigit() or len(stamp.strip()) > 12:
+        raise Rejected(400, f"X-Slack-Request-Timestamp is not a Unix time in seconds: {stamp[:40]!r}")
+    return stamp
+
+
+def is_ssl_check(raw: bytes, content_type: str) -> bool:
+    """Slack's certificate check (``ssl_check=1``, a short form), answered 200 without a signature as Bolt does."""
+    if len(raw) > SSL_CHECK_MAX or content_type.startswith("application/json"):
+        return False
+    try:
+        form = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError:
+        return False
+    return form.get("ssl_check") == ["1"]
+
+
+def response_urls(body: JSON) -> list[str]:
+    """Every ``response_url`` a request carries (a command's or an interaction's, a modal's ``response_urls``)."""
+    urls = [body["response_url"]] if isinstance(body.get("response_url"), str) else []
+    for item in body.get("response_urls") or []:
+        if isinstance(item, dict) and isinstance(item.get("response_url"), str):
+            urls.append(item["response_url"])
+    return urls
+
+
+def foreign_url(url: str, hosts: Sequence[str]) -> bool:
+    """Whether ``url`` is not on one of ``hosts`` (``scheme://host[:port]``)."""
+    try:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+    except ValueError:
+        return True
+    return origin not in hosts or "@" in parts.netloc
 
 
 def request_key(body: JSON) -> str:
@@ -160,6 +230,7 @@ class SlackIntake:
         bolt: AsyncApp,
         deps: SlackDeps,
         signing_secret: str | None,
+        response_hosts: Sequence[str] = ("https://hooks.slack.com",),
         max_attempts: int = MAX_ATTEMPTS,
         retry_delays: tuple[float, ...] = RETRY_DELAYS_S,
     ) -> None:
@@ -167,6 +238,7 @@ class SlackIntake:
         self.bolt = bolt
         self.deps = deps
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.response_hosts = tuple(h.lower().rstrip("/") for h in response_hosts)
         self.max_attempts = max_attempts
         self.retry_delays = retry_delays
         self.running: set[str] = set()
@@ -180,11 +252,15 @@ class SlackIntake:
     async def http(self, raw: bytes, headers: Mapping[str, str]) -> Answer:
         try:
             content_type = headers.get("Content-Type") or headers.get("content-type") or ""
+            # The signature first, on the raw bytes: nothing unsigned is parsed, however it is shaped.
+            signed_timestamp(headers)
+            if self.verifier is None or not self.verifier.is_valid_request(raw, dict(headers)):
+                if is_ssl_check(raw, content_type):
+                    return Answer(200)  # as Bolt: Slack checking the certificate, nothing to do
+                raise Rejected(401, "invalid or stale request signature")
             body = parse_http(raw, content_type)
             if body.get("ssl_check") == "1":
-                return Answer(200)  # as Bolt: Slack checking the certificate, nothing to do
-            if self.verifier is None or not self.verifier.is_valid_request(raw, dict(headers)):
-                raise Rejected(401, "invalid or stale request signature")
+                return Answer(200)
             if body.get("type") == "url_verification":
                 return Answer(200, {"challenge": body.get("challenge", "")})
             retry = {
@@ -200,6 +276,10 @@ class SlackIntake:
         """Validate, store, then answer 200; the work starts once the request is durable."""
         if body.get("type") == "app_rate_limited":
             return Answer(200)
+        foreign = [url for url in response_urls(body) if foreign_url(url, self.response_hosts)]
+        if foreign:
+            log.warning("refused a Slack request whose response_url is not Slack's: %.200s", foreign[0])
+            raise Rejected(400, "the response_url is not on a Slack host (hooks.slack.com)")
         key = request_key(body)
         errors = validation_errors(body) if body.get("type") == "view_submission" else None
         if errors:

@@ -55,14 +55,14 @@ def mention(user: str) -> str:
 def lifecycle_reply(entry: Entry, state: ScopeState | None = None) -> render.Outgoing | None:
     p = entry.payload
     if isinstance(p, ArchiveNotice):
-        return render.Outgoing(p.text, [render.section(f":file_cabinet: {render.esc(p.text)}")])
-    if isinstance(p, Reminder) and p.purpose == "obligations" and state is not None:  # issue 31: the resolve's
+        return render.Outgoing(render.esc(p.text), [render.section(f":file_cabinet: {render.esc(p.text)}")])
+    if isinstance(p, Reminder) and p.purpose == "obligations" and state is not None:  # what a resolve left open
         return left_open_notice(p, state)
     if isinstance(p, Reminder):
         who = " ".join(mention(u) for u in p.users)
         icon = ":alarm_clock:" if p.purpose == "status_update" else ":memo:"
         line = f"{icon} {who + ' ' if who else ''}{render.esc(p.text)}"
-        return render.Outgoing(f"{who + ' ' if who else ''}{p.text}", [render.section(line)])
+        return render.Outgoing(f"{who + ' ' if who else ''}{render.esc(p.text)}", [render.section(line)])
     return None
 
 

@@ -217,7 +217,7 @@ class SlackSender:
         await self._link_thread(scope, header_memo)
         if dedicated and origin[:1] in ("C", "G") and origin != channel:
             pointer = render.Outgoing(
-                f"{state.title}: <#{channel}>",
+                f"{render.esc(state.title)}: <#{channel}>",
                 [render._section(f":rotating_light: *{render.esc(state.title)}* is being handled in <#{channel}>")],
             )
             await self.post_once(scope, "pointer", entry, origin, None, pointer)

@@ -320,7 +320,7 @@ async def test_without_a_token_a_proxied_request_is_401_with_the_reason(
 def _from(peer: str, api: ScopesApi, *, token: str | None = None) -> Any:
     transport = mock.Mock()
     transport.get_extra_info.side_effect = lambda name, default=None: (peer, 40000) if name == "peername" else default
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {"Host": "127.0.0.1:8080", **({"Authorization": f"Bearer {token}"} if token else {})}
     return make_mocked_request("GET", "/api/scopes", headers=headers, transport=transport)
 
 
@@ -343,3 +343,96 @@ async def test_without_a_token_only_loopback_clients_are_answered(peer: str, ans
     assert (
         await with_token.guard(ok)(_from(peer, with_token, token="t0ken"))
     ).status == 200  # any client, with the bearer
+
+
+# -- issue 31 item 10: no token, behind a proxy or a rebound DNS name ------------------------------------------------
+
+
+@asynccontextmanager
+async def plain_proxy(upstream: str) -> AsyncIterator[str]:
+    """A reverse proxy on the same host that passes the client's Host on and adds no forwarding header (nginx with
+    ``proxy_set_header Host $host`` and nothing else): every client it serves reaches decklog from 127.0.0.1."""
+
+    async with aiohttp.ClientSession() as session:
+
+        async def forward(request: web.Request) -> web.StreamResponse:
+            headers = {h: request.headers[h] for h in ("Host", "Authorization") if h in request.headers}
+            async with session.get(upstream + request.rel_url.path_qs, headers=headers) as r:
+                return web.Response(status=r.status, body=await r.read(), content_type=r.content_type)
+
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", forward)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+        finally:
+            await runner.cleanup()
+
+
+async def test_without_a_token_a_proxy_adding_no_header_exposes_nothing(
+    make_server: ServerFactory, http: aiohttp.ClientSession
+) -> None:
+    server = await make_server()
+    await seed(server)
+    async with plain_proxy(server.url) as proxy:
+        for path in ("/api/scopes", f"/api/scopes/{PAYMENTS}/timeline", "/api/search?q=payments"):
+            async with http.get(proxy + path, headers={"Host": "incidents.example.com"}) as resp:
+                body = await resp.json()
+                assert resp.status == 401, (path, body)
+                assert "incidents.example.com" in body["error"] and "DECKLOG_API_TOKEN" in body["error"]
+    status, body, _ = await get(http, server, "/api/scopes")  # straight from loopback, naming a loopback Host
+    assert status == 200 and body["count"] == 3
+
+
+@pytest.mark.parametrize("host", ["rebind.attacker.example:8080", "192.0.2.7", "[2001:db8::1]:80"])
+async def test_without_a_token_a_host_that_is_not_loopback_is_401(
+    server: DecklogServer, http: aiohttp.ClientSession, host: str
+) -> None:
+    """DNS rebinding: a page on attacker.example whose name now resolves to 127.0.0.1 sends its own Host."""
+    status, body, got = await get(http, server, "/api/scopes", headers={"Host": host})
+    assert status == 401 and got["WWW-Authenticate"].startswith("Bearer")
+    assert "Host" in body["error"] and "DECKLOG_API_TOKEN" in body["error"], body
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8080", "127.0.0.1", "[::1]:8080", "app.localhost"])
+async def test_without_a_token_loopback_hosts_are_answered(
+    server: DecklogServer, http: aiohttp.ClientSession, host: str
+) -> None:
+    status, _, _ = await get(http, server, "/api/scopes", headers={"Host": host})
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP", "Via", "True-Client-IP", "CF-Connecting-IP", "X-Client-IP"],
+)
+async def test_without_a_token_any_forwarding_header_is_401(
+    server: DecklogServer, http: aiohttp.ClientSession, header: str
+) -> None:
+    status, body, _ = await get(http, server, "/api/scopes", headers={header: "203.0.113.9"})
+    assert status == 401 and "proxy" in body["error"], body
+
+
+async def test_with_a_token_a_proxied_request_with_the_bearer_is_answered(
+    make_server: ServerFactory, http: aiohttp.ClientSession
+) -> None:
+    server = await make_server(api_token="s3cret-token")
+    await seed(server)
+    async with plain_proxy(server.url) as proxy:
+        bearer = {"Host": "incidents.example.com", "Authorization": "Bearer s3cret-token"}
+        async with http.get(proxy + "/api/scopes", headers=bearer) as resp:
+            assert resp.status == 200 and (await resp.json())["count"] == 3
+        async with http.get(proxy + "/api/scopes", headers={"Host": "incidents.example.com"}) as resp:
+            assert resp.status == 401
+
+
+def test_the_start_up_line_says_how_the_api_is_protected(tmp_path: Path) -> None:
+    from bot.api import protection_line
+
+    open_line = protection_line(Settings(data_dir=tmp_path))
+    assert "DECKLOG_API_TOKEN is not set" in open_line and "loopback" in open_line and "proxy" in open_line
+    token_line = protection_line(Settings(data_dir=tmp_path, api_token="t"))
+    assert "Bearer" in token_line and "DECKLOG_API_TOKEN is set" in token_line

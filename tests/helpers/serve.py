@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -69,6 +70,7 @@ class Served:
     ready_at: float  # ... and when it printed "serving on"
     log: Path
     _drain: threading.Thread | None = field(default=None, repr=False)
+    output: list[str] = field(default_factory=list)  # its stdout lines, the "serving on" one first
 
     @property
     def events_url(self) -> str:
@@ -123,8 +125,10 @@ def start_serve(
     module: str = "bot.cli",
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
+    nofile: int | None = None,
 ) -> Served:
-    """Spawns the server and waits (blocking: call it in a thread) for its "serving on URL" line."""
+    """Spawns the server and waits (blocking: call it in a thread) for its "serving on URL" line. ``nofile``: the
+    server's file limit (``RLIMIT_NOFILE``, soft and hard)."""
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     extra = {"SLACK_APP_TOKEN": APP_TOKEN} if socket else {}
     argv = [sys.executable, "-m", module, "serve", *(["--socket-mode"] if socket else [])]
@@ -137,6 +141,7 @@ def start_serve(
         stderr=log.open("w"),
         text=True,
         cwd=str(ROOT),
+        preexec_fn=None if nofile is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile)),
     )
     assert proc.stdout is not None
     timer = threading.Timer(timeout, proc.kill)
@@ -151,6 +156,7 @@ def start_serve(
         proc.wait()
         raise RuntimeError(f"decklog serve did not start: {line!r}\n{log.read_text(errors='replace')[-3000:]}")
     # keep reading stdout so that a chatty server never blocks on a full pipe
-    drain = threading.Thread(target=proc.stdout.read, daemon=True)
+    output = [line.rstrip("\n")]
+    drain = threading.Thread(target=lambda: output.extend(x.rstrip("\n") for x in proc.stdout or ()), daemon=True)
     drain.start()
-    return Served(proc, match.group(1), started, time.monotonic(), log, drain)
+    return Served(proc, match.group(1), started, time.monotonic(), log, drain, output)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import subcommands
+from adapters.slack import render, subcommands
 from adapters.slack.deps import SlackDeps
 from adapters.slack.grammar import UsageError
 from adapters.slack.request import FAILED, Req
@@ -35,10 +35,11 @@ Work = Callable[[Req], Awaitable[None]]
 
 
 def message_for(error: BaseException) -> tuple[str, list[dict[str, Any]] | None]:
+    # An error's message may quote what the person typed: escaped, so it never pings or links anyone.
     if isinstance(error, UsageError):
-        return f"{error}", subcommands.usage_blocks(str(error))
+        return render.esc(str(error)), subcommands.usage_blocks(str(error))
     if isinstance(error, DecklogError):
-        return f":warning: {error}", None
+        return f":warning: {render.esc(str(error))}", None
     ref = uuid.uuid4().hex[:10]
     log.error("unhandled error in a Slack listener (ref %s)", ref, exc_info=error)
     return f":boom: Something went wrong on our side (ref `{ref}`). It was logged; the on-call can look it up.", None

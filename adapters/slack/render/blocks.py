@@ -20,14 +20,18 @@ STATUS_EMOJI = {
 
 @dataclass(frozen=True)
 class Outgoing:
-    """A message to post: fallback text (notifications, screen readers), blocks, and how it is tracked."""
+    """A message to post: fallback text (notifications, screen readers), blocks, and how it is tracked.
+
+    ``text`` is mrkdwn like the blocks' text: Slack turns ``<!channel>``, ``<@U…>`` and ``<url|label>`` in it into
+    pings and links, so whatever people or alerts wrote goes in through ``esc``, in the text as in the blocks."""
 
     text: str
     blocks: list[Block] = field(default_factory=list)
 
 
 def esc(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    """Escape the three characters Slack's mrkdwn treats as control characters (``<!channel>``, ``<@U…>`` and
+    ``<url|label>`` then show as typed, pinging and linking no one)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

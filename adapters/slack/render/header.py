@@ -32,7 +32,7 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
     not kept in the state), shown as the current goal, the open constraints and the last decision."""
     sev = severity_label(state.severity)
     title = f"{sev} · {state.title}" if state.kind == "incident" else f":package: {state.title}"
-    blocks: list[Block] = [
+    blocks: list[Block] = [  # a header block is plain text: nothing in it is a mention or a link
         {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": True}},
         {"type": "section", "fields": _fields(state, sev)[:10]},
     ]
@@ -48,7 +48,7 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
     if state.kind == "incident":
         blocks.append(_controls(state))
     blocks.append(context(f"`{state.scope}` · reply in this thread; everything here is recorded"))
-    return Outgoing(text=f"{title} — {state.status}", blocks=blocks)
+    return Outgoing(text=f"{esc(title)} — {state.status}", blocks=blocks)
 
 
 def _obligations(state: ScopeState) -> list[Block]:
@@ -57,7 +57,7 @@ def _obligations(state: ScopeState) -> list[Block]:
     shown = list(state.obligations.values())[:OBLIGATIONS_SHOWN]
     blocks: list[Block] = [section("*Open obligations*")]
     for n, o in enumerate(shown):
-        line = f"• {esc(o.text)}" + (f" _(held by {o.holder})_" if o.holder else "")
+        line = f"• {esc(o.text)}" + (f" _(held by {esc(o.holder)})_" if o.holder else "")
         follow_up = button("Follow-up", Action.OBLIGATION_FOLLOW_UP, f"{state.scope}|{o.id}")
         blocks.append({**section(line[:2900]), "block_id": f"obligation:{n}", "accessory": follow_up})
     return blocks

@@ -32,7 +32,7 @@ def home_view(rows: list[ScopeRow], pending: Pending, insights: dict[str, Any] |
         for pid, action, risk in proposals:
             blocks.append(
                 {
-                    **section(f"*{action}* `{pid}` · {risk} · `{row.id}`"),
+                    **section(f"*{esc(action)}* `{pid}` · {risk} · `{row.id}`"),
                     "accessory": button("Approve", Action.PROPOSAL_APPROVE, f"{row.id}|{pid}", style="primary"),
                 }
             )

@@ -19,7 +19,9 @@ def _head(p: ProposalMade) -> list[Block]:
         p.risk, f"needs {p.approvals_required} approver(s)" + (" other than the proposer" if p.risk == "R3" else "")
     )
     return [
-        section(f":raised_hand: *{p.action}* `{p.proposal_id}` — risk *{p.risk}*, {need}\n```{p.preview[:2500]}```")
+        section(
+            f":raised_hand: *{esc(p.action)}* `{esc(p.proposal_id)}` — risk *{p.risk}*, {need}\n```{esc(p.preview[:2500])}```"
+        )
     ]
 
 
@@ -38,9 +40,9 @@ def _facts(p: ProposalMade, entry: Entry | None) -> list[str]:
     if entry is not None and entry.refs:
         facts.append("Evidence: " + ", ".join(f"#{r}" for r in entry.refs))
     if p.compensates_run:
-        facts.append(f"Compensates `{p.compensates_run}`")
+        facts.append(f"Compensates `{esc(p.compensates_run)}`")
     if p.args_hash:
-        facts.append(f"args `{p.args_hash[:19]}…`")
+        facts.append(f"args `{esc(p.args_hash[:19])}…`")
     return facts
 
 
@@ -56,7 +58,7 @@ def _decide_controls(p: ProposalMade, state: ScopeState) -> list[Block]:
             ],
         },
         context(
-            f"Or: `@decklog approve {p.proposal_id}` / `@decklog deny {p.proposal_id} [reason]` · "
+            f"Or: `@decklog approve {esc(p.proposal_id)}` / `@decklog deny {esc(p.proposal_id)} [reason]` · "
             f"expires {date(p.expires_at, '{time}')}"
         ),
     ]
@@ -84,7 +86,8 @@ def proposal_message(p: ProposalMade, state: ScopeState, entry: Entry | None = N
         blocks.append(context(":zap: R1: runs now, without approval"))
     if entry is not None:
         blocks.append(by(entry))
-    return Outgoing(f"Approval needed: {p.action} ({p.risk})" if waiting else f"Proposal {p.action}", blocks)
+    action = esc(p.action)
+    return Outgoing(f"Approval needed: {action} ({p.risk})" if waiting else f"Proposal {action}", blocks)
 
 
 def proposal_outcome(p: ProposalMade, outcome: str, who: str, *, details: tuple[str, ...] = ()) -> Outgoing:
@@ -94,4 +97,4 @@ def proposal_outcome(p: ProposalMade, outcome: str, who: str, *, details: tuple[
     blocks.append(section(f"*{esc(outcome)}*" + (f" by {who}" if who else "")))
     if details:
         blocks.append(context("\n".join(details)[:3000]))
-    return Outgoing(f"{p.action} {p.proposal_id}: {outcome}", blocks)
+    return Outgoing(f"{esc(p.action)} {esc(p.proposal_id)}: {esc(outcome)}", blocks)

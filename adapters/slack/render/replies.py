@@ -73,7 +73,7 @@ def _message(entry: Entry, p: Message, _state: ScopeState) -> Outgoing | None:
     if p.ts:  # it came from Slack: it is already there
         return None
     who = _who(entry)
-    return Outgoing(f"{who}: {p.text}", [section(f"*{who}* (via {entry.actor.type}): {esc(p.text)}")])
+    return Outgoing(f"{who}: {esc(p.text)}", [section(f"*{who}* (via {entry.actor.type}): {esc(p.text)}")])
 
 
 def _observation(entry: Entry, p: Observation, _state: ScopeState) -> Outgoing | None:
@@ -84,39 +84,39 @@ def _observation(entry: Entry, p: Observation, _state: ScopeState) -> Outgoing |
     if p.source == "decklog:alerts" and isinstance(p.data.get("summary"), dict):
         return _alert_summary(p)
     icon = ":package:" if p.source == "change" else ":mag:"
-    return Outgoing(f"Observed: {p.text}", [section(f"{icon} {esc(p.text)}"), by(entry)])
+    return Outgoing(f"Observed: {esc(p.text)}", [section(f"{icon} {esc(p.text)}"), by(entry)])
 
 
 def _alert_summary(p: Observation) -> Outgoing:
     """One concise line for an incident's alerts of the last minute (``core.alerts.summary``)."""
     counts = p.data["summary"]
     icon = ":white_check_mark:" if counts.get("total") and not counts.get("firing") else ":bell:"
-    return Outgoing(p.text, [context(f"{icon} {esc(p.text)}")])
+    return Outgoing(esc(p.text), [context(f"{icon} {esc(p.text)}")])
 
 
 def _hypothesis(entry: Entry, p: Hypothesis, state: ScopeState) -> Outgoing:
     marker = ":robot_face: " if entry.actor.type == "agent" else ":bulb: "
     conf = f" _(confidence {p.confidence:.0%})_" if p.confidence is not None else ""
     blocks = [section(f"{marker}*Hypothesis* — {esc(p.text)}{conf}"), by(entry), *finding_blocks(entry, state.scope)]
-    return Outgoing(f"Hypothesis: {p.text}", blocks)
+    return Outgoing(f"Hypothesis: {esc(p.text)}", blocks)
 
 
 def _decision(entry: Entry, p: Decision, _state: ScopeState) -> Outgoing:
-    return Outgoing(f"Decision: {p.text}", [section(f":scales: *Decision* — {esc(p.text)}"), by(entry)])
+    return Outgoing(f"Decision: {esc(p.text)}", [section(f":scales: *Decision* — {esc(p.text)}"), by(entry)])
 
 
 def _goal(_entry: Entry, p: Goal, _state: ScopeState) -> Outgoing:
-    return Outgoing(f"Goal: {p.text}", [section(f":dart: *Goal* — {esc(p.text)}")])
+    return Outgoing(f"Goal: {esc(p.text)}", [section(f":dart: *Goal* — {esc(p.text)}")])
 
 
 def _constraint(_entry: Entry, p: Constraint, _state: ScopeState) -> Outgoing:
-    return Outgoing(f"Constraint: {p.text}", [section(f":no_entry: *Constraint* — {esc(p.text)}")])
+    return Outgoing(f"Constraint: {esc(p.text)}", [section(f":no_entry: *Constraint* — {esc(p.text)}")])
 
 
 def _status(entry: Entry, p: StatusChanged, _state: ScopeState) -> Outgoing:
     extra = f" — {esc(p.summary)}" if p.summary else ""
-    line = f"{STATUS_EMOJI.get(p.status, '')} {_who(entry)} set status to *{p.status}*{extra}"
-    return Outgoing(f"Status: {p.status}", [context(line)])
+    line = f"{STATUS_EMOJI.get(p.status, '')} {_who(entry)} set status to *{esc(p.status)}*{extra}"
+    return Outgoing(f"Status: {esc(p.status)}", [context(line)])
 
 
 def _severity(entry: Entry, p: SeverityChanged, _state: ScopeState) -> Outgoing:
@@ -125,14 +125,16 @@ def _severity(entry: Entry, p: SeverityChanged, _state: ScopeState) -> Outgoing:
 
 
 def _role(entry: Entry, p: RoleAssigned, _state: ScopeState) -> Outgoing:
-    return Outgoing(f"{p.role}: {p.user_id}", [context(f"{_who(entry)} assigned *{esc(p.role)}* to <@{p.user_id}>")])
+    return Outgoing(
+        f"{esc(p.role)}: {esc(p.user_id)}", [context(f"{_who(entry)} assigned *{esc(p.role)}* to <@{esc(p.user_id)}>")]
+    )
 
 
 def _linked(_entry: Entry, p: ScopeLinked, _state: ScopeState) -> Outgoing | None:
     if p.relation in QUIET_RELATIONS:  # a split alert notification's links: one line in the parent says it all
         return None
     reason = f" — {esc(p.reason)}" if p.reason else ""
-    return Outgoing(f"Linked {p.scope}", [context(f":link: Linked `{p.scope}` ({p.relation}){reason}")])
+    return Outgoing(f"Linked {esc(p.scope)}", [context(f":link: Linked `{esc(p.scope)}` ({esc(p.relation)}){reason}")])
 
 
 def _suggestion(entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
@@ -147,7 +149,7 @@ def _suggestion(entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
         ],
     }
     return Outgoing(
-        f"Suggestion: {p.text}",
+        f"Suggestion: {esc(p.text)}",
         [
             section(f":robot_face: *Suggestion* — {esc(p.text)}" + rationale),
             buttons,
@@ -158,18 +160,18 @@ def _suggestion(entry: Entry, p: Suggestion, state: ScopeState) -> Outgoing:
 
 
 def _feedback(_entry: Entry, p: SuggestionFeedback, _state: ScopeState) -> Outgoing:
-    line = f"Suggestion `{p.suggestion_id}` *{p.verdict}*" + (f" by <@{p.user_id}>" if p.user_id else "")
+    line = f"Suggestion `{esc(p.suggestion_id)}` *{p.verdict}*" + (f" by <@{esc(p.user_id)}>" if p.user_id else "")
     return Outgoing(f"Suggestion {p.verdict}", [context(line)])
 
 
 def _answer(_entry: Entry, p: Answer, _state: ScopeState) -> Outgoing:
-    return Outgoing(f"Answer: {p.text}", [section(f":robot_face: *{esc(p.question[:200])}*\n{esc(p.text)}")])
+    return Outgoing(f"Answer: {esc(p.text)}", [section(f":robot_face: *{esc(p.question[:200])}*\n{esc(p.text)}")])
 
 
 def _obligation(entry: Entry, p: ObligationOpened, state: ScopeState) -> Outgoing:
     cond = "".join(f"\n• {esc(c)}" for c in p.conditions)
-    head = section(f":clipboard: *Obligation* `{p.obligation_id}` — {esc(p.text)}{cond}")
-    return Outgoing(f"Obligation: {p.text}", [head, *finding_blocks(entry, state.scope)])
+    head = section(f":clipboard: *Obligation* `{esc(p.obligation_id)}` — {esc(p.text)}{cond}")
+    return Outgoing(f"Obligation: {esc(p.text)}", [head, *finding_blocks(entry, state.scope)])
 
 
 def _finding_answer(entry: Entry, p: FindingAnswer, _state: ScopeState) -> Outgoing:
@@ -179,8 +181,8 @@ def _finding_answer(entry: Entry, p: FindingAnswer, _state: ScopeState) -> Outgo
         "taken": ":raising_hand:",
         "done": ":ballot_box_with_check:",
     }
-    line = f"{icon.get(p.verdict, ':speech_balloon:')} {_who(entry)} {p.verdict.replace('_', ' ')} {p.finding_kind} #{p.finding}"
-    what = p.suspect_scope or p.obligation_id
+    line = f"{icon.get(p.verdict, ':speech_balloon:')} {_who(entry)} {p.verdict.replace('_', ' ')} {esc(p.finding_kind)} #{p.finding}"
+    what = esc(p.suspect_scope or p.obligation_id)
     return Outgoing(line, [context(line + (f" (`{what}`)" if what else ""))])
 
 
@@ -192,29 +194,31 @@ def _approval(_entry: Entry, p: Approval, _state: ScopeState) -> Outgoing:
     verb = "approved" if p.decision == "approved" else "denied"
     reason = f" — {esc(p.reason)}" if p.reason else ""
     icon = ":white_check_mark:" if verb == "approved" else ":no_entry_sign:"
-    return Outgoing(f"{p.proposal_id} {verb}", [context(f"{icon} <@{p.approver}> {verb} `{p.proposal_id}`{reason}")])
+    return Outgoing(
+        f"{esc(p.proposal_id)} {verb}", [context(f"{icon} <@{esc(p.approver)}> {verb} `{esc(p.proposal_id)}`{reason}")]
+    )
 
 
 def _closed(_entry: Entry, p: ProposalClosed, _state: ScopeState) -> Outgoing:
-    line = f":hourglass: Proposal `{p.proposal_id}` {p.outcome}" + (f": {esc(p.reason)}" if p.reason else "")
-    return Outgoing(f"{p.proposal_id} {p.outcome}", [context(line)])
+    line = f":hourglass: Proposal `{esc(p.proposal_id)}` {p.outcome}" + (f": {esc(p.reason)}" if p.reason else "")
+    return Outgoing(f"{esc(p.proposal_id)} {p.outcome}", [context(line)])
 
 
 def _started(_entry: Entry, p: ActionStarted, _state: ScopeState) -> Outgoing:
-    approved = f", approved by {', '.join(f'<@{a}>' for a in p.approvers)}" if p.approvers else ""
-    line = f":gear: Run `{p.run_id}` started *{p.action}* under fence {p.fence}" + approved
-    return Outgoing(f"Running {p.action}", [context(line)])
+    approved = f", approved by {', '.join(f'<@{esc(a)}>' for a in p.approvers)}" if p.approvers else ""
+    line = f":gear: Run `{esc(p.run_id)}` started *{esc(p.action)}* under fence {p.fence}" + approved
+    return Outgoing(f"Running {esc(p.action)}", [context(line)])
 
 
 def _result(_entry: Entry, p: ActionResult, _state: ScopeState) -> Outgoing:
     detail = f": {esc(p.error)}" if p.error else ""
     note = " — *outcome unknown; recorded as an open question*" if p.outcome == "abandon_uncertain" else ""
-    line = f"{RUN_ICONS[p.outcome]} Run `{p.run_id}` ({p.action}) *{p.outcome}*{detail}{note}"
-    return Outgoing(f"Run {p.run_id} {p.outcome}", [section(line)])
+    line = f"{RUN_ICONS[p.outcome]} Run `{esc(p.run_id)}` ({esc(p.action)}) *{p.outcome}*{detail}{note}"
+    return Outgoing(f"Run {esc(p.run_id)} {p.outcome}", [section(line)])
 
 
 def _compensated(_entry: Entry, p: EffectCompensated, _state: ScopeState) -> Outgoing:
-    line = f":leftwards_arrow_with_hook: Run `{p.compensating_run}` compensated `{p.original_run}`"
+    line = f":leftwards_arrow_with_hook: Run `{esc(p.compensating_run)}` compensated `{esc(p.original_run)}`"
     return Outgoing("Compensated", [context(line)])
 
 
@@ -225,14 +229,14 @@ def _verification(_entry: Entry, p: Verification, _state: ScopeState) -> Outgoin
 
 
 def _fence(_entry: Entry, p: FenceRejected, _state: ScopeState) -> Outgoing:
-    line = f":shield: Rejected a stale write on `{p.obligation_id}` (fence {p.fence} < {p.current_fence})"
+    line = f":shield: Rejected a stale write on `{esc(p.obligation_id)}` (fence {p.fence} < {p.current_fence})"
     return Outgoing("Stale write rejected", [context(line)])
 
 
 def _delivery(_entry: Entry, p: DeliveryFailed, _state: ScopeState) -> Outgoing | None:
     if p.sender == "slack":
         return None  # saying it on Slack would fail the same way
-    line = f":warning: Delivery of #{p.seq} to {p.sender} failed after {p.attempts} attempts: {esc(p.error[:200])}"
+    line = f":warning: Delivery of #{p.seq} to {esc(p.sender)} failed after {p.attempts} attempts: {esc(p.error[:200])}"
     return Outgoing("Delivery failed", [context(line)])
 
 

@@ -137,7 +137,7 @@ async def role(call: Call) -> Reply:
         user_name=args.get("user_name", ""),
         idempotency_key=call.key,
     )
-    return Reply(f"<@{args['user_id']}> is {args['role']} of `{call.scope}`.")
+    return Reply(f"<@{args['user_id']}> is {render.esc(args['role'])} of `{call.scope}`.")
 
 
 async def resolve(call: Call) -> Reply:
@@ -219,15 +219,17 @@ async def catchup(call: Call) -> Reply:
 
 
 async def _catch_up(call: Call, actor: Actor, key: str) -> str:
+    """The catch-up (a model's summary, or the deterministic one), escaped for Slack: it quotes titles, messages
+    and alerts, and a model's words, none of which may ping or link anyone (it has no Slack markup of its own)."""
     if call.ports.catchup is not None:
-        return await call.ports.catchup(scope=call.scope, actor=actor, key=key)
+        return render.esc(await call.ports.catchup(scope=call.scope, actor=actor, key=key))
     from datetime import UTC, datetime
 
     from core.views import build_view
     from core.views.catchup import catch_up
 
     view = await build_view(call.store, call.scope, "joiner")
-    return catch_up(view, datetime.now(UTC))
+    return render.esc(catch_up(view, datetime.now(UTC)))
 
 
 async def follow_up(call: Call) -> Reply:
@@ -310,13 +312,13 @@ async def handover(call: Call) -> Reply:
         user_name=args.get("user_name", ""),
         idempotency_key=call.key,
     )
-    role, user = args["role"], args["user_id"]
+    role, user = render.esc(args["role"]), args["user_id"]
     if not result.entries and not result.duplicate:
         return Reply(f"<@{user}> already holds {role} of `{call.scope}`.")
     holder = Actor.human(user, args.get("user_name", ""))
     summary = await _catch_up(call, holder, f"{call.key}:handover")
     was = f" (from <@{before.user_id}>)" if before is not None and before.user_id != user else ""
-    intro = f":handshake: You are now {role} of `{call.scope}`{was}, handed over by {call.actor.label()}."
+    intro = f":handshake: You are now {role} of `{call.scope}`{was}, handed over by {render.esc(call.actor.label())}."
     return Reply(f"<@{user}> is now {role} of `{call.scope}`{was}.", notify=(user, f"{intro}\n{summary}"))
 
 
