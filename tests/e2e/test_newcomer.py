@@ -318,15 +318,19 @@ async def test_insights_mtta_reads_as_the_reports_first_human_response(tmp_path:
 # -- item 17: the timeline tells alerts apart ----------------------------------------------------------------------
 
 
-def alertmanager_group(status: str, instances: list[str]) -> dict[str, object]:
+def alertmanager_group(status: str, instances: list[str], resolved: tuple[str, ...] = ()) -> dict[str, object]:
+    """A notification as Alertmanager sends it: the group's ``status`` is ``resolved`` only when all its alerts
+    are; ``resolved`` names instances that resolved inside a group still firing."""
     common = {"alertname": "NodeDiskFull", "severity": "warning", "service": "storage", "job": "node"}
     alerts = [
         {
-            "status": status,
+            "status": "resolved" if status == "resolved" or instance in resolved else "firing",
             "labels": {**common, "instance": instance, "mountpoint": "/var"},
             "annotations": {"summary": "Disk almost full"},
             "startsAt": "2026-12-01T03:12:00Z",
-            "endsAt": "2026-12-01T03:20:00Z" if status == "resolved" else "0001-01-01T00:00:00Z",
+            "endsAt": "2026-12-01T03:20:00Z"
+            if status == "resolved" or instance in resolved
+            else "0001-01-01T00:00:00Z",
             "generatorURL": "http://prometheus:9090/graph",
             "fingerprint": f"fp-{instance}",
         }
@@ -352,7 +356,9 @@ async def test_the_timeline_tells_firing_from_resolved_and_one_instance_from_ano
     server: DecklogServer = await make_server(alert_token=TOKEN)
     fired = await post_alert(server.url, alertmanager_group("firing", ["db-1:9100", "db-2:9100"]), "alertmanager")
     (scope,) = fired["scopes"]  # type: ignore[misc]
-    await post_alert(server.url, alertmanager_group("resolved", ["db-1:9100"]), "alertmanager")
+    await post_alert(
+        server.url, alertmanager_group("firing", ["db-1:9100", "db-2:9100"], resolved=("db-1:9100",)), "alertmanager"
+    )
     await server.runtime.dispatcher.idle()
 
     out = decklog("timeline", str(scope), env=clean_env(DECKLOG_DATA_DIR=str(server.settings.data_dir)), cwd=tmp_path)
