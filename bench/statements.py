@@ -2,7 +2,7 @@
 cursor, for the statement shapes of the log store's hot path (an insert, a keyed range read).
 
 This is the measured reason the SQLite backend keeps its hot path as Core-compiled SQL text run on the raw
-cursor (docs/decisions.md). Prints µs per statement (CPU time, median of rounds) and the ratio.
+cursor (docs/decisions/0040-hot-statements-run-as-text.md). Prints µs per statement (CPU time, median of rounds) and the ratio.
 
     .venv/bin/python bench/statements.py [--n 20000] [--rounds 5]
 """

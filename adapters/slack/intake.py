@@ -10,7 +10,7 @@ the ack, before anything is stored. Then the request goes into the inbox under i
 is it acknowledged. A key already there (a Slack retry, or a duplicate delivered while the first one still runs)
 is acknowledged and not processed again.
 
-Idempotency keys (see docs/decisions.md):
+Idempotency keys (see docs/decisions/0043-durable-inbox-persist-then-ack.md):
 
 - events: ``ev:<event_id>`` — Slack's retries of one event carry the same ``event_id``;
 - slash commands: ``cmd:<trigger_id>`` (``cmd:<response_url>`` if a client sends none) — one per invocation;

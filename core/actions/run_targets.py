@@ -5,7 +5,7 @@ That condition reads the other incidents' logs, and two sibling incidents' runne
 before either has recorded ``action_started``, would both pass. Holding this gate from before the evidence is read
 until the start is recorded makes the second one see the first one's run. With several replicas (PostgreSQL) the
 gate is a named lease in the shared database; a replica that cannot get it within ``WAIT_S`` gives the run back
-(deferred: the sweep tries again). In one process it is an ``asyncio.Lock`` per target. See docs/decisions.md.
+(deferred: the sweep tries again). In one process it is an ``asyncio.Lock`` per target. See docs/decisions/0118-one-run-start-per-action-target.md.
 """
 
 from __future__ import annotations

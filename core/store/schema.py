@@ -65,7 +65,7 @@ outbox = sa.Table(
     sa.Column("parked_at", sa.Float, nullable=True),
     sa.Column("last_error", sa.Text, nullable=False, server_default=""),
     # One B-tree keyed (topic, seq) instead of a rowid table plus its primary-key index: an append writes one
-    # page fewer per commit (measured: bench/append.py, docs/decisions.md).
+    # page fewer per commit (measured: bench/append.py, docs/decisions/0068-group-commit-without-a-writer-task.md).
     sqlite_with_rowid=False,
 )
 sa.Index(

@@ -3,7 +3,7 @@
 Creating a scope file costs several fsyncs (the file, the switch to WAL, the schema's commit) before the first
 entry can be written — about half of a declaration's time on this machine. ``SpareFiles`` keeps a couple of
 ready files (WAL mode, current schema, no entries) in ``DATA_DIR/spare/`` (the same file system as
-``DATA_DIR/scopes/``) and hands one over by renaming it into place. See docs/decisions.md.
+``DATA_DIR/scopes/``) and hands one over by renaming it into place. See docs/decisions/0037-spare-scope-files.md.
 
 Handing over is safe with several processes on one data directory:
 

@@ -8,7 +8,7 @@ transaction on a worker thread (SQLAlchemy Core, sync connection), commits once 
 batch that formed meanwhile (no writer task, no queue: two fewer loop wake-ups per batch). Each request may run
 inside a SAVEPOINT, so one failing request does not fail its neighbours. A small batch of quick appends runs
 its statements on the loop's thread instead, and only its COMMIT on a worker: no GIL hand-off per statement
-(decision 133). See docs/decisions.md.
+(docs/decisions/0133-small-batches-staged-on-the-loop.md).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class SqliteFile(Generic[C]):
 
     # Group commit without a writer task: at most one batch per file is in flight on a worker thread; requests that
     # arrive meanwhile wait in ``_pending`` and form the next batch, which the finished batch's callback submits
-    # (one hop to the worker and one back per batch; measured in bench/append.py, docs/decisions.md). A batch is
+    # (one hop to the worker and one back per batch; measured in bench/append.py, docs/decisions/0068-group-commit-without-a-writer-task.md). A batch is
     # formed one loop turn after the first request of an idle file: the callers that the last commit woke all run
     # in that turn, so they share the next commit instead of the first of them committing alone.
 

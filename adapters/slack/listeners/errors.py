@@ -6,7 +6,7 @@ runs here only to route a stored request to its listener, whose ``ack()`` then a
 work of a listener: it runs inline (the intake holds a work slot around the whole dispatch and marks the request
 done when it returns), and every failure goes through ``failed`` — the same handler Bolt calls (``app.error``).
 An unexpected error is handed back to the intake (``Outcome``): retried instead of being shown, and after the last
-attempt shown and parked. See docs/decisions.md.
+attempt shown and parked. See docs/decisions/0043-durable-inbox-persist-then-ack.md.
 """
 
 from __future__ import annotations
