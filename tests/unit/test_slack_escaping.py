@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.slack import render
-from adapters.slack.lifecycle import lifecycle_reply
+from adapters.slack.render.lifecycle import lifecycle_reply
 from adapters.slack.render.replies import REPLIES
 from core.entries import Actor, Entry, ProposalMade
 from core.entries.lifecycle import ArchiveNotice, Reminder
