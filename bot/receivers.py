@@ -48,7 +48,7 @@ from pydantic import SecretStr
 
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES, github
-from adapters.payload_fields import header_value
+from adapters.payload import header_value
 from bot.backends import alert_rates, route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
