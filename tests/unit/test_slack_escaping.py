@@ -21,7 +21,7 @@ from core.entries import Actor, Entry, ProposalMade
 from core.entries.lifecycle import ArchiveNotice, Reminder
 from core.index import ScopeRow
 from core.state import ScopeState
-from core.state_model import ObligationState
+from core.state.model import ObligationState
 
 HOSTILE = "<!channel> <@U0BOB> <https://evil.example|click>"
 RAW = ("<!channel>", "<@U0BOB>", "<https://evil.example")
