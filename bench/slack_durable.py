@@ -40,7 +40,7 @@ LAYERS = (  # first match wins, tested on the whole sampled stack (outermost →
     ("inbox", ("inbox",)),
     ("index delivery", ("core/index.py",)),
     ("outbox / dispatcher", ("core/outbox.py",)),
-    ("fold (state)", ("core/state.py",)),
+    ("fold (state)", ("core/state/",)),
     ("append (store)", ("core/store/",)),
     ("Slack sender", ("adapters/slack/sender.py",)),
     ("listeners / service", ("adapters/slack/listeners", "core/service.py")),

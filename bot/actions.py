@@ -244,7 +244,7 @@ def proposal_rendering(made: Entry, entries: Sequence[Entry], state: ScopeState)
     if not closed and not results and current is not None and current.status == "waiting_for_approval":
         out = render.proposal_message(prop, state, made)
         if yes:
-            extra = render._context(f"Approved so far by {who} ({len(yes)} of {prop.approvals_required})")
+            extra = render.context(f"Approved so far by {who} ({len(yes)} of {prop.approvals_required})")
             out = render.Outgoing(out.text, [*out.blocks[:-1], extra, out.blocks[-1]])
         return out
     denied = next((a for a in approvals if a.decision == "denied"), None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from adapters.slack.sender_support import PaceSlots
+from adapters.slack.pacing import PaceSlots
 from bot.settings import Settings
 from core.alerts.rates import RateCounter
 from core.alerts.route_locks import RouteLocks

@@ -23,7 +23,7 @@ something was recorded, 200 when nothing was) says what happened to each alert o
 the outbox's: an alert-opened incident posts its header; later alerts are collapsed into at most one summary a
 minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener as a hint, and derived from the
 log at start-up and every minute, so a crash between an alert's commit and the arming loses no summary). Change <->
-incident links are the ``changes`` outbox topic's (``core.change_links``). Every answer is sent only after what it
+incident links are the ``changes`` outbox topic's (``core.changes.links``). Every answer is sent only after what it
 reports is committed: the router and the change service await their appends.
 
 A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened, issue 18) passes the
@@ -48,13 +48,12 @@ from pydantic import SecretStr
 
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES, github
-from adapters.payload_fields import header_value
+from adapters.payload import header_value
 from bot.backends import alert_rates, route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
-from core.change_links import ChangeLinkSender
-from core.changes import ChangeService
+from core.changes import ChangeLinkSender, ChangeService
 from core.entries import Entry
 from core.errors import InvalidInput
 from core.follow_ups import FollowUpCloser
@@ -297,7 +296,7 @@ class Receivers:
         """A store listener: hold the alert observations for the next summary and schedule it (hints only:
         ``rearm`` derives the schedule from the log at start-up and every minute, and a summary reads the log when
         the held observations are not all there, so a crash before this ran loses nothing). Change links are the
-        ``changes`` outbox topic's (``core.change_links``)."""
+        ``changes`` outbox topic's (``core.changes.links``)."""
         if scope.startswith("incident/"):
             self.summarizer.observe(scope, entries)
 

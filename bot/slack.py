@@ -29,10 +29,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.app import build_slack_app, build_web_client
 from adapters.slack.deps import SlackDeps
 from adapters.slack.intake import Rejected, SlackIntake
+from adapters.slack.pacing import ChannelPacer, SharedChannelPacer
 from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
-from adapters.slack.sender import ChannelPacer, SlackSender
-from adapters.slack.sender_support import SharedChannelPacer
+from adapters.slack.sender import SlackSender
 from bot.backends import open_inbox, pace_slots
 from bot.parts import Job, Provides, Route, Stopper
 from bot.runtime import Runtime

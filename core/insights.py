@@ -1,7 +1,7 @@
 """Cross-incident numbers (``decklog insights``, ``GET /api/insights``): counts, MTTA, MTTM and MTTR.
 
 Computed from one row per incident in the index's ``milestones`` table, which ``Index.apply`` keeps in step with
-the scope's folded state (core/state.py) — never by replaying logs. The milestones, all measured from the
+the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
 ``declared`` entry's time:
 
 - acknowledged (MTTA): the state's ``acknowledged_at`` — the first entry a person makes in response (a

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Final
 
 from adapters.alerts import alertmanager, datadog, generic, grafana, pagerduty
-from adapters.payload_fields import header_value
+from adapters.payload import header_value
 from core.signals import AlertSignal
 
 AlertParser = Callable[[object], list[AlertSignal]]

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Final
 
 from adapters.changes import generic, github
-from adapters.payload_fields import header_value
+from adapters.payload import header_value
 from core.signals import ChangeSignal
 
 ChangeParser = Callable[[object, str | None], list[ChangeSignal]]

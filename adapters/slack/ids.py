@@ -76,7 +76,7 @@ METHOD_SCOPES = {
     "chat.getPermalink": None,
     "conversations.create": "channels:manage",
     "conversations.invite": "channels:manage",
-    "conversations.archive": "channels:manage",  # issue 18: the channel lifecycle (adapters/slack/lifecycle.py)
+    "conversations.archive": "channels:manage",  # issue 18: the channel lifecycle (adapters/slack/sender.py)
     "conversations.list": "channels:read",
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",

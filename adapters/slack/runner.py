@@ -19,8 +19,6 @@ from core.index import Index
 from core.service import ScopeService
 from core.store import LogStore
 
-__all__ = ["CommandRunner", "Reply"]
-
 
 class CommandRunner:
     def __init__(self, service: ScopeService, store: LogStore, index: Index, ports: SlackPorts) -> None:

@@ -4,32 +4,46 @@
   ``thread_linked`` entry that routes the thread to the scope.
 - entries people should see → thread replies carrying the entry id in message ``metadata``.
 - every delivery → the header updated in place (``chat.update``) when its rendering changed.
+- ``archive_notice`` and ``reminder`` → a post like any other (the due times: core/lifecycle.py). A reminder
+  mentions the people it names; the one a resolve leaves when obligations are still open lists them with Done /
+  Follow-up buttons (adapters/slack/render/lifecycle.py).
+- ``channel_archive`` → ``conversations.archive``, unless the incident was reopened or a person wrote something
+  after the notice (then nothing: the next quiet period starts a new notice). ``already_archived`` counts as
+  done, so a redelivery after a crash between the call and its memo archives nothing twice. The header memo is
+  marked archived: nothing is posted or updated in the channel afterwards (Slack would refuse: ``is_archived``).
+- ``report_exported`` (destination ``slack``) → the stashed report uploaded into the thread, once per
+  (thread, bytes).
 
 Idempotent across restarts: after posting it records the ``ts`` in the scope's sender memo, and a redelivered
 entry with a ``ts`` is skipped. An entry whose post may have happened without its ``ts`` being recorded — the
 answer was lost, or the entry was committed before this process started (a previous process may have posted it
 and died) — is first looked up by its metadata (``conversations.replies`` / ``history`` with
 ``include_all_metadata``) and posted only if absent. Nothing is written before a post, so the header of a new
-incident costs no extra fsync. Posts are paced per channel; a 429 raises ``RetryAfter`` (no failure budget spent).
+incident costs no extra fsync. Posts are paced per channel (adapters/slack/pacing.py); a 429 raises
+``RetryAfter`` (no failure budget spent).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render, sender_support
-from adapters.slack.lifecycle import LIFECYCLE_PAYLOADS, deliver_lifecycle
-from adapters.slack.sender_support import ChannelPacer, SlackStats, digest, from_slack, raise_for
-from adapters.slack.uploads import REPORT_STASH, upload_report
+from adapters.slack import render
+from adapters.slack.pacing import ChannelPacer
+from adapters.slack.render.header import pointer
+from adapters.slack.render.lifecycle import lifecycle_reply
 from core.alarm import Alarm
-from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
+from core.entries import Actor, Entry, Message, NewEntry, Observation, ReportExported, ThreadLinked
+from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
 from core.index import Index, route_key
 from core.outbox import PermanentFailure, RetryAfter
 from core.outbox_types import LeaseFence, LeaseLost
@@ -40,7 +54,88 @@ log = logging.getLogger(__name__)
 
 TOPIC = "slack"
 EntryUpdater = Callable[[str, Entry, ScopeState], Awaitable[list[tuple[int, render.Outgoing]]]]
-__all__ = ["REPORT_STASH", "TOPIC", "ChannelPacer", "EntryUpdater", "SlackSender", "SlackStats"]
+
+# Memo topic where an export stashes a report's bytes, keyed by their sha256, before it appends the
+# ``report_exported`` entry (destination "slack") that asks the sender to upload them:
+# {"filename", "title", "comment", "content"}.
+REPORT_STASH = "report"
+
+LIFECYCLE_PAYLOADS = (ArchiveNotice, ChannelArchive, Reminder)
+
+PERMANENT_ERRORS = {
+    "channel_not_found",
+    "is_archived",
+    "invalid_blocks",
+    "msg_too_long",
+    "no_text",
+    "invalid_metadata_format",
+    "invalid_metadata_schema",
+    "restricted_action",
+    "not_authed",
+    "invalid_auth",
+    "account_inactive",
+    "token_revoked",
+    "missing_scope",
+}
+#: conversations.archive errors retrying cannot fix (docs.slack.dev/reference/methods/conversations.archive).
+ARCHIVE_PERMANENT = frozenset(
+    {
+        "cant_archive_general",
+        "cant_archive_required",
+        "channel_not_found",
+        "method_not_supported_for_channel_type",
+        "not_in_channel",
+        "restricted_action",
+        "access_denied",
+    }
+)
+#: Pages of 200 messages ``find_posted`` reads at most before it gives up looking (and the entry is posted).
+FIND_PAGES = 25
+
+
+@dataclass
+class SlackStats:
+    posts: int = 0
+    updates: int = 0
+    reconciled: int = 0
+    skipped_duplicates: int = 0
+    rate_limited: int = 0
+    archived: int = 0  # channels archived (conversations.archive)
+
+
+RECORD_KINDS = frozenset({"goal", "constraint", "decision"})
+
+
+class HeaderRecords:
+    """The typed record the header shows: the last goal, the last constraints, the last decision.
+
+    Read from the log once per scope and kept until the sender delivers an entry of one of those kinds (the sender
+    sees every entry of a scope, in order): a storm's header refreshes do not read the log three times each."""
+
+    def __init__(self, store: LogStore, *, keep: int = 512) -> None:
+        self.store = store
+        self.keep = keep
+        self._known: dict[str, list[Entry]] = {}
+
+    def saw(self, scope: str, entries: Sequence[Entry]) -> None:
+        if any(e.kind in RECORD_KINDS for e in entries):
+            self.forget(scope)
+
+    def forget(self, scope: str) -> None:
+        """Read it again next time (another replica delivered some of the scope: it may have seen a decision)."""
+        self._known.pop(scope, None)
+
+    async def get(self, scope: str) -> list[Entry]:
+        known = self._known.get(scope)
+        if known is not None:
+            return known
+        out: list[Entry] = []
+        for kind, limit in (("goal", 1), ("constraint", render.CONSTRAINTS_SHOWN), ("decision", 1)):
+            out += await self.store.read_last(scope, limit=limit, kinds=[kind])
+        self._known[scope] = out
+        while len(self._known) > self.keep:
+            self._known.pop(next(iter(self._known)))
+        return out
 
 
 class SlackSender:
@@ -78,7 +173,7 @@ class SlackSender:
         self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox.py)
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
-        self.records = sender_support.HeaderRecords(store)
+        self.records = HeaderRecords(store)
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
         # Updaters never see messages that came from Slack (``from_slack``), nor alert observations (the header
@@ -94,7 +189,7 @@ class SlackSender:
         self.records.saw(scope, entries)
         if not entries:
             return  # nothing to post, nothing the header shows (see ``from_slack``), no updater acts on them
-        if all(sender_support.alert_observation(e) for e in entries):  # a storm's batch: one coalesced refresh
+        if all(alert_observation(e) for e in entries):  # a storm's batch: one coalesced refresh
             await self.refresh_header(scope)
             return
         state: ScopeState | None = None  # read once per batch (it holds all of it), again after what appends
@@ -108,13 +203,13 @@ class SlackSender:
             thread = state.thread
             if thread is None or await self._archived(scope):
                 continue  # no Slack home (no channel configured, or it was archived): the log still has everything
-            if isinstance(entry.payload, LIFECYCLE_PAYLOADS):  # issue 18: archive notices, archives, reminders
-                await deliver_lifecycle(self, scope, entry, state)
+            if isinstance(entry.payload, LIFECYCLE_PAYLOADS):  # archive notices, archives, reminders
+                await self._deliver_lifecycle(scope, entry, state)
                 state = None
                 continue
             if isinstance(entry.payload, ReportExported):
                 if entry.payload.destination == "slack" and not entry.payload.file_id:
-                    await upload_report(self, scope, entry, entry.payload, state)
+                    await self._upload_report(scope, entry, entry.payload, state)
                     state = None
                 continue
             out = render.entry_reply(entry, state)
@@ -216,11 +311,7 @@ class SlackSender:
         await self.memo_put(scope, "header", header_memo)
         await self._link_thread(scope, header_memo)
         if dedicated and origin[:1] in ("C", "G") and origin != channel:
-            pointer = render.Outgoing(
-                f"{render.esc(state.title)}: <#{channel}>",
-                [render._section(f":rotating_light: *{render.esc(state.title)}* is being handled in <#{channel}>")],
-            )
-            await self.post_once(scope, "pointer", entry, origin, None, pointer)
+            await self.post_once(scope, "pointer", entry, origin, None, pointer(state, channel))
 
     async def _link_thread(self, scope: str, memo: dict[str, Any]) -> None:
         dedicated = bool(memo.get("dedicated"))
@@ -283,6 +374,117 @@ class SlackSender:
             cursor = (resp.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 raise PermanentFailure(f"DECKLOG_ALERTS_CHANNEL: no channel named #{name} visible to the bot")
+
+    # -- the channel lifecycle and the reminders --------------------------------------------------------------
+
+    async def _deliver_lifecycle(self, scope: str, entry: Entry, state: ScopeState) -> None:
+        assert state.thread is not None
+        header = await self.memo_get(scope, "header") or {}
+        if header.get("archived"):
+            log.info("slack: %s #%d not posted: the incident's channel is archived", scope, entry.seq)
+            return
+        if isinstance(entry.payload, ChannelArchive):
+            await self._archive_channel(scope, entry, entry.payload, state)
+            return
+        out = lifecycle_reply(entry, state)
+        if out is not None:
+            thread_ts = None if state.thread.dedicated_channel else state.thread.ts
+            await self.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+
+    async def _archive_channel(self, scope: str, entry: Entry, p: ChannelArchive, state: ScopeState) -> None:
+        key = f"archive:{entry.seq}"
+        memo = await self.memo_get(scope, key)
+        if memo and memo.get("state") in ("archived", "cancelled"):
+            self.stats.skipped_duplicates += 1
+            return
+        if state.status != "resolved" or state.last_human_seq > p.notice or not _from_the_job(entry, p, state):
+            log.info("slack: archive of %s cancelled: activity or a reopen since notice #%d", p.channel, p.notice)
+            await self.memo_put(scope, key, {"state": "cancelled"})
+            return
+        try:
+            await self.client.conversations_archive(channel=p.channel)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", "")) if exc.response is not None else ""
+            if error != "already_archived":
+                self.raise_for(exc, p.channel)
+                if error in ARCHIVE_PERMANENT:
+                    raise PermanentFailure(f"Slack says {error}") from exc
+                raise
+        self.stats.archived += 1
+        await self.memo_put(scope, key, {"state": "archived", "channel": p.channel})
+        header = await self.memo_get(scope, "header") or {}
+        await self.memo_put(scope, "header", {**header, "archived": True})
+
+    # -- report uploads ---------------------------------------------------------------------------------------
+
+    async def _upload_report(self, scope: str, entry: Entry, p: ReportExported, state: ScopeState) -> None:
+        """Upload a stashed report into the thread (files upload v2) unless these bytes are already there.
+
+        Keyed by the report's sha256: a redelivery after an upload whose outcome is unknown first looks for the
+        file in the thread (the upload's comment carries the digest). The file id is kept in the sender's memo,
+        like the ts of every message it posts: the request's ``report_exported`` entry is the export's one line in
+        the timeline (decision 142), and an upload that keeps failing shows as ``delivery_failed``.
+        """
+        assert state.thread is not None
+        key = f"upload:{p.sha256}"
+        channel = state.thread.channel
+        thread_ts = None if state.thread.dedicated_channel else state.thread.ts
+        memo = await self.memo_get(scope, key)
+        if memo and memo.get("file_id"):
+            self.stats.skipped_duplicates += 1
+            return
+        if memo and memo.get("state") == "uploading":
+            found = await self._find_upload(channel, thread_ts, p.sha256, float(memo.get("at", 0)))
+            if found:
+                self.stats.reconciled += 1
+                await self._uploaded(scope, entry, p, found)
+                return
+        stash = await self.store.memo_get(scope, REPORT_STASH, p.sha256) or {}
+        content = stash.get("content")
+        if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
+            raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
+        await self.paced(scope, channel)
+        await self.memo_put(scope, key, {"state": "uploading", "at": time.time()})
+        try:
+            resp = await self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                content=content,
+                filename=str(stash.get("filename") or f"report.{p.format}"),
+                title=str(stash.get("title") or "Post-incident report"),
+                initial_comment=str(stash.get("comment") or f"Post-incident report — sha256 {p.sha256}"),
+            )
+        except SlackApiError as exc:
+            await self.memo_put(scope, key, {"state": "not_uploaded"})
+            self.raise_for(exc, channel)
+            raise
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ConnectionError(f"uploading report {p.sha256[:12]}…: outcome unknown") from exc
+        self.stats.posts += 1
+        file = resp.get("file") or (resp.get("files") or [{}])[0]
+        await self._uploaded(scope, entry, p, str(file.get("id", "")))
+
+    async def _uploaded(self, scope: str, entry: Entry, p: ReportExported, file_id: str) -> None:
+        await self.memo_put(scope, f"upload:{p.sha256}", {"state": "uploaded", "file_id": file_id, "seq": entry.seq})
+        await self.store.memo_put(scope, REPORT_STASH, p.sha256, {"uploaded": file_id})  # drop the bytes
+
+    async def _find_upload(self, channel: str, thread_ts: str | None, sha256: str, since: float) -> str | None:
+        """The id of a file an earlier attempt shared: a message with files whose text carries the digest."""
+        oldest = f"{max(0.0, since - 120):.6f}"
+        try:
+            if thread_ts:
+                resp = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=oldest, limit=200)
+            else:
+                resp = await self.client.conversations_history(channel=channel, oldest=oldest, limit=200)
+        except SlackApiError as exc:
+            self.raise_for(exc, channel)
+            raise
+        messages: list[dict[str, Any]] = resp.get("messages", [])
+        for msg in messages:
+            files = msg.get("files") or []
+            if files and sha256 in (msg.get("text") or ""):
+                return str(files[0].get("id", "")) or None
+        return None
 
     # -- posting exactly once ---------------------------------------------------------------------------------
 
@@ -369,7 +571,7 @@ class SlackSender:
             memos[key] = dict(value)
 
     async def _archived(self, scope: str) -> bool:
-        """The incident's dedicated channel was archived (adapters/slack/lifecycle.py): Slack refuses posts there."""
+        """The incident's dedicated channel was archived (``_archive_channel``): Slack refuses posts there."""
         return bool((await self.memo_get(scope, "header") or {}).get("archived"))
 
     def handed_over(self, scope: str, *, died: bool) -> None:
@@ -387,10 +589,91 @@ class SlackSender:
     async def _find_posted(
         self, channel: str, thread_ts: str | None, entry_id: str, key: str, since: float
     ) -> str | None:
-        """Did an earlier attempt post this entry? (sender_support.find_posted: every page since then)"""
-        return await sender_support.find_posted(
+        """Did an earlier attempt post this entry? (``find_posted``: every page since then)"""
+        return await find_posted(
             self.client, channel, thread_ts, entry_id, key, since, fail=lambda exc: self.raise_for(exc, channel)
         )
 
     def raise_for(self, exc: SlackApiError, channel: str) -> None:
-        raise_for(exc, channel, self.pacer, self.stats)
+        """A 429 → ``RetryAfter`` (the channel's pacing pushed back); a permanent error → ``PermanentFailure``; else
+        return (the caller re-raises: retried with backoff)."""
+        wait = retry_after(exc)
+        if wait is not None:
+            self.stats.rate_limited += 1
+            self.pacer.penalize(channel, wait)
+            raise RetryAfter(wait, f"Slack rate limit on {channel}") from exc
+        error = str(exc.response.get("error", "")) if exc.response is not None else ""
+        if error in PERMANENT_ERRORS:
+            raise PermanentFailure(f"Slack says {error}") from exc
+
+
+def from_slack(entry: Entry) -> bool:
+    """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
+    as it was, and no updater acts on a message. The sender skips it without reading anything."""
+    return isinstance(entry.payload, Message) and bool(entry.payload.ts)
+
+
+def alert_observation(entry: Entry) -> bool:
+    """An alert's observation (it has a fingerprint): no reply of its own (``render.entry_reply`` gives none), no
+    updater acts on it; the header's counters and the per-minute summary show it."""
+    return isinstance(entry.payload, Observation) and bool(entry.payload.fingerprint)
+
+
+def _from_the_job(entry: Entry, p: ChannelArchive, state: ScopeState) -> bool:
+    """Only the lifecycle job's archive of this incident's own dedicated channel, after its notice, is acted on."""
+    thread = state.thread
+    own = thread is not None and thread.dedicated_channel and thread.channel == p.channel
+    return entry.actor.type == "system" and own and p.notice < entry.seq
+
+
+def retry_after(exc: SlackApiError) -> float | None:
+    if exc.response is not None and exc.response.status_code == 429:
+        raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after") or "1"
+        try:
+            return max(0.5, float(raw))
+        except ValueError:
+            return 1.0
+    return None
+
+
+def digest(out: render.Outgoing) -> str:
+    return hashlib.sha256(json.dumps([out.text, out.blocks], sort_keys=True).encode()).hexdigest()[:16]
+
+
+async def find_posted(
+    client: AsyncWebClient,
+    channel: str,
+    thread_ts: str | None,
+    entry_id: str,
+    key: str,
+    since: float,
+    *,
+    fail: Callable[[SlackApiError], None],
+) -> str | None:
+    """The ts of a message an earlier attempt (this process before a restart, or a replica that died) posted for
+    ``entry_id``/``key``, looked up by its metadata on every page from two minutes before ``since``: a busy alerts
+    channel has more than one page of headers within minutes. ``fail`` turns a Slack error into the sender's."""
+    oldest, cursor = f"{max(0.0, since - 120):.6f}", None
+    for _page in range(FIND_PAGES):
+        try:
+            if thread_ts:
+                resp = await client.conversations_replies(
+                    channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                )
+            else:
+                resp = await client.conversations_history(
+                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                )
+        except SlackApiError as exc:
+            fail(exc)
+            raise
+        messages: list[dict[str, Any]] = resp.get("messages", [])
+        for msg in messages:
+            payload = (msg.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("entry_id") == entry_id and payload.get("key", key) == key:
+                return str(msg["ts"])
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not resp.get("has_more") or not cursor:
+            return None
+    log.warning("looking for %s in %s: more than %d pages since %s; posting it", entry_id, channel, FIND_PAGES, oldest)
+    return None

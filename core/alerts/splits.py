@@ -5,7 +5,7 @@ incident the *parent*. Every later part of it that opens an incident is declared
 the parent (relation ``split_from``) in the declaration's own transaction. The parent gets the other direction
 (``split_into``) for each child and one line naming them, in one transaction at the end of the request
 (``SplitLinks.link``) — and, should the process die before that, from the ``changes`` outbox topic's delivery of
-each child's declaration (``SplitLinks.back_link``, called by ``core.change_links``), so a crash delays a back-link
+each child's declaration (``SplitLinks.back_link``, called by ``core.changes.links``), so a crash delays a back-link
 but never loses it. Both check ``state.linked`` inside the append: nothing is linked twice.
 
 So N incidents of one notification make N − 1 links each way, not N·(N − 1) (a 50-service notification used to make

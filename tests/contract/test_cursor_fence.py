@@ -19,7 +19,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.local.slack import FakeSlackServer
-from adapters.slack.sender import ChannelPacer, SlackSender
+from adapters.slack.pacing import ChannelPacer
+from adapters.slack.sender import SlackSender
 from core import outbox_cursors
 from core.index import Index
 from core.outbox import Dispatcher

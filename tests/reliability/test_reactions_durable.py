@@ -16,8 +16,7 @@ import pytest
 from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from core.alarm import AsyncioAlarm
 from core.alerts import AlertPolicy, AlertRouter
-from core.change_links import ChangeLinkSender
-from core.changes import ChangeService
+from core.changes import ChangeLinkSender, ChangeService
 from core.clock import ManualClock
 from core.entries import Actor, Entry
 from core.index import Index

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.slack.sender_support import SharedChannelPacer
+from adapters.slack.pacing import SharedChannelPacer
 from core.store.postgres import PostgresLogStore
 from core.store.postgres_pace import PostgresPaceSlots
 

@@ -19,8 +19,7 @@ from core.alerts import AlertRouter
 from core.alerts.locks import KeyedLocks
 from core.alerts.refusals import Refusals, refused_title
 from core.alerts.splits import SPLIT_FROM, SPLIT_INTO
-from core.change_links import ChangeLinkSender
-from core.changes import ChangeService
+from core.changes import ChangeLinkSender, ChangeService
 from core.entries import Actor, NewEntry, Observation, ScopeLinked, StatusChanged
 from core.state import ScopeState
 from tests.unit.test_alerts_routing import World

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import payload_fields as fields
+from adapters import payload as fields
 from adapters.alerts import (
     ALERT_SOURCES,
     AlertSource,
@@ -1320,7 +1320,7 @@ def test_fuzz_mutated_real_fixtures_raise_only_payload_error_at_the_mutated_fiel
 
 
 def test_a_summary_gives_its_first_line_as_the_title_unless_that_only_names_the_state() -> None:
-    from adapters.payload_fields import headline
+    from adapters.payload import headline
 
     assert headline("p99 latency above 2 s\nsince 03:10") == "p99 latency above 2 s"
     assert headline("Firing rate of retries is high") == "Firing rate of retries is high"

@@ -1,9 +1,9 @@
-"""The Slack sender's cache of the header's goal/constraint/decision record (adapters/slack/sender_support.py):
+"""The Slack sender's cache of the header's goal/constraint/decision record (adapters/slack/sender.py):
 kept between storm refreshes, read again after a record entry is delivered or another replica drained the scope."""
 
 from __future__ import annotations
 
-from adapters.slack.sender_support import HeaderRecords
+from adapters.slack.sender import HeaderRecords
 from core.entries import Actor, NewEntry
 from core.store import MemoryLogStore
 

@@ -9,7 +9,7 @@ from core.actions.params import ParamSpec, derive, normalise
 from core.actions.proposals import incident_facts
 from core.errors import InvalidInput
 from core.state import ScopeState
-from core.state_model import ThreadRef
+from core.state.model import ThreadRef
 
 SPECS = {
     "summary": ParamSpec(required=True, max_length=40, from_incident="headline"),

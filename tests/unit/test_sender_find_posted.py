@@ -13,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.local.slack import FakeSlackServer
-from adapters.slack.sender_support import find_posted
+from adapters.slack.sender import find_posted
 
 CHANNEL = "C0GENERAL"
 

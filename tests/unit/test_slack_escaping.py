@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from adapters.slack import render
-from adapters.slack.lifecycle import lifecycle_reply
+from adapters.slack.render.lifecycle import lifecycle_reply
 from adapters.slack.render.replies import REPLIES
 from core.entries import Actor, Entry, ProposalMade
 from core.entries.lifecycle import ArchiveNotice, Reminder
 from core.index import ScopeRow
 from core.state import ScopeState
-from core.state_model import ObligationState
+from core.state.model import ObligationState
 
 HOSTILE = "<!channel> <@U0BOB> <https://evil.example|click>"
 RAW = ("<!channel>", "<@U0BOB>", "<https://evil.example")

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import AlertSignal, PayloadError
 
 SOURCE: Final = "alertmanager"

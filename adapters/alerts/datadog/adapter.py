@@ -41,7 +41,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "datadog"

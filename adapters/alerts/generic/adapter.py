@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, cast
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import AlertSignal, AlertStatus, Link, PayloadError
 
 SOURCE: Final = "generic"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from adapters.alerts.alertmanager.adapter import parse_group
 from core.signals import AlertSignal, PayloadError
 

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "pagerduty"

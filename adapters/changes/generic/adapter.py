@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final, Literal, cast
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "generic"

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, Literal
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.signals import ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "github"

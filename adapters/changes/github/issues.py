@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload_fields as f
+from adapters import payload as f
 from core.clock import iso
 from core.follow_ups import IssueEvent
 from core.signals import PayloadError

@@ -24,10 +24,6 @@ from adapters.slack.render.modals import declare_modal, picker, usage
 from adapters.slack.render.proposals import proposal_message, proposal_outcome
 from adapters.slack.render.replies import REPLIES, entry_reply
 
-# The names before the split, still used by bot/actions.py and adapters/slack/sender.py.
-_section = section
-_context = context
-
 __all__ = [
     "CONSTRAINTS_SHOWN",
     "REPLIES",
@@ -35,8 +31,6 @@ __all__ = [
     "STATUS_EMOJI",
     "Block",
     "Outgoing",
-    "_context",
-    "_section",
     "button",
     "context",
     "date",

@@ -51,6 +51,12 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
     return Outgoing(text=f"{esc(title)} — {state.status}", blocks=blocks)
 
 
+def pointer(state: ScopeState, channel: str) -> Outgoing:
+    """The line left in the invoking channel when the incident has a dedicated channel of its own."""
+    title = esc(state.title)
+    return Outgoing(f"{title}: <#{channel}>", [section(f":rotating_light: *{title}* is being handled in <#{channel}>")])
+
+
 def _obligations(state: ScopeState) -> list[Block]:
     """The open obligations (the first ``OBLIGATIONS_SHOWN``), each with a "Follow-up" button that files it in the
     team's tracker (issue 18; ``value``: ``<scope>|<obligation_id>``)."""

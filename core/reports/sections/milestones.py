@@ -30,7 +30,7 @@ from core.state import NOT_A_RESPONSE
 
 def acknowledges(e: Entry) -> bool:
     """Whether an entry is the incident's first human response when none came before: the definition of the
-    state's ``acknowledged_at`` (core/state.py, core/state_fold.py), which insights' MTTA reads. A person's
+    state's ``acknowledged_at`` (core/state/folding.py), which insights' MTTA reads. A person's
     declaration, a person's entry that responds to the incident (not an export, a thread link or another
     ``NOT_A_RESPONSE``), or the alert source's acknowledgement."""
     p = e.payload

@@ -1,4 +1,5 @@
-"""The shapes of a scope's derived state (``ScopeState`` and its parts); the fold that builds them is core/state.py."""
+"""The shapes of a scope's derived state (``ScopeState`` and its parts); the fold that builds them is
+core/state/folding.py."""
 
 from __future__ import annotations
 

@@ -13,29 +13,22 @@ Conventions shared by all alert and change adapters:
 * timestamps are ISO 8601 (``Z`` or an offset, any number of fractional digits); Go's zero time
   ``0001-01-01T00:00:00Z`` means "not set"; results are timezone-aware and in UTC.
 
-This module is shared with ``adapters/changes`` (it has no alert-specific code).
+Shared by the alert sources (``adapters/alerts``) and the change sources (``adapters/changes``); it has no
+vendor-specific code.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Final, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-# the path and time helpers live in their own modules; adapters use them through this one (``f.child``, ``f.opt_time``)
-from adapters.payload_paths import child as child
-from adapters.payload_paths import clean as clean
-from adapters.payload_paths import item as item
-from adapters.payload_paths import json_type as json_type
-from adapters.payload_paths import show as show
-from adapters.payload_paths import utf8_safe as utf8_safe
-from adapters.payload_times import epoch_or_iso as epoch_or_iso
-from adapters.payload_times import opt_time as opt_time
-from adapters.payload_times import parse_iso as parse_iso
 from core.signals import Link, PayloadError
 
 # Caps (characters). Titles are capped by the model itself at 500; we cap first so the model never rejects.
@@ -53,7 +46,68 @@ LINKS_MAX: Final = 20
 
 M = TypeVar("M", bound=BaseModel)
 
-# --------------------------------------------------------------------------------------------------- objects
+# ------------------------------------------------------------------------------------------------------ paths
+# Where a field is, as a user would find it (``alerts[2].labels.severity``), and how a wrong value is shown.
+
+_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_\-$]*")
+
+
+def child(path: str, key: object) -> str:
+    """``path`` + ``.key`` (or ``["odd key"]`` when the key is not a plain name)."""
+    name = str(key)
+    if _IDENT.fullmatch(name):
+        return f"{path}.{name}" if path else name
+    quoted = '"' + utf8_safe(name[:60]).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{path}[{quoted}]"
+
+
+def item(path: str, index: int) -> str:
+    return f"{path}[{index}]"
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def show(value: str, limit: int = 40) -> str:
+    """A short, safe rendering of a bad value for an error message."""
+    text = value if len(value) <= limit else value[: limit - 1] + "…"
+    return repr(clean(text, limit + 1))
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with characters UTF-8 cannot encode (lone surrogates, from ``\\udXXX`` escapes) replaced by ``?``."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def clean(text: str, limit: int) -> str:
+    """Trim, replace unencodable characters (lone surrogates), cap at ``limit`` characters with ``…``."""
+    text = utf8_safe(text.strip())
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------- objects
 
 
 def root(payload: object) -> Mapping[str, object]:
@@ -98,7 +152,7 @@ def req_list(obj: Mapping[str, object], key: str, path: str) -> Sequence[object]
     return opt_list(obj, key, path)
 
 
-# --------------------------------------------------------------------------------------------------- strings
+# ---------------------------------------------------------------------------------------------------- strings
 
 
 def _int_text(value: int, path: str) -> str:
@@ -219,8 +273,96 @@ def headline(text: str) -> str:
     return "" if _STATUS_BANNER.match(line) else line
 
 
-# --------------------------------------------------------------------------------------------------- links,
-# ids
+# ------------------------------------------------------------------------------------------------------ times
+# ISO 8601 (``Z`` or an offset, any number of fractional digits; Go's zero time means "not set") and Unix epochs,
+# always returned timezone-aware in UTC.
+
+_ISO = re.compile(
+    r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})"
+    r"(?:[Tt ](?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d+))?)?)?"
+    r"\s*(?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?"
+)
+
+
+def parse_iso(raw: str, path: str) -> datetime | None:
+    """ISO 8601 → aware UTC datetime. Empty or Go's zero time (year 1) → ``None``."""
+    value = raw.strip()
+    if not value:
+        return None
+    match = _ISO.fullmatch(value)
+    if match is None:
+        raise PayloadError(path, f"expected an ISO 8601 timestamp, got {show(value)}")
+    year = int(match["y"])
+    if year <= 1:  # Go's time.Time{} ("0001-01-01T00:00:00Z"): not set
+        return None
+    tz: timezone = UTC
+    zone = match["tz"]
+    if zone and zone not in "Zz":
+        digits = zone[1:].replace(":", "")
+        hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
+        if hours > 23 or minutes > 59:
+            raise PayloadError(path, f"invalid UTC offset in {show(value)}")
+        offset = timedelta(hours=hours, minutes=minutes)
+        tz = timezone(-offset if zone[0] == "-" else offset)
+    fraction = (match["f"] or "")[:6].ljust(6, "0")
+    try:
+        stamp = datetime(
+            year,
+            int(match["mo"]),
+            int(match["d"]),
+            int(match["h"] or 0),
+            int(match["mi"] or 0),
+            min(int(match["s"] or 0), 59),  # a leap second is clamped
+            int(fraction),
+            tzinfo=tz,
+        )
+        return stamp.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise PayloadError(path, f"invalid date or time in {show(value)}") from None
+
+
+def opt_time(obj: Mapping[str, object], key: str, path: str) -> datetime | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PayloadError(child(path, key), f"expected an ISO 8601 timestamp string, got {json_type(value)}")
+    try:
+        return parse_iso(value, path)
+    except PayloadError as exc:  # the path is built only when it is needed
+        raise PayloadError(child(path, key), exc.message) from None
+
+
+def epoch_or_iso(value: object, path: str) -> datetime | None:
+    """A Unix epoch (seconds, or milliseconds when larger than 10^11; number or digit string) or ISO 8601."""
+    if value is None:
+        return None
+    number: float
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise PayloadError(path, f"expected an epoch or ISO 8601 timestamp, got {json_type(value)}")
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not re.fullmatch(r"-?\d+(\.\d+)?", stripped):
+            return parse_iso(stripped, path)
+        if len(stripped) > 20:
+            raise PayloadError(path, f"epoch timestamp out of range: {show(stripped)}")
+        number = float(stripped)
+    else:
+        if isinstance(value, int) and abs(value) > 10**20:
+            raise PayloadError(path, "epoch timestamp out of range")
+        number = float(value)
+    if not math.isfinite(number):
+        raise PayloadError(path, "epoch timestamp must be a finite number")
+    if number <= 0:
+        return None
+    seconds = number / 1000 if number > 1e11 else number
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (ValueError, OverflowError, OSError):
+        raise PayloadError(path, "epoch timestamp out of range") from None
+
+
+# ---------------------------------------------------------------------------------------------- links and ids
 
 _HTTP_URL = re.compile(r"https?://[^\s<>|]+", re.IGNORECASE)
 
@@ -306,7 +448,7 @@ def labels_fingerprint(labels: Mapping[str, str]) -> str:
     return f"{digest:016x}"
 
 
-# --------------------------------------------------------------------------------------------------- models
+# ----------------------------------------------------------------------------------------------------- models
 
 
 def build(model: type[M], path: str, **fields: object) -> M:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.alerts.splits import SplitLinks
-from core.changes import ChangeService, incident_alert_time
+from core.changes.facts import incident_alert_time
+from core.changes.service import ChangeService
 from core.entries import Declared, Entry
 from core.store import LogStore
 

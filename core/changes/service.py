@@ -1,4 +1,4 @@
-"""Changes in the log: each deploy or push is a ``change/<id>`` scope, linked to the incidents it may have caused.
+"""Recording changes: each deploy or push becomes a ``change/<id>`` scope, linked to the incidents it may have caused.
 
 ``ChangeService.record`` turns normalised ``ChangeSignal``s into change scopes (declared ``via="change"`` with
 ``services=[service]``) and observations that carry the deploy and its commits' paths (what a reasoner reads to say
@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from core.change_facts import (
+from core.changes.facts import (
     CHANGES_ACTOR,
     EVIDENCE_SOURCE,
     REGISTRY_MAX,
@@ -38,12 +38,8 @@ from core.change_facts import (
     change_key,
     change_observation,
     change_scope,
-    change_text,
     change_title,
     evidence_text,
-    incident_alert_time,
-    short_version,
-    touched_paths,
 )
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Declared, NewEntry, Observation
@@ -53,23 +49,6 @@ from core.service import ScopeService
 from core.signals import ChangeSignal
 from core.state import ScopeState
 from core.store import LogStore
-
-__all__ = [
-    "CHANGES_ACTOR",
-    "ChangeFacts",
-    "ChangeOutcome",
-    "ChangeService",
-    "alert_started",
-    "change_key",
-    "change_observation",
-    "change_scope",
-    "change_text",
-    "change_title",
-    "evidence_text",
-    "incident_alert_time",
-    "short_version",
-    "touched_paths",
-]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""What a change is made of in the log (core/changes.py records and links it): the ``change/<id>`` scope name, the
+"""What a change is made of in the log (core/changes/service.py records and links it): the ``change/<id>`` scope name, the
 title, the idempotency key, the observation that carries the deploy and its commits' paths, the facts an incident
 needs of a change scope, and the evidence line a link puts in the incident's thread. Pure functions only."""
 
