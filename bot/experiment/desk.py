@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from adapters.executors.http import HttpExecutor
+from bot.experiment.fenceless import FencelessRunner
 from bot.experiment.world_http import WorldApp
 from bot.runtime import Runtime
-from core.actions import ActionDesk, ApproverPolicy, RunAuthority
+from core.actions import ActionDesk, ApproverPolicy, RunAuthority, Runner
 from core.experiment import catalog as scenario_catalog
 from core.experiment import desk_hands
 from core.experiment.hands import LEASE
@@ -53,6 +54,6 @@ async def attach_desk(run: Run, rt: Runtime) -> ExperimentDesk:
         clock=run.clock,
         lease_seconds=LEASE,
         checkpoint=checkpoint,
-        unfenced=not run.spec.fences,
+        runner=Runner if run.spec.fences else FencelessRunner,
     )
     return ExperimentDesk(world, session)

@@ -16,7 +16,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from core.actions.executor import ExecutionRequest
-from core.actions.run_authority import RunAuthority, RunReport, idempotency_key, new_run_id
+from core.actions.run_authority import RunAuthority, idempotency_key, new_run_id
+from core.actions.runner import RunReport
 from core.entries import Actor, NewEntry
 from core.errors import Conflict, NotFound
 from core.experiment.scenario import action_key

@@ -86,7 +86,7 @@ def test_the_judge_flags_each_broken_policy_on_the_desk(tmp_path: Path, mutation
 @pytest.mark.parametrize("arm", ["central", "rules", "nm"])
 def test_fences_off_on_the_desk_produces_duplicate_effects_under_lease_expiry(tmp_path: Path, arm: str) -> None:
     """The paused holder resumes after the takeover: with the runner's fence check it is rejected; without it
-    (the experiment-only ``unfenced`` runner option) it calls the world again."""
+    (the experiment's ``FencelessRunner``, a subclass of the product's runner) it calls the world again."""
     on = _run(tmp_path / "on", "bad-deploy", arm, fault="lease_expiry")
     off = _run(tmp_path / "off", "bad-deploy", arm, fault="lease_expiry", fences=False)
     assert on["duplicate_effects"] == 0 and on["correct"] is True
