@@ -1,4 +1,4 @@
-"""decklog experiment through decklog's Slack part (issue 17): the timeline's human messages are posted in the
+"""The experiment through decklog's Slack part: the timeline's human messages are posted in the
 incident's thread of the local fake Slack and reach the log through the Slack receiver (signed Events API
 requests, the durable intake, Bolt); the scripted approver clicks the Approve button the Slack sender posted
 (``block_actions``) and denies with ``/incident deny <id> <reason>``; under ``dup_delivery`` Slack retries the
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from bot.experiment.one import run_one
 from bot.runtime import Runtime
 from bot.settings import load_settings
-from core.experiment import scenario
-from core.experiment.desk_hands import APPROVER
-from core.experiment.reasoner import HOLD
-from core.experiment.run import Spec
+from research.experiment import scenario
+from research.experiment.desk_hands import APPROVER
+from research.experiment.one import run_one
+from research.experiment.reasoner import HOLD
+from research.experiment.run import Spec
 
 
 def _by_id(sid: str) -> scenario.Scenario:

@@ -1,4 +1,5 @@
-"""decklog experiment (issue 17): the --quick slice end to end, the judge's mutation tests, fences off, bad input."""
+"""The coordination experiment (``python -m research.experiment``): the --quick slice end to end, the judge's
+mutation tests, fences off, bad input, and the hint the product's CLI gives for the command that left it."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from bot.experiment.one import run_one
 from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.errors import InvalidInput
-from core.experiment import itbench, policy, scenario
-from core.experiment.run import Spec
 from core.outbox import Dispatcher
+from research.experiment import itbench, policy, scenario
+from research.experiment.one import run_one
+from research.experiment.run import Spec
 
 ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "itbench"
 ITBENCH = ITBENCH if ITBENCH.is_dir() else Path("/work/shared/scenarios/itbench")
@@ -196,7 +197,7 @@ def test_dup_delivery_records_each_input_and_approval_once(tmp_path: Path, arm: 
 
 
 def test_table_reports_the_break_even_with_and_without_faults() -> None:
-    from bot.experiment.table import table
+    from research.experiment.table import table
 
     rows = [
         {
@@ -257,9 +258,12 @@ def test_itbench_import_names_what_is_missing(tmp_path: Path) -> None:
         itbench.import_dir(tmp_path)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "experiment", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "research.experiment", *args], capture_output=True, text=True, timeout=600, cwd=ROOT
     )
 
 
@@ -299,6 +303,22 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         assert p.returncode != 0
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_the_product_cli_points_at_the_research_entry_point(tmp_path: Path) -> None:
+    """``decklog experiment`` left the product: one line naming ``python -m research.experiment``, exit 2, and
+    nothing run or written."""
+    p = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "experiment", "--quick", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert "python -m research.experiment" in p.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_recording_replays_when_concurrent_senders_number_their_entries_differently(

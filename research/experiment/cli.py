@@ -1,4 +1,5 @@
-"""``decklog experiment``: parse the options, plan the runs, run them in parallel processes, write the results."""
+"""``python -m research.experiment``: parse the options, plan the runs, run them in parallel processes, write the
+results. Bad input is one line on stderr and exit 2, with nothing written."""
 
 from __future__ import annotations
 
@@ -7,21 +8,29 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from core.errors import InvalidInput
-from core.experiment import itbench, scenario
-from core.experiment.run import ARMS, FAULTS, Spec
 from core.views import DEFAULT_BUDGET
+from research.experiment import itbench, scenario
+from research.experiment.run import ARMS, FAULTS, Spec
 
+PROG = "python -m research.experiment"
+EXIT_USAGE = 2
 QUICK_FAULTS = ("none", "kill_after_claim", "lease_expiry", "executor_timeout")
 QUICK_SCENARIOS = ("bad-deploy", "do-not-act", "storm")
 
 
-def add_parser(sub: Any) -> None:
-    s = sub.add_parser("experiment", help="run the coordination experiment: arms × faults × scenarios × seeds")
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise InvalidInput(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    s = _Parser(prog=PROG, description="The coordination experiment: arms × faults × scenarios × seeds.")
     s.add_argument("--quick", action="store_true", help="a CI-sized subset")
     s.add_argument("--suite", default="builtin", help="builtin, or a folder of scenario YAML files")
     s.add_argument("--import-itbench", type=Path, help="ITBench scenario folder(s) to convert and run")
@@ -37,6 +46,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--mutation", default="", help=argparse.SUPPRESS)
     s.add_argument("--jobs", type=int, default=0, help="parallel processes (default: the CPU count)")
     s.add_argument("--out", type=Path, required=True)
+    return s
 
 
 def _list(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -94,7 +104,7 @@ def plan(args: argparse.Namespace) -> list[tuple[Spec, Path, str]]:
 
 
 def _one(spec: Spec, data_dir: Path, model: str, record: str) -> dict[str, Any]:
-    from bot.experiment.one import run_one
+    from research.experiment.one import run_one
 
     if record:
         os.environ["DECKLOG_EXPERIMENT_RECORD"] = record
@@ -106,6 +116,14 @@ def _bar(done: int, total: int) -> None:
     fill = width * done // max(1, total)
     sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} runs")
     sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(build_parser().parse_args(argv))
+    except InvalidInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             _bar(i, len(futures))
     sys.stderr.write("\n")
     results.sort(key=lambda r: (r["scenario"], r["arm"], r["fault"], r["seed"]))
-    from bot.experiment.table import table
+    from research.experiment.table import table
 
     (args.out / "results.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in results))
     (args.out / "table.md").write_text(table(results))

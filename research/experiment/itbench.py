@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from core.errors import InvalidInput
-from core.experiment.scenario import Scenario, parse_scenario
+from research.experiment.scenario import Scenario, parse_scenario
 
 READ_ONLY = (" get ", " describe ", " logs ", " top ")
 

@@ -2,7 +2,7 @@
 tool (the desk is the turn runtime's ``Proposer``); the scripted approver decides in Slack (the experiment's
 ``Inputs``: Approve clicked on the proposal's message, ``deny <id> <reason>``), through decklog's Slack receiver
 and the desk's decide port; the desk's ``Runner`` claims, re-checks its safety conditions, calls
-the world through the ``http`` executor (``bot/experiment/world_http.py``), reconciles an uncertain outcome and records
+the world through the ``http`` executor (``research/experiment/world_http.py``), reconciles an uncertain outcome and records
 the result under its fence.
 
 Faults reach inside the runner through its ``checkpoint`` hook: ``kill_after_claim`` at ``after_claim``;
@@ -20,11 +20,11 @@ from core.actions.run_authority import RunAuthority, idempotency_key, new_run_id
 from core.actions.runner import RunReport
 from core.entries import Actor, NewEntry
 from core.errors import Conflict, NotFound
-from core.experiment.scenario import action_key
+from research.experiment.scenario import action_key
 
 if TYPE_CHECKING:
     from core.actions import ActionDesk
-    from core.experiment.run import Run
+    from research.experiment.run import Run
 
 APPROVER = Actor.human("U0APPROVER", "scripted-approver")
 

@@ -1,4 +1,4 @@
-"""decklog experiment on the real action desk (issue 17): proposals, approvals and runs through ``ActionDesk`` and
+"""The experiment on the real action desk: proposals, approvals and runs through ``ActionDesk`` and
 its ``Runner``, the world reached by the ``http`` executor on loopback. The judge's meaning is unchanged: a clean
 run is correct, each broken policy is flagged, ``--fences off`` yields duplicates, uncertain effects reconcile."""
 
@@ -12,14 +12,14 @@ import aiohttp
 import pytest
 
 from adapters.executors.http import HttpExecutor
-from bot.experiment.one import run_one
-from bot.experiment.world_http import WorldApp
 from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.actions.executor import ExecutionRequest
-from core.experiment import catalog, scenario
-from core.experiment.run import Spec
-from core.experiment.world import WorldSim
+from research.experiment import catalog, scenario
+from research.experiment.one import run_one
+from research.experiment.run import Spec
+from research.experiment.world import WorldSim
+from research.experiment.world_http import WorldApp
 
 
 def _by_id(sid: str) -> scenario.Scenario:

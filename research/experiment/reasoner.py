@@ -6,13 +6,13 @@ What the policy is shown depends on the arm. ``rules`` / ``nm``: the product's t
 budget, then the entries those views list, read in full through ``read_entries`` (as a model would follow a seq it
 sees); nothing the views do not list reaches the policy. The views' ``related_actions`` (runs in related
 incidents, core/views/related.py) become RELATED lines, and a finding this incident recorded about one a NOTED line. ``central``: the orchestrator's warm transcript (the run's
-journal). Either way the text is rendered into the policy's lines (``core/experiment/view.py``) and sent to the
+journal). Either way the text is rendered into the policy's lines (``research/experiment/view.py``) and sent to the
 model (``Run.model``: in process, or a real ``ClaudeReasoner`` turn against the fake Messages API).
 
 The decision goes back through the agents' own tools: ``record_hypothesis``, ``open_obligation``,
 ``propose_action`` (after reading the obligation's ``action`` view: the re-check), ``suggest`` (a hold, for the
 on-call to record as a decision; ``resolve``, for the on-call to accept). What the product's tools cannot say is
-noted in the turn's ``tool_calls`` and done after the turn by the experiment (``core/experiment/hands.py``): the
+noted in the turn's ``tool_calls`` and done after the turn by the experiment (``research/experiment/hands.py``): the
 scenario's read tools answered as evidence, the re-check recorded as an observation, and the mutants' breakage.
 """
 
@@ -27,13 +27,13 @@ from core.agents.reasoner import TurnInput, TurnOutput, Usage
 from core.agents.tool_specs import MAX_READ
 from core.agents.tools import ToolBox
 from core.clock import parse_iso
-from core.experiment import policy
-from core.experiment.scenario import Scenario, action_key
-from core.experiment.view import header, payload_lines
 from core.views import FINDING
+from research.experiment import policy
+from research.experiment.scenario import Scenario, action_key
+from research.experiment.view import header, payload_lines
 
 if TYPE_CHECKING:
-    from core.experiment.run import Run
+    from research.experiment.run import Run
 
 VIEWS = ("triage", "joiner", "investigation")
 _FULL = frozenset({"observation", "hypothesis", "decision", "approval", "action_result", "status_changed"})
@@ -165,7 +165,7 @@ class ScriptedReasoner:
         # the ids this turn's findings get are the seed's (a recording then replays to the same requests)
         obligations = [replace(o, obligation_id=f"ob-{run.rng.getrandbits(24):06x}") for o in c.obligations]
         suggestions = [replace(s, suggestion_id=f"sg-{run.rng.getrandbits(32):08x}") for s in c.suggestions]
-        # The read tools' answers are recorded after the turn (core/experiment/hands.py), by the agent, so they
+        # The read tools' answers are recorded after the turn (research/experiment/hands.py), by the agent, so they
         # warrant no turn; a product tool answers within the turn. So a turn that asked for them asks for another
         # look at once: the scheduler's forced wake-up (``rules``; the other arms' drivers see the new entries).
         wake = 0.0 if any(n["tool"] == "scenario_lookup" for n in notes) else None

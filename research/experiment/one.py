@@ -10,20 +10,20 @@ from typing import Any
 from bot.actions import AgentCatalog
 from bot.agents import turn_delays
 from bot.config import DecklogConfig, load_config
-from bot.experiment.desk import ExperimentDesk, attach_desk
-from bot.experiment.inputs import TOKEN, HttpInputs
-from bot.experiment.slack_door import SlackDoor
 from bot.runtime import Runtime
 from bot.settings import Settings, load_settings
 from core.clock import ManualClock
 from core.entries import Entry
-from core.experiment import desk_hands, policy
-from core.experiment.drive import drive
-from core.experiment.judge import judge
-from core.experiment.run import Model, Run, Spec
-from core.experiment.scenario import action_key
-from core.experiment.turns import Agents
-from core.experiment.view import usage_for
+from research.experiment import desk_hands, policy
+from research.experiment.desk import ExperimentDesk, attach_desk
+from research.experiment.drive import drive
+from research.experiment.inputs import TOKEN, HttpInputs
+from research.experiment.judge import judge
+from research.experiment.run import Model, Run, Spec
+from research.experiment.scenario import action_key
+from research.experiment.slack_door import SlackDoor
+from research.experiment.turns import Agents
+from research.experiment.view import usage_for
 
 
 def scripted_model(mutation: str) -> Model:
@@ -73,7 +73,7 @@ async def run_one(spec: Spec, data_dir: Path, model_name: str) -> dict[str, Any]
         if model_name == "scripted":
             model = scripted_model(spec.mutation)
         else:
-            from bot.experiment.http_model import HttpModel
+            from research.experiment.http_model import HttpModel
 
             http = HttpModel(model_name, spec.mutation, rt.store, clock)
             await http.start()

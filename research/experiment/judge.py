@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.entries import Entry
-from core.experiment.scenario import Scenario, action_key
+from research.experiment.scenario import Scenario, action_key
 
 
 def _fault_seq(entries: Sequence[Entry]) -> int:

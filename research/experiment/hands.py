@@ -1,6 +1,6 @@
 """After a turn: what the experiment does around decklog's own paths, held constant across arms.
 
-The turn itself (core/experiment/reasoner.py) recorded its hypotheses, obligations and suggestions and handed its
+The turn itself (research/experiment/reasoner.py) recorded its hypotheses, obligations and suggestions and handed its
 proposals to the desk. Then, in this order:
 
 - the scenario's read tools the turn asked for are answered as ``observation`` entries (``tool:<kind>``): evidence
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from core.agents.runtime import TurnResult
 from core.entries import Actor, NewEntry
-from core.experiment import desk_hands
-from core.experiment.reasoner import HOLD, NOTES, RESOLVE
+from research.experiment import desk_hands
+from research.experiment.reasoner import HOLD, NOTES, RESOLVE
 
 if TYPE_CHECKING:
-    from core.experiment.run import Run
+    from research.experiment.run import Run
 
 LEASE = 120.0
 

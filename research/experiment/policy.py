@@ -2,7 +2,7 @@
 
 It names a root cause only when supporting evidence is in the view, copies conditions from the obligation it sees,
 and re-proposes a denied action when the denial is not visible — so lossy context is measurably wrong.
-The same function answers in process and behind the fake Anthropic server (``bot/experiment/http_model.py``).
+The same function answers in process and behind the fake Anthropic server (``research/experiment/http_model.py``).
 """
 
 from __future__ import annotations

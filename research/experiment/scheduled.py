@@ -3,8 +3,8 @@
 As in the product: every entry a receiver, a person or a turn commits reaches the dispatcher's ``agents`` outbox
 topic, whose ``AgentsSender`` (core/agents/agents_sender.py) hands it to the scheduler; the scheduler arms the
 scope's turn at its due time from the log (first turn ``first_delay`` after the declaration, trailing ``debounce``,
-capped by ``max_wait``: the product's settings) on a ``VirtualAlarm`` (core/experiment/alarm.py). The turn it runs
-is the current agent's ``ScheduledTurns.run_turn`` (core/experiment/turns.py): the product turn, under its
+capped by ``max_wait``: the product's settings) on a ``VirtualAlarm`` (research/experiment/alarm.py). The turn it runs
+is the current agent's ``ScheduledTurns.run_turn`` (research/experiment/turns.py): the product turn, under its
 per-scope lock and compare-and-set, then the experiment's hands; a reasoner's ``wake_after`` is the scheduler's
 forced wake-up turn.
 
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 from core.agents.agents_sender import AgentsSender
 from core.agents.scheduler import TurnScheduler
-from core.experiment.alarm import VirtualAlarm
+from research.experiment.alarm import VirtualAlarm
 
 if TYPE_CHECKING:
-    from core.experiment.run import Run
+    from research.experiment.run import Run
 
 #: Alarms fired per run at most (a guard: a run settles long before).
 MAX_FIRINGS = 400

@@ -1,6 +1,6 @@
 """The experiment's world as an ``http`` executor target on loopback (DESIGN §7's wire protocol): the desk's
 runner POSTs ``/act`` and asks ``GET /reconcile/<idempotency_key>``; this app applies effects to the world
-(``core/experiment/world.py``), whose own counters stay the oracle, and reports them.
+(``research/experiment/world.py``), whose own counters stay the oracle, and reports them.
 
 ``POST /act`` → 200 ``{key, params, fence}`` (applied), 409 (the fenced resource refused a stale token), 400 (bad
 body, nothing applied). A replay of an idempotency key answers its first response and applies nothing. Under
@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from core.experiment.scenario import action_key
-from core.experiment.world import WorldSim
+from research.experiment.scenario import action_key
+from research.experiment.world import WorldSim
 
 FaultHook = Callable[[str], Awaitable[str]]  # scope → "" | "lost" | "5xx"
 

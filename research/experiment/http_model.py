@@ -10,7 +10,7 @@ The fake answers each request from its content alone:
 - a request that answers tool calls (the second step): ``end_turn``.
 
 The decision travels in ``suggest``: this ``ClaudeReasoner`` turn is the model call inside the experiment's
-``ScriptedReasoner`` turn (core/experiment/reasoner.py), which then carries the decision out through the agents'
+``ScriptedReasoner`` turn (research/experiment/reasoner.py), which then carries the decision out through the agents'
 tools (``record_hypothesis``, ``open_obligation``, ``propose_action``) in the product's own turn runtime.
 
 Usage is about one token per four bytes of the request's canonical JSON, with the stable prefix (tools + system,
@@ -36,10 +36,10 @@ from adapters.anthropic.reasoner import ClaudeReasoner
 from core.agents.reasoner import TurnInput
 from core.agents.tools import ToolBox
 from core.clock import Clock
-from core.experiment import policy
 from core.prompts import PromptLibrary
 from core.store import LogStore
 from core.views import View
+from research.experiment import policy
 
 _VIEW = re.compile(r"<view>\n(.*)\n</view>", re.S)
 

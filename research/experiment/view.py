@@ -1,5 +1,5 @@
 """Rendering entries into the policy's lines (the central transcript; the cold arms' product views, in
-core/experiment/reasoner.py) and the cost of a model call."""
+research/experiment/reasoner.py) and the cost of a model call."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.entries import Entry
-from core.experiment.scenario import Scenario, action_key
+from research.experiment.scenario import Scenario, action_key
 
 PRICES = {"input": 3.0, "output": 15.0, "cache_read": 0.30, "cache_write": 3.75}  # $ per million tokens
 

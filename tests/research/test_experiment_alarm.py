@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from core.alarm import Job
 from core.clock import ManualClock
-from core.experiment.alarm import VirtualAlarm
+from research.experiment.alarm import VirtualAlarm
 
 
 def test_a_job_fires_only_once_the_clock_reached_its_due_time_and_only_when_fired() -> None:

@@ -5,7 +5,7 @@ A new agent (a replacement after a kill, a worker that joins, a new population) 
 with an empty view cache. ``kill_after_append`` dies between the turn's append and the hand-off of its proposals
 to the desk (the runtime's step after the record, "before the outbox").
 
-The ``rules`` arm's runtimes are ``ScheduledTurns``: decklog's ``TurnScheduler`` (core/experiment/scheduled.py)
+The ``rules`` arm's runtimes are ``ScheduledTurns``: decklog's ``TurnScheduler`` (research/experiment/scheduled.py)
 calls their ``run_turn`` with its own trigger and ``force``; each is the product turn followed by the hands, as
 ``Run.step`` does for the other arms (the way bot/agents.py's ``TimedTurns`` wraps the same call for a histogram).
 """
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from core.agents.ports import ActionCatalogView
 from core.agents.runtime import TurnResult, TurnRuntime
 from core.entries import Actor
-from core.experiment.hands import LEASE
-from core.experiment.reasoner import ScriptedReasoner
-from core.experiment.run import Killed
 from core.index import Index
+from research.experiment.hands import LEASE
+from research.experiment.reasoner import ScriptedReasoner
+from research.experiment.run import Killed
 
 if TYPE_CHECKING:
-    from core.experiment.run import Run
+    from research.experiment.run import Run
 
 
 class ScheduledTurns(TurnRuntime):

@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.experiment.scenario import Scenario, action_key
+from research.experiment.scenario import Scenario, action_key
 
 
 class WorldSim:

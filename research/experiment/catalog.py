@@ -14,7 +14,7 @@ from typing import Any
 
 from core.actions.catalog import Catalog
 from core.actions.conditions import CONDITIONS
-from core.experiment.scenario import Scenario
+from research.experiment.scenario import Scenario
 
 WORLD_URL = "DECKLOG_EXPERIMENT_WORLD_URL"
 _ALIASES = {

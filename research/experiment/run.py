@@ -3,7 +3,7 @@
 Held constant across arms: the store, the alert and change receivers (over HTTP), decklog's Slack part (the people's
 messages, clicks and commands reach it as signed requests from the local fake Slack: ``Inputs``), decklog's turn
 runtime (``core/agents/runtime.py``, the scripted policy as its reasoner, the agents' tools;
-core/experiment/turns.py), decklog's action desk (its policy, the runner, the ``http`` executors and a scripted
+research/experiment/turns.py), decklog's action desk (its policy, the runner, the ``http`` executors and a scripted
 approver deciding in Slack), the world, the clock, the reasoner policy (``decide``) and the view budget. The arms
 differ in who holds context (a journaled transcript, or the product's cold views of the log) and who decides the
 next step (one orchestrator, a rule per scope, or M churning workers that find work in the logs).
@@ -24,14 +24,14 @@ from core.actions import ActionDesk
 from core.agents.runtime import TurnResult
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
-from core.experiment.hands import after_turn
-from core.experiment.scenario import Scenario
-from core.experiment.view import Cost, Folded, entry_lines, header, state_lines
-from core.experiment.world import WorldSim
 from core.obligations import lease_live
 from core.outbox import Dispatcher
 from core.store import LogStore
 from core.views import DEFAULT_BUDGET
+from research.experiment.hands import after_turn
+from research.experiment.scenario import Scenario
+from research.experiment.view import Cost, Folded, entry_lines, header, state_lines
+from research.experiment.world import WorldSim
 
 ARMS = ("central", "rules", "nm")
 FAULTS = (
@@ -52,7 +52,7 @@ Model = Callable[[str, str, str], Awaitable[tuple[str, dict[str, int]]]]
 
 
 class Inputs(Protocol):
-    """The receivers' door for world inputs and people (bot/experiment/inputs.py: HTTP on loopback, and decklog's
+    """The receivers' door for world inputs and people (research/experiment/inputs.py: HTTP on loopback, and decklog's
     Slack receiver fed by the local fake Slack). ``alert`` returns the scopes the notification went to."""
 
     async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]: ...
@@ -112,11 +112,13 @@ class Run:
     seen: dict[str, int] = field(default_factory=dict)
     agent: str = "agent-1"
     generation: int = 1
-    desk: ActionDesk | None = None  # the ActionDesk (``Spec.desk``), built by the composition (bot/experiment/one.py)
+    desk: ActionDesk | None = (
+        None  # the ActionDesk (``Spec.desk``), built by the composition (research/experiment/one.py)
+    )
     pausing: asyncio.Future[Any] | None = None  # set while a desk run may pause (``lease_expiry``)
-    agents: Any = None  # the turn runtimes (core/experiment/turns.py ``Agents``), built by the composition
+    agents: Any = None  # the turn runtimes (research/experiment/turns.py ``Agents``), built by the composition
     # ``rules``: decklog's outbox dispatcher (its ``agents`` sender arms the TurnScheduler's turns) and the
-    # scheduler's (first_delay, debounce, max_wait), the product's settings; core/experiment/scheduled.py
+    # scheduler's (first_delay, debounce, max_wait), the product's settings; research/experiment/scheduled.py
     dispatcher: Dispatcher | None = None
     delays: tuple[float, float, float] = (60.0, 13.0, 60.0)
     died: str = ""  # ``rules``: the fault point that killed the scheduled turn's process, until it is replaced
@@ -256,7 +258,7 @@ class Run:
         return await self.after(scope, result)
 
     async def after(self, scope: str, result: TurnResult) -> bool:
-        """What follows every arm's turn: the ``kill_after_append`` point, then the hands (core/experiment/hands.py)."""
+        """What follows every arm's turn: the ``kill_after_append`` point, then the hands (research/experiment/hands.py)."""
         await self.maybe("kill_after_append", scope)
         return await after_turn(self, scope, result)
 

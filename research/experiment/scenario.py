@@ -1,6 +1,6 @@
 """The scenario format: a timeline on a virtual clock, read-tool answers, a world oracle, ground truth, invariants.
 
-Loaded from YAML (``core/experiment/scenarios/*.yaml`` ship as package data; ``--suite DIR`` reads a folder).
+Loaded from YAML (the built-in suite is ``research/experiment/scenarios/*.yaml``; ``--suite DIR`` reads a folder).
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def load_dir(path: Path) -> list[Scenario]:
 
 
 def builtin() -> list[Scenario]:
-    root = resources.files("core.experiment") / "scenarios"
+    root = resources.files("research.experiment") / "scenarios"
     out = []
     for item in sorted(root.iterdir(), key=lambda p: p.name):
         if item.name.endswith(".yaml"):

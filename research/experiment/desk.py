@@ -1,5 +1,5 @@
 """The experiment's action desk: decklog's real ``ActionDesk`` and ``Runner``, with a catalog built from the
-scenario (``core/experiment/catalog.py``), ``http`` executors (behind their default egress rule: exactly the
+scenario (``research/experiment/catalog.py``), ``http`` executors (behind their default egress rule: exactly the
 world's loopback host) aimed at the world on loopback (``world_http.py``), and one scripted approver."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from dataclasses import dataclass
 import aiohttp
 
 from adapters.executors.http import HttpExecutor
-from bot.experiment.fenceless import FencelessRunner
-from bot.experiment.world_http import WorldApp
 from bot.runtime import Runtime
 from core.actions import ActionDesk, ApproverPolicy, RunAuthority, Runner
-from core.experiment import catalog as scenario_catalog
-from core.experiment import desk_hands
-from core.experiment.hands import LEASE
-from core.experiment.run import Run
+from research.experiment import catalog as scenario_catalog
+from research.experiment import desk_hands
+from research.experiment.fenceless import FencelessRunner
+from research.experiment.hands import LEASE
+from research.experiment.run import Run
+from research.experiment.world_http import WorldApp
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The experiment's ``rules`` arm is scheduled by decklog's own TurnScheduler (core/experiment/scheduled.py): its
+"""The experiment's ``rules`` arm is scheduled by decklog's own TurnScheduler (research/experiment/scheduled.py): its
 turns come at the product's due times on the run's virtual clock, a killed process is replaced by one that re-arms
 from the log, and a run repeats exactly."""
 
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot.experiment.one import run_one
 from bot.runtime import Runtime
 from bot.settings import load_settings
-from core.experiment import scenario
-from core.experiment.hands import LEASE
-from core.experiment.run import Spec
 from core.replay import normalize
+from research.experiment import scenario
+from research.experiment.hands import LEASE
+from research.experiment.one import run_one
+from research.experiment.run import Spec
 
 PRODUCT_TRIGGERS = {"first", "debounce", "max_wait", "follow_up", "wake", "boot"}
 

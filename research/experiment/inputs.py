@@ -15,10 +15,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot.experiment.slack_door import SlackDoor
 from bot.receivers import build_receivers
 from bot.runtime import Runtime
 from core.entries import Actor
+from research.experiment.slack_door import SlackDoor
 
 TOKEN = "experiment-alert-token"
 

@@ -1,6 +1,6 @@
 """Driving a run: the timeline on the virtual clock, the arm's scheduling, fault recovery.
 
-``rules`` is scheduled by decklog's own ``TurnScheduler`` (core/experiment/scheduled.py): its turns come when the
+``rules`` is scheduled by decklog's own ``TurnScheduler`` (research/experiment/scheduled.py): its turns come when the
 product's triggers, debounce and max wait say, and the driver only fires the alarms the clock has reached, jumping
 the clock to the next alarm's (or the world's, or the next input's) due time when nothing is due now.
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from core.experiment import desk_hands
-from core.experiment.desk_hands import deliver_resolutions
-from core.experiment.hands import LEASE
-from core.experiment.run import Killed, Run
-from core.experiment.scheduled import RulesDispatch
 from core.obligations import lease_live
+from research.experiment import desk_hands
+from research.experiment.desk_hands import deliver_resolutions
+from research.experiment.hands import LEASE
+from research.experiment.run import Killed, Run
+from research.experiment.scheduled import RulesDispatch
 
 MAX_STEPS = 60
 SUSPEND = 30 * 60.0  # seconds with no agents (``suspend``)
