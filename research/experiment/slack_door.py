@@ -24,9 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from adapters.local.sandbox import LocalSlack, open_local_slack
 from adapters.local.slack import DriverResponse, Message
+from adapters.local.slack.server import Handler
 from adapters.slack.app import build_http_session
 from adapters.slack.ids import Action
 from adapters.slack.outcomes import SlackDesk
@@ -41,12 +43,28 @@ from core.entries import Actor
 STOP_GRACE_S = 3.0
 
 
+class PostCounter:
+    """A middleware of the fake Slack's server: counts the ``chat.postMessage`` calls it serves (the fake keeps no
+    record of the calls it served)."""
+
+    def __init__(self) -> None:
+        self.posts = 0
+
+    async def __call__(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/api/chat.postMessage":
+            self.posts += 1
+        return await handler(request)
+
+
 class SlackDoor:
-    def __init__(self, rt: Runtime, local: LocalSlack, part: SlackIn, http: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, rt: Runtime, local: LocalSlack, part: SlackIn, http: aiohttp.ClientSession, posts: PostCounter
+    ) -> None:
         self.rt = rt
         self.local = local
         self.part = part
         self.http = http
+        self.posts = posts
         self.done: dict[str, int] = {}  # what the people did, by what (message, retry, approve, deny, accept, …)
 
     @classmethod
@@ -54,6 +72,8 @@ class SlackDoor:
         """The fake workspace, then decklog's Slack part aimed at it (as ``bot/wiring.py`` builds it in sandbox
         mode): the Slack sender first on the dispatcher, the proposal messages kept in step, the inbound half."""
         local = await open_local_slack()
+        posts = PostCounter()
+        local.slack.server.middlewares.append(posts)
         http = build_http_session()
         endpoint = SlackEndpoint(local.token, local.base_url, local.signing_secret)
         out = build_slack_out(rt, endpoint, "sandbox", http=http)
@@ -64,7 +84,7 @@ class SlackDoor:
         out.sender.updaters.append(ProposalMessages(rt.store))
         rt.dispatcher.register(out.sender, first=True)
         part = await build_slack_in(rt, out, SlackPorts(), endpoint, "sandbox")
-        return cls(rt, local, part, http)
+        return cls(rt, local, part, http, posts)
 
     @property
     def routes(self) -> Sequence[Route]:
@@ -156,7 +176,6 @@ class SlackDoor:
         kinds: dict[str, int] = {}
         for d in self.local.slack.deliveries:
             kinds[d.kind] = kinds.get(d.kind, 0) + 1
-        posts = sum(1 for c in self.local.slack.calls if c.method == "chat.postMessage")
         left = sum(
             1
             for m in self.local.slack.workspace.bot_messages()
@@ -166,7 +185,7 @@ class SlackDoor:
             "requests": len(self.local.slack.deliveries),
             **kinds,
             **self.part.deps.counters,
-            "posts": posts,
+            "posts": self.posts.posts,
             "buttons_left": left,
             "did": dict(self.done),
         }
