@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test check lint format typecheck bench browser monitoring clean
+.PHONY: run test check lint format typecheck bench experiment browser monitoring clean
 
 $(VENV)/.runtime: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,7 +69,7 @@ format: $(VENV)/.dev
 	$(VENV)/bin/ruff format .
 
 typecheck: $(VENV)/.dev
-	$(VENV)/bin/mypy core bot adapters
+	$(VENV)/bin/mypy core bot adapters research
 
 ## check: lint, format, types, tests — run before every commit
 check: lint typecheck test
@@ -82,6 +82,12 @@ bench: $(VENV)/.dev
 	$(PY) bench/claims.py
 	$(PY) bench/statements.py
 	$(PY) bench/power_loss.py
+
+## experiment: the coordination experiment (research/, outside the product), its CI-sized slice by default;
+## EXPERIMENT_ARGS="--seeds 3 --jobs 2" runs other options; the results go to a new directory under /tmp (printed)
+EXPERIMENT_ARGS ?= --quick
+experiment: $(VENV)/.dev
+	$(PY) -m research.experiment $(EXPERIMENT_ARGS) --out $$(mktemp -d /tmp/decklog-experiment.XXXXXX)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -51,6 +51,7 @@ from bot.config import load_config
 from bot.server import DecklogServer, freeze_heap
 from bot.settings import Settings, example_config_path
 from core.alerts import SUMMARY_SOURCE
+from tests.fakes.slack_calls import record_sandbox_calls, slack_calls
 
 OPENING = 500  # the requests that open the storm's incidents (reported apart)
 
@@ -93,7 +94,7 @@ async def decklog_storm(
     if pace is not None:
         config = config.model_copy(update={"slack": config.slack.model_copy(update={"pace_per_channel_s": pace})})
     settings = Settings(data_dir=data_dir, host="127.0.0.1", port=0, alert_token=TOKEN)
-    server = DecklogServer(settings, config=config)
+    server = DecklogServer(settings, config=config, on_built=record_sandbox_calls)
     await server.start()
     freeze_heap()  # as `decklog serve` does after its start
     try:
@@ -120,7 +121,7 @@ async def decklog_storm(
 
         def header_calls() -> dict[str, float]:
             found: dict[str, float] = {}
-            for call in fake.calls_to("chat.postMessage", ok=True):
+            for call in slack_calls(fake).calls_to("chat.postMessage", ok=True):
                 meta = (call.args.get("metadata") or {}).get("event_payload") or {}
                 if meta.get("key") == "header":
                     found.setdefault(meta["scope"], call.at)
@@ -148,7 +149,7 @@ async def decklog_storm(
             return len(
                 [
                     c
-                    for c in fake.calls_to("chat.postMessage", ok=True)
+                    for c in slack_calls(fake).calls_to("chat.postMessage", ok=True)
                     if str(c.args.get("text", "")).startswith("+") and " alert" in str(c.args.get("text", ""))
                 ]
             )
@@ -170,7 +171,7 @@ async def decklog_storm(
         }
         posted_summaries = 0
         others = 0
-        for call in fake.calls_to("chat.postMessage", ok=True):
+        for call in slack_calls(fake).calls_to("chat.postMessage", ok=True):
             meta = (call.args.get("metadata") or {}).get("event_payload") or {}
             if meta.get("key") == "header":
                 continue
@@ -180,10 +181,14 @@ async def decklog_storm(
                 others += 1
         header_ts = {
             (c.response.get("channel"), c.response.get("ts"))
-            for c in fake.calls_to("chat.postMessage", ok=True)
+            for c in slack_calls(fake).calls_to("chat.postMessage", ok=True)
             if ((c.args.get("metadata") or {}).get("event_payload") or {}).get("key") == "header"
         }
-        updates = [c for c in fake.calls_to("chat.update") if (c.args.get("channel"), c.args.get("ts")) in header_ts]
+        updates = [
+            c
+            for c in slack_calls(fake).calls_to("chat.update")
+            if (c.args.get("channel"), c.args.get("ts")) in header_ts
+        ]
         return StormResult(
             sample=Sample(storm.alerts, result.seconds, result.latencies, cpu_seconds=cpu),
             incidents=len(opened),

@@ -1,4 +1,4 @@
-"""The coordination experiment as a bench: ``decklog experiment`` (arms × faults × scenarios × seeds), then the
+"""The coordination experiment as a bench: ``python -m research.experiment`` (arms × faults × scenarios × seeds), then the
 cost of each arm as a ratio against the ``rules`` arm of the same run (the baseline: cold views, rule dispatch).
 
 Per arm: correct runs, duplicate effects, and per unit of work (obligations fulfilled without duplicates, plus
@@ -28,14 +28,14 @@ def main() -> int:
     ap.add_argument("--model", default="scripted")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="decklog-exp-")) / "out"
-    cmd = [sys.executable, "-m", "bot.cli", "experiment", "--out", str(out), "--jobs", str(args.jobs)]
+    cmd = [sys.executable, "-m", "research.experiment", "--out", str(out), "--jobs", str(args.jobs)]
     cmd += (
         ["--model", args.model]
         + (["--quick"] if args.quick else [])
         + (["--seeds", str(args.seeds)] * bool(args.seeds))
     )
     started = time.perf_counter()
-    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1])
     wall = time.perf_counter() - started
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     arms: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.local.slack import FakeSlack, SlackDriver
 from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict
 from tests.fakes.polling import wait_for
+from tests.fakes.slack_calls import record_calls, slack_calls
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
@@ -173,7 +174,7 @@ async def declare_latency(fake: FakeSlack, channels: list[str], tag: str) -> Sam
         call = await wait_for(
             fake.server,
             lambda t=title: next(
-                (c for c in fake.server.calls_to("chat.postMessage") if t in c.args.get("text", "")), None
+                (c for c in slack_calls(fake).calls_to("chat.postMessage") if t in c.args.get("text", "")), None
             ),
             timeout=15,
         )
@@ -192,6 +193,7 @@ async def main() -> None:
     results: dict[str, list[Sample]] = {}
     per_fsync: dict[str, list[tuple[float, float]]] = {}
     async with FakeSlack(bot_token=TOKEN) as fake:
+        record_calls(fake)
         fake.server.rate_limit_channels(None)
         with tempfile.TemporaryDirectory(prefix="decklog-bench-") as data_dir:
             decklog, url = await asyncio.to_thread(start_decklog, fake.base_url, data_dir)
@@ -203,7 +205,7 @@ async def main() -> None:
                 await wait_for(fake.server, lambda: fake.workspace.history("C0ALERTS"), timeout=10)
                 thread = ("C0ALERTS", fake.workspace.history("C0ALERTS")[-1].ts)
                 scopes = await wait_for(
-                    fake.server, lambda: [c for c in fake.server.calls_to("chat.postMessage")], timeout=10
+                    fake.server, lambda: [c for c in slack_calls(fake).calls_to("chat.postMessage")], timeout=10
                 )
                 scope = scopes[0].args["metadata"]["event_payload"]["scope"]
                 channels = [

@@ -6,6 +6,7 @@ loopback. Nothing is mocked; time is a ``ManualClock`` where a test needs to jum
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from adapters.local.services import FakeDeployService
 from adapters.slack.outcomes import SlackDesk
 from bot.actions import build_executor
 from core.actions import ActionDesk, ApproverPolicy, Catalog
-from core.actions.runner import Checkpoint
+from core.actions.runner import Checkpoint, Runner
 from core.clock import Clock, SystemClock
 from core.egress import EgressPolicy
 from core.entries import Actor, Entry, NewEntry
@@ -180,6 +181,7 @@ async def desk_kit(
     groups: dict[str, tuple[str, ...]] | None = None,
     r3_approvals: int = 1,
     lease_seconds: float = 30.0,
+    lease_margin: float = 1.0,
     checkpoint: Checkpoint | None = None,
     deploy: FakeDeployService | None = None,
     env: dict[str, str] | None = None,
@@ -204,9 +206,16 @@ async def desk_kit(
     executors = {spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available}
     policy = ApproverPolicy(approvers=approvers, groups=groups or {}, r3_approvals=r3_approvals, expiry_minutes=30)
     desk = ActionDesk(
-        store, index, catalog, executors, policy, clock=clock, lease_seconds=lease_seconds, checkpoint=checkpoint
+        store,
+        index,
+        catalog,
+        executors,
+        policy,
+        clock=clock,
+        lease_seconds=lease_seconds,
+        checkpoint=checkpoint,
+        runner=functools.partial(Runner, reconcile_backoff=0.05, lease_margin=lease_margin),
     )
-    desk.runner.reconcile_backoff = 0.05
     kit = Kit(store, index, ScopeService(store, index), dispatcher, desk, fake, clock, session)
     try:
         yield kit

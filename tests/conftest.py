@@ -18,6 +18,7 @@ from bot.config import DecklogConfig, load_config
 from bot.server import DecklogServer
 from bot.settings import Settings, example_config_path
 from bot.wiring import ALL_PARTS, PartName, Parts
+from tests.fakes.slack_calls import record_sandbox_calls
 
 T = TypeVar("T")
 
@@ -91,12 +92,18 @@ async def make_server(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             "turn_debounce": 0.05,
         }
         values.update(settings)
+
+        def built(built_parts: Parts) -> None:
+            record_sandbox_calls(built_parts)
+            if on_built is not None:
+                on_built(built_parts)
+
         server = DecklogServer(
             Settings(**values),
             socket_mode=socket_mode,
             config=config or test_config(),
             parts=parts,
-            on_built=on_built,
+            on_built=built,
         )
         await server.start()
         started.append(server)

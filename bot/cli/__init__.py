@@ -118,10 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(settings, args)
         if args.command == "demo":
             return cmd_demo(settings, args)
-        if args.command == "experiment":  # issue 17 (H17): its own processes and data directories
-            from bot.experiment.cli import run as run_experiment
-
-            return run_experiment(args)
         return asyncio.run(COMMANDS[args.command](settings, args))
     except UsageError as exc:
         return _fail(f"error: {exc}", EXIT_USAGE)

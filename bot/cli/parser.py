@@ -1,5 +1,5 @@
-"""The ``decklog`` argument parser (DESIGN §9): one ``add_*`` function a command group; the experiment's
-subcommand comes from bot/experiment/cli.py. A bad argument raises ``UsageError`` (exit 2), never ``SystemExit``."""
+"""The ``decklog`` argument parser (DESIGN §9): one ``add_*`` function a command group. A bad argument raises
+``UsageError`` (exit 2), never ``SystemExit``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,13 @@ class _Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
+MOVED = {"experiment": "python -m research.experiment"}
+"""Commands that left the product, and how to run them now (from a checkout of the repository)."""
+
+
 def unknown_command(prog: str, typed: str, commands: list[str]) -> str:
+    if typed in MOVED:
+        return f"`{prog} {typed}` moved out of {prog}: run `{MOVED[typed]}` from a checkout, with the same options"
     close = difflib.get_close_matches(typed, commands, n=1, cutoff=0.5)
     if not close:  # a prefix or a part of a name ("time" for "timeline") counts too
         close = [c for c in commands if c.startswith(typed) or (len(typed) >= 3 and typed in c)][:1]
@@ -44,9 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scope_parsers(sub)
     _add_data_parsers(sub)
 
-    from bot.experiment.cli import add_parser as add_experiment  # issue 17 (H17)
-
-    add_experiment(sub)
     _add_fork_parsers(sub)
     return p
 

@@ -6,7 +6,8 @@ Nothing here performs I/O of its own except through ports: the log store, and ``
 
 from core.actions.catalog import ActionSpec, Catalog, CompensationSpec, ExecutorSpec
 from core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
-from core.actions.desk import ActionDesk, GroupResolver
+from core.actions.context import GroupResolver
+from core.actions.desk import ActionDesk
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
 from core.actions.outcomes import (
     ActionInfo,
@@ -19,8 +20,8 @@ from core.actions.outcomes import (
     Verified,
 )
 from core.actions.policy import ApproverPolicy
-from core.actions.run_authority import RunAuthority, RunReport, idempotency_key
-from core.actions.runner import Runner
+from core.actions.run_authority import RunAuthority, idempotency_key
+from core.actions.runner import Runner, RunReport
 
 __all__ = [
     "CONDITIONS",

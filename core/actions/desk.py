@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from core.actions.approvals import Approvals, withdraw
 from core.actions.catalog import Catalog
 from core.actions.compensation import Compensations
 from core.actions.conditions import Evidence
-from core.actions.context import APPROVALS, VERIFIER, DeskContext, GroupResolver, new_proposal_id
+from core.actions.context import DeskContext, GroupResolver
 from core.actions.executor import Executor
 from core.actions.outcomes import (
     ActionInfo,
@@ -35,7 +35,7 @@ from core.actions.outcomes import (
 )
 from core.actions.policy import ApproverPolicy
 from core.actions.proposals import Proposals
-from core.actions.runner import Checkpoint, Runner, RunReport
+from core.actions.runner import Checkpoint, EvidenceSource, Runner, RunReport
 from core.actions.sweep import Sweeper
 from core.actions.verifier import Verifier
 from core.clock import Clock
@@ -43,6 +43,22 @@ from core.entries import Actor
 from core.index import Index
 from core.state import ScopeState
 from core.store import LogStore
+
+
+class RunnerFactory(Protocol):
+    """How the desk builds its runner (``Runner`` itself, or a partial of it with other timings)."""
+
+    def __call__(
+        self,
+        store: LogStore,
+        catalog: Catalog,
+        executors: Mapping[str, Executor],
+        *,
+        clock: Clock,
+        lease_seconds: float,
+        evidence: EvidenceSource,
+        checkpoint: Checkpoint | None = ...,
+    ) -> Runner: ...
 
 
 class ActionDesk:
@@ -58,9 +74,10 @@ class ActionDesk:
         lease_seconds: float = 120.0,
         groups: GroupResolver | None = None,
         checkpoint: Checkpoint | None = None,
-        unfenced: bool = False,
+        runner: RunnerFactory = Runner,
     ) -> None:
-        """``unfenced``: the experiment's ``--fences off`` ablation only (see ``Runner``); default off."""
+        """``runner`` builds the desk's ``Runner`` from the desk's pieces (default: ``Runner`` itself; a caller
+        that tunes it passes e.g. ``functools.partial(Runner, reconcile_backoff=0.05)``)."""
         self.ctx = DeskContext(store, index, catalog, policy, clock, groups)
         self.store, self.index, self.catalog, self.policy, self.clock = store, index, catalog, policy, clock
         self.proposals = Proposals(self.ctx)
@@ -69,7 +86,7 @@ class ActionDesk:
         self.compensations = Compensations(self.ctx, self.proposals)
         self.verifier = Verifier(self.ctx)
         self.sweeper = Sweeper(self.ctx, self.execute, self.verify)
-        self.runner = Runner(
+        self.runner = runner(
             store,
             catalog,
             executors,
@@ -77,7 +94,6 @@ class ActionDesk:
             lease_seconds=lease_seconds,
             evidence=self.evidence,
             checkpoint=checkpoint,
-            unfenced=unfenced,
         )
 
     @property
@@ -187,6 +203,3 @@ class ActionDesk:
         """Periodic upkeep: expire leases and approvals, run approved proposals nobody is running (and settle
         runs whose holder vanished), decide verifications that fell due (new evidence triggers the others)."""
         return await self.sweeper.sweep(scopes)
-
-
-__all__ = ["APPROVALS", "VERIFIER", "ActionDesk", "GroupResolver", "new_proposal_id"]

@@ -12,55 +12,94 @@
 Every write after the claim checks the fence inside the write transaction. A holder whose fence is no longer
 current (a newer holder claimed, or its lease passed) has the write rejected, and the rejection is recorded as a
 ``fence_rejected`` entry carrying what it attempted. A newer holder that finds a run started but not finished asks
-the target (reconcile) instead of acting again.
+the target (reconcile) instead of acting again: an uncertain outcome is settled by the target's reconcile lookup,
+never by calling the effect again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, Literal, Protocol
 
 from core.actions.catalog import ActionSpec, Catalog
-from core.actions.conditions import RELATED_RUNS, evaluate, failing
-from core.actions.executor import Executor
-from core.actions.run_authority import (
-    DESK_PURPOSES,
-    RUNNER,
-    Checkpoint,
-    EvidenceSource,
-    ResultOutcome,
-    RunAuthority,
-    RunnerStats,
-    RunReport,
-    RunResult,
-    idempotency_key,
-    new_run_id,
-)
-from core.actions.run_reconcile import RunReconciling
+from core.actions.conditions import RELATED_RUNS, Evidence, evaluate, failing
+from core.actions.executor import ExecutionRequest, Executor, ReconcileOutcome
+from core.actions.run_authority import RunAuthority, new_run_id
 from core.actions.run_targets import TargetGate
-from core.clock import Clock, parse_iso
-from core.entries import NewEntry, ObligationReleased, ProposalClosed
+from core.clock import Clock, iso, parse_iso
+from core.entries import (
+    ActionResult,
+    ActionStarted,
+    Actor,
+    EffectCompensated,
+    NewEntry,
+    ObligationCancelled,
+    ObligationFulfilled,
+    ObligationReleased,
+    ProposalClosed,
+)
 from core.errors import Conflict, NotFound, StaleFence
-from core.obligations import claim, lease_live
-from core.state import ProposalState, ScopeState
-from core.store import LogStore
+from core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
+from core.state import ObligationState, ProposalState, RunState, ScopeState
+from core.store import AppendResult, LogStore
 
-__all__ = [
-    "DESK_PURPOSES",
-    "RUNNER",
-    "Checkpoint",
-    "EvidenceSource",
-    "ResultOutcome",
-    "RunAuthority",
-    "RunReport",
-    "RunResult",
-    "Runner",
-    "RunnerStats",
-    "idempotency_key",
-    "new_run_id",
-]
+log = logging.getLogger("core.actions.runner")
+
+RUNNER = Actor.system("runner")
+DESK_PURPOSES = ("action", "compensation")  # obligations the desk opened for one proposal only
 
 
-class Runner(RunReconciling):
+class EvidenceSource(Protocol):
+    """What the runner reads besides the scope's state before it acts (``DeskContext.evidence``)."""
+
+    def __call__(
+        self, scope: str, state: ScopeState, params: Mapping[str, Any], *, action: str = ...
+    ) -> Awaitable[Evidence]: ...
+
+
+Checkpoint = Callable[[str, RunAuthority], Awaitable[None]]
+"""Awaited at ``after_claim``, ``before_call`` and ``after_call`` with the run's authority (a test or a harness
+pauses or kills a holder there)."""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What ``execute`` did, for callers and logs: applied, refused, failed, not_applied, abandon_uncertain,
+    skipped, stale (a newer holder took over), busy (someone holds the lease), deferred (the claim was given back:
+    too little lease left to call; try again), not_runnable, expired, withdrawn."""
+
+    status: str
+    run_id: str = ""
+    detail: str = ""
+
+
+ResultOutcome = Literal["applied", "refused", "uncertain", "not_applied", "abandon_uncertain", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outcome: ResultOutcome
+    digest: str = ""
+    response: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    reconciled: bool = False
+
+
+@dataclass
+class RunnerStats:
+    claims: int = 0
+    calls: int = 0
+    stale: int = 0
+    reconciles: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class Runner:
     def __init__(
         self,
         store: LogStore,
@@ -74,10 +113,7 @@ class Runner(RunReconciling):
         reconcile_attempts: int = 3,
         reconcile_backoff: float = 0.25,
         lease_margin: float = 1.0,
-        unfenced: bool = False,
     ) -> None:
-        """``unfenced`` exists for the experiment's ``--fences off`` ablation only (``decklog experiment``): a run
-        then writes and calls without checking its fence or its lease. Never set it anywhere else."""
         self.store = store
         self.catalog = catalog
         self.executors = executors
@@ -88,7 +124,6 @@ class Runner(RunReconciling):
         self.reconcile_attempts = max(1, reconcile_attempts)
         self.reconcile_backoff = reconcile_backoff
         self.lease_margin = lease_margin
-        self.unfenced = unfenced
         self.stats = RunnerStats()
         self.gate = TargetGate(store)
 
@@ -170,10 +205,9 @@ class Runner(RunReconciling):
         except StaleFence as exc:
             await self._reject(auth, exc, f"call {auth.action} for {auth.run_id}: not made")
             return RunReport("stale", auth.run_id, exc.message)
-        left = (auth.lease_until - self.clock.now()).total_seconds()
-        if left < executor.timeout and not self.unfenced:
-            why = f"the lease had {left:.1f}s left, less than the call's timeout ({executor.timeout:g}s): not called"
-            return await self._finish(auth, auth.run_id, RunResult("not_applied", error=why), spec, prop)
+        too_late = self._too_late_to_call(auth, executor)
+        if too_late:
+            return await self._finish(auth, auth.run_id, RunResult("not_applied", error=too_late), spec, prop)
         self.stats.calls += 1
         outcome = await executor.execute(auth.request())
         await self._pause("after_call", auth)
@@ -247,6 +281,283 @@ class Runner(RunReconciling):
         if skipped:
             self.stats.outcomes["skipped"] += 1
             return RunReport("skipped", auth.run_id, "; ".join(skipped))
+        return None
+
+    # -- the fence --------------------------------------------------------------------------------------------
+
+    def _check(self, s: ScopeState, auth: RunAuthority) -> ObligationState | None:
+        """The check every write after the claim makes inside its transaction, and the call before it is made: the
+        obligation is still open and ``auth.fence`` is its current, live fence. Raises ``StaleFence`` otherwise."""
+        if auth.obligation_id not in s.obligations:
+            raise StaleFence(
+                f"obligation {auth.obligation_id} is no longer open (a newer holder finished it)",
+                fence=auth.fence,
+                current=s.max_fence,
+            )
+        return check_fence(s, auth.obligation_id, auth.fence, self.clock.now())
+
+    def _too_late_to_call(self, auth: RunAuthority, executor: Executor) -> str:
+        """Why the call must not be made now (the lease ends before the call's timeout would), or ``""``."""
+        left = (auth.lease_until - self.clock.now()).total_seconds()
+        if left < executor.timeout:
+            return f"the lease had {left:.1f}s left, less than the call's timeout ({executor.timeout:g}s): not called"
+        return ""
+
+    def _fenced(self, auth: RunAuthority, entries: Sequence[NewEntry]) -> Callable[[ScopeState], list[NewEntry]]:
+        def decide(s: ScopeState) -> list[NewEntry]:
+            self._check(s, auth)
+            return list(entries)
+
+        return decide
+
+    async def _write(
+        self, auth: RunAuthority, decide: Callable[[ScopeState], Sequence[NewEntry]], attempted: str
+    ) -> AppendResult | None:
+        """Append under the authority's fence; a stale fence is rejected and recorded (None is returned)."""
+        try:
+            return await self.store.append(auth.scope, decide)
+        except StaleFence as exc:
+            await self._reject(auth, exc, attempted)
+            return None
+
+    async def _reject(self, auth: RunAuthority, exc: StaleFence, attempted: str) -> None:
+        self.stats.stale += 1
+        log.info("runner: stale write on %s %s by fence %d: %s", auth.scope, auth.obligation_id, auth.fence, exc)
+        await self.store.append(
+            auth.scope,
+            lambda s: reject_stale(
+                s, exc, obligation_id=auth.obligation_id, holder=auth.holder, attempted=attempted, actor=RUNNER
+            ),
+        )
+
+    async def _pause(self, point: str, auth: RunAuthority) -> None:
+        if self.checkpoint is not None:
+            await self.checkpoint(point, auth)
+
+    # -- recording a run's end --------------------------------------------------------------------------------
+
+    def _started(self, auth: RunAuthority, prop: ProposalState) -> NewEntry:
+        return NewEntry.make(
+            "action_started",
+            RUNNER,
+            ActionStarted(
+                run_id=auth.run_id,
+                action=auth.action,
+                proposal_id=auth.proposal_id,
+                obligation_id=auth.obligation_id,
+                fence=auth.fence,
+                lease_until=iso(auth.lease_until),
+                receipt=auth.receipt,
+                idempotency_key=auth.idempotency_key,
+                proposer=prop.proposer,
+                approvers=prop.approvals,
+                params=auth.params,
+                compensates_run=prop.compensates_run,
+            ),
+        )
+
+    async def _finish(
+        self,
+        auth: RunAuthority,
+        run_id: str,
+        result: RunResult,
+        spec: ActionSpec | None,
+        prop: ProposalState,
+        *,
+        run: RunState | None = None,
+    ) -> RunReport:
+        original_digest = ""
+        if result.outcome == "applied" and prop.compensates_run:
+            original_digest = await self.applied_digest(auth.scope, prop.compensates_run)
+        action = run.action if run is not None else auth.action
+        params = dict(prop.params) if run is not None else auth.params
+
+        def record(s: ScopeState) -> list[NewEntry]:
+            self._check(s, auth)
+            out = [self._result(auth, run_id, result, action=action)]
+            out += self._dispose(s, auth, applied=result.outcome == "applied", reason=result.error, run_id=run_id)
+            if result.outcome == "applied":
+                if prop.compensates_run:
+                    out.append(
+                        NewEntry.make(
+                            "effect_compensated",
+                            RUNNER,
+                            EffectCompensated(
+                                original_run=prop.compensates_run,
+                                original_digest=original_digest,
+                                compensating_run=run_id,
+                                compensating_digest=result.digest,
+                            ),
+                        )
+                    )
+                out += self._verification(s, spec, run_id, params, prop.compensates_run)
+            elif result.outcome == "abandon_uncertain":
+                out += open_obligation(
+                    s,
+                    text=f"Find out whether run {run_id} ({action}) took effect: its outcome is unknown and it was not retried",
+                    purpose="follow_up",
+                    action=action,
+                    params=params,
+                    run_id=run_id,
+                    actor=RUNNER,
+                )
+            return out
+
+        attempted = f"action_result {result.outcome} for {run_id}" + (f" ({result.digest})" if result.digest else "")
+        if await self._write(auth, record, attempted) is None:
+            return RunReport("stale", run_id, f"result {result.outcome} rejected: a newer holder took over")
+        self.stats.outcomes[result.outcome] += 1
+        return RunReport(result.outcome, run_id, result.error)
+
+    async def _close(self, auth: RunAuthority, outcome: Literal["expired", "withdrawn"], reason: str) -> RunReport:
+        def close(s: ScopeState) -> list[NewEntry]:
+            self._check(s, auth)
+            out: list[NewEntry] = []
+            if auth.proposal_id in s.proposals:
+                out.append(
+                    NewEntry.make(
+                        "proposal_closed",
+                        RUNNER,
+                        ProposalClosed(proposal_id=auth.proposal_id, outcome=outcome, reason=reason),
+                    )
+                )
+            return out + self._dispose(s, auth, applied=False, reason=reason)
+
+        if await self._write(auth, close, f"close {auth.proposal_id} ({outcome})") is None:
+            return RunReport("stale", auth.run_id, "taken over")
+        return RunReport(outcome, auth.run_id, reason)
+
+    def _result(self, auth: RunAuthority, run_id: str, result: RunResult, *, action: str = "") -> NewEntry:
+        return NewEntry.make(
+            "action_result",
+            RUNNER,
+            ActionResult(
+                run_id=run_id,
+                action=action or auth.action,
+                outcome=result.outcome,
+                fence=auth.fence,
+                effect_digest=result.digest,
+                response=result.response,
+                error=result.error[:2000],
+                reconciled=result.reconciled,
+            ),
+        )
+
+    def _dispose(
+        self, s: ScopeState, auth: RunAuthority, *, applied: bool, reason: str, run_id: str = ""
+    ) -> list[NewEntry]:
+        """Fulfil the obligation on an applied effect; otherwise give it back (or cancel a desk-made one)."""
+        ob = s.obligations.get(auth.obligation_id)
+        if ob is None:
+            return []
+        oid, fence = ob.id, auth.fence
+        if applied:
+            payload = ObligationFulfilled(obligation_id=oid, fence=fence, note=f"run {run_id} applied", run_id=run_id)
+            return [NewEntry.make("obligation_fulfilled", RUNNER, payload)]
+        if ob.purpose in DESK_PURPOSES:
+            why = reason or "the run ended without an effect"
+            return [NewEntry.make("obligation_cancelled", RUNNER, ObligationCancelled(obligation_id=oid, reason=why))]
+        return [
+            NewEntry.make(
+                "obligation_released", RUNNER, ObligationReleased(obligation_id=oid, fence=fence, reason=reason)
+            )
+        ]
+
+    def _verification(
+        self, s: ScopeState, spec: ActionSpec | None, run_id: str, params: dict[str, Any], compensates: str
+    ) -> list[NewEntry]:
+        if spec is None or spec.verify == "none":
+            return []
+        check = spec.verify
+        expected = spec.expected(params)
+        if compensates:
+            check, expected = "manual", f"the effect of run {compensates} is undone"
+        due = self.clock.now() + timedelta(minutes=spec.verify_within_minutes)
+        return open_obligation(
+            s,
+            text=f"Verification needed for run {run_id}: {expected}",
+            purpose="verification",
+            conditions=(check,),
+            action=spec.name,
+            params=params,
+            expected_outcome=expected,
+            due_at=iso(due),
+            run_id=run_id,
+            actor=RUNNER,
+        )
+
+    async def applied_digest(self, scope: str, run_id: str) -> str:
+        for entry in reversed(await self.store.read(scope, kinds=["action_result"])):
+            p = entry.payload
+            if isinstance(p, ActionResult) and p.run_id == run_id and p.outcome == "applied":
+                return p.effect_digest
+        return ""
+
+    # -- reconciling ------------------------------------------------------------------------------------------
+
+    async def _resolve_uncertain(self, executor: Executor | None, request: ExecutionRequest) -> RunResult:
+        """Ask the target what happened; never call the effect again."""
+        if executor is None or not executor.can_reconcile:
+            why = "the outcome is unknown and the target has no reconcile lookup; not retried"
+            return RunResult("abandon_uncertain", error=why, reconciled=False)
+        rec = await self._reconcile(executor, request)
+        if rec.status == "applied":
+            return RunResult("applied", rec.effect_digest, rec.response, reconciled=True)
+        if rec.status == "not_applied":
+            return RunResult(
+                "not_applied", response=rec.response, error="the target says it was not applied", reconciled=True
+            )
+        why = f"the outcome is still unknown after {self.reconcile_attempts} lookups ({rec.error}); not retried"
+        return RunResult("abandon_uncertain", response=rec.response, error=why, reconciled=False)
+
+    async def _reconcile(self, executor: Executor, request: ExecutionRequest) -> ReconcileOutcome:
+        self.stats.reconciles += 1
+        rec = await executor.reconcile(request)
+        for attempt in range(1, self.reconcile_attempts):
+            if rec.status != "unknown":
+                break
+            await asyncio.sleep(self.reconcile_backoff * attempt)
+            rec = await executor.reconcile(request)
+        return rec
+
+    async def _settle_unfinished(
+        self, auth: RunAuthority, state: ScopeState, executor: Executor | None
+    ) -> RunReport | None:
+        """Runs of this obligation that started under an older fence and never recorded a final result.
+
+        Their effect may exist: ask the target. Applied → recorded as applied (under our fence) and we stop;
+        unknown → abandon_uncertain and we stop; not applied → recorded, and our own run may proceed.
+        """
+        unfinished = sorted(
+            (r for r in state.runs.values() if r.obligation_id == auth.obligation_id), key=lambda r: r.started_seq
+        )
+        for run in unfinished:
+            found = await self.store.read_seqs(auth.scope, [run.started_seq])
+            started = found[0].payload if found else None
+            if not isinstance(started, ActionStarted):
+                continue
+            request = ExecutionRequest(
+                started.action, dict(started.params), auth.scope, run.run_id, started.fence, started.idempotency_key
+            )
+            result = await self._resolve_uncertain(executor, request)
+            if result.outcome == "not_applied":
+                result = replace(
+                    result,
+                    error=f"run {run.run_id} (fence {run.fence}) lost its lease before recording a result; "
+                    "the target says it was not applied",
+                )
+                prior = self._result(auth, run.run_id, result, action=run.action)
+                if await self._write(auth, self._fenced(auth, [prior]), f"settle {run.run_id}") is None:
+                    return RunReport("stale", auth.run_id, "taken over while settling an earlier run")
+                continue
+            spec = self.catalog.get(run.action) if run.action in self.catalog else None
+            orphan = ProposalState(
+                id=run.proposal_id,
+                action=run.action,
+                params=dict(started.params),
+                compensates_run=started.compensates_run,
+            )
+            return await self._finish(auth, run.run_id, result, spec, orphan, run=run)
         return None
 
     # -- runs left behind -------------------------------------------------------------------------------------

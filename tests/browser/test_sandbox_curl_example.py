@@ -14,6 +14,7 @@ import pytest
 from bot.server import DecklogServer
 from tests.browser.test_sandbox_browser import Sandbox, browser  # noqa: F401 - the browser fixture
 from tests.conftest import eventually
+from tests.fakes.slack_calls import slack_calls
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +42,7 @@ async def test_the_send_your_own_alert_example_works_as_shown(browser: Any, serv
     assert state.title == "disk full on db-1" and state.severity == 2  # "high" is SEV2 for the generic source
 
     def posted() -> bool:
-        texts = [str(c.args.get("text")) for c in server.sandbox.server.calls_to("chat.postMessage")]
+        texts = [str(c.args.get("text")) for c in slack_calls(server.sandbox).calls_to("chat.postMessage")]
         return any("disk full on db-1" in t for t in texts)
 
     await eventually(posted, timeout=10, what="the alert's incident in #alerts")

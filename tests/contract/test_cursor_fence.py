@@ -26,6 +26,7 @@ from core.index import Index
 from core.outbox import Dispatcher
 from core.store import postgres_schema as pg
 from core.store.postgres import PostgresLogStore
+from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.store_contract import SCOPE, declare
 
 TOPICS = ("index", "slack")
@@ -96,6 +97,7 @@ async def test_a_holder_whose_lease_ran_out_while_waiting_for_its_post_slot_post
     index = Index(tmp_path / "index.db", holder.executor)
     await index.open()
     async with FakeSlackServer() as slack:
+        record_calls(slack)
         client = AsyncWebClient(token="xoxb-test", base_url=slack.base_url)
         pacer = HeldPacer()
         dispatcher = Dispatcher(holder, [])
@@ -113,10 +115,12 @@ async def test_a_holder_whose_lease_ran_out_while_waiting_for_its_post_slot_post
             pacer.release.set()
 
             async def fenced() -> bool:
-                return dispatcher.leases_lapsed > 0 or bool(slack.calls_to("chat.postMessage"))
+                return dispatcher.leases_lapsed > 0 or bool(slack_calls(slack).calls_to("chat.postMessage"))
 
             await _until(fenced, "the held post neither posted nor stopped")
-            assert not slack.calls_to("chat.postMessage"), "posted after another replica took the cursor over"
+            assert not slack_calls(slack).calls_to("chat.postMessage"), (
+                "posted after another replica took the cursor over"
+            )
             summary = await other.outbox_summary(SCOPE)
             assert summary.pending.get("slack") == 1 and not summary.parked  # left to the new holder, no failure
             assert dispatcher.stats.failures == 0

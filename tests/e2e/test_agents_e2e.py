@@ -16,6 +16,7 @@ from bot.settings import Settings
 from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_calls import slack_calls
 
 ALICE = "U0ALICE"
 ALERTS_CHANNEL = "C0ALERTS"
@@ -147,7 +148,7 @@ async def _resolved(server: DecklogServer, scope: str) -> Any:
 def reaction_calls(server: DecklogServer, method: str, ts: str) -> list[Any]:
     return [
         c
-        for c in server.sandbox.server.calls_to(method)
+        for c in slack_calls(server.sandbox).calls_to(method)
         if c.args.get("timestamp") == ts and c.args.get("name") == "fire"
     ]
 
@@ -166,7 +167,7 @@ async def test_mention_ask_in_the_thread_shows_fire_answers_in_the_thread_and_re
     assert "what changed?" in posted.blocks[0]["text"]["text"]
     removed = await eventually(lambda: reaction_calls(server, "reactions.remove", asked.ts), what=":fire: removed")
     added = reaction_calls(server, "reactions.add", asked.ts)
-    post = next(c for c in fake.server.calls_to("chat.postMessage") if "Answer" in c.args.get("text", ""))
+    post = next(c for c in slack_calls(fake).calls_to("chat.postMessage") if "Answer" in c.args.get("text", ""))
     assert added[0].at <= post.at <= removed[0].at
     assert "fire" not in {r.get("name") for r in (fake.workspace.message(ALERTS_CHANNEL, asked.ts).reactions or [])}
     # a Slack retry of the same mention runs no second turn

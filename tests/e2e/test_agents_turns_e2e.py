@@ -27,6 +27,7 @@ from core.agents import TurnInput, TurnOutput
 from core.errors import NotFound
 from tests.conftest import ServerFactory, eventually
 from tests.fakes.anthropic_api import Delay, FakeAnthropic, Reply
+from tests.fakes.slack_calls import record_calls, slack_calls
 
 ALICE, BOB, GENERAL = "U0ALICE", "U0BOB", "C0GENERAL"
 
@@ -40,7 +41,9 @@ async def _thread(server: DecklogServer, scope: str) -> Any:
 
 
 def _fire_calls(fake: FakeSlack, method: str, ts: str) -> list[Any]:
-    return [c for c in fake.server.calls_to(method) if c.args.get("timestamp") == ts and c.args.get("name") == "fire"]
+    return [
+        c for c in slack_calls(fake).calls_to(method) if c.args.get("timestamp") == ts and c.args.get("name") == "fire"
+    ]
 
 
 def _has_fire(fake: FakeSlack, channel: str, ts: str) -> bool:
@@ -190,6 +193,7 @@ async def test_an_ask_killed_mid_turn_is_answered_once_after_the_restart_and_its
     # first process: the scheduled turn's request hangs (so it holds the scope), the ask waits behind it
     steps: list[Any] = [Delay(120, then=Reply(text="late")), *[Reply(text=answer_text) for _ in range(6)]]
     async with FakeSlack(bot_token="xoxb-ask") as fake, FakeAnthropic(steps) as claude:
+        record_calls(fake)
         proc, url = await asyncio.to_thread(_serve, data, fake.base_url, claude.base_url)
         try:
             fake.use_http(f"{url}/slack/events", "ask-secret")

@@ -11,6 +11,7 @@ import aiohttp
 
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_calls import slack_calls
 from tests.helpers.monitoring import kube_alert
 
 TOKEN = "limits-token"
@@ -90,7 +91,9 @@ async def test_an_authenticated_notification_over_the_limit_gets_a_413_naming_it
     assert len(await refusal_texts(server)) == 1  # still one entry in this window
 
     def in_slack() -> bool:
-        return any("refused" in str(c.args.get("text")) for c in server.sandbox.server.calls_to("chat.postMessage"))
+        return any(
+            "refused" in str(c.args.get("text")) for c in slack_calls(server.sandbox).calls_to("chat.postMessage")
+        )
 
     await eventually(in_slack, what="the refusal's header in the alerts channel")
 

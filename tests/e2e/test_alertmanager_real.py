@@ -25,6 +25,7 @@ from core.alerts.splits import SPLIT_FROM, SPLIT_INTO
 from core.entries import Entry, Observation, ScopeLinked
 from core.state import ScopeState
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_calls import slack_calls
 from tests.helpers.monitoring import ALERTMANAGER, Alertmanager, firing, kube_alert, require_binary, resolved, webhook
 
 TOKEN = "real-alertmanager-token"
@@ -94,11 +95,11 @@ async def slack_settled(server: DecklogServer) -> bool:
 
 
 def top_level_posts(server: DecklogServer) -> list[Any]:
-    return [c for c in server.sandbox.server.calls_to("chat.postMessage") if not c.args.get("thread_ts")]
+    return [c for c in slack_calls(server.sandbox).calls_to("chat.postMessage") if not c.args.get("thread_ts")]
 
 
 def thread_posts(server: DecklogServer) -> list[Any]:
-    return [c for c in server.sandbox.server.calls_to("chat.postMessage") if c.args.get("thread_ts")]
+    return [c for c in slack_calls(server.sandbox).calls_to("chat.postMessage") if c.args.get("thread_ts")]
 
 
 # -- item 1: big groups ------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from core.alerts import SUMMARY_SOURCE
 from core.entries import Entry
 from core.errors import NotFound
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_calls import slack_calls
 
 TOKEN = "s3cret-alert-token"
 ALERTS_CHANNEL = "C0ALERTS"
@@ -92,7 +93,7 @@ async def thread_of(server: DecklogServer, scope: str) -> str:
 
 
 def posts(server: DecklogServer) -> list[Any]:
-    return server.sandbox.server.calls_to("chat.postMessage")
+    return slack_calls(server.sandbox).calls_to("chat.postMessage")
 
 
 def replies(server: DecklogServer, ts: str) -> list[Any]:

@@ -21,6 +21,7 @@ from bot.server import DecklogServer
 from bot.settings import Settings
 from core.entries import Actor, NewEntry
 from tests.conftest import ServerFactory, eventually, test_config
+from tests.fakes.slack_calls import record_sandbox_calls
 
 ALICE = Actor.human("U0ALICE", "alice")
 PAYMENTS = "incident/payments-5xx"
@@ -34,7 +35,9 @@ async def quiet_servers(tmp_path: Path) -> AsyncIterator[ServerFactory]:
 
     async def make(**settings: Any) -> DecklogServer:
         values: dict[str, Any] = {"data_dir": tmp_path / "data", "host": "127.0.0.1", "port": 0, **settings}
-        server = DecklogServer(Settings(**values), config=test_config(), parts={"api", "reports"})
+        server = DecklogServer(
+            Settings(**values), config=test_config(), parts={"api", "reports"}, on_built=record_sandbox_calls
+        )
         await server.start()
         started.append(server)
         return server

@@ -31,6 +31,7 @@ from tests.fakes.anthropic_api import (
     has_tools,
     tools_withheld,
 )
+from tests.fakes.slack_calls import slack_calls
 from tests.unit.test_agents import (
     ALICE,
     CHANGE,
@@ -460,7 +461,9 @@ async def test_over_slack_a_failed_claude_turn_is_shown_briefly_and_ask_is_answe
         assert answer[0].payload.text == text and answer[0].actor.id == "claude"
         await eventually(lambda: len(fake.requests) == 5, what="the debounced turn after the question")
         await eventually(
-            lambda: any(c.args.get("timestamp") == asked.ts for c in server.sandbox.server.calls_to("reactions.remove"))
+            lambda: any(
+                c.args.get("timestamp") == asked.ts for c in slack_calls(server.sandbox).calls_to("reactions.remove")
+            )
         )
     finally:
         await fake.stop()

@@ -28,6 +28,7 @@ from core.store import SqliteLogStore
 from tests.conftest import eventually, test_config
 from tests.e2e.test_api import quiet_servers
 from tests.fakes.polling import wait_for_call
+from tests.fakes.slack_calls import slack_calls
 from tests.fakes.slack_faults import slack_faults
 
 DECKLOG = Path(sys.executable).parent / "decklog"
@@ -191,7 +192,7 @@ async def _thread(server: DecklogServer, scope: str) -> Any:
 
 
 def completes(fake: FakeSlack) -> list[Any]:
-    return fake.server.calls_to("files.completeUploadExternal", ok=True)
+    return slack_calls(fake).calls_to("files.completeUploadExternal", ok=True)
 
 
 async def exports(server: DecklogServer, scope: str) -> list[Any]:
@@ -281,7 +282,7 @@ async def test_mention_export_in_the_thread_uploads_each_digest_once(server: Dec
     scope, state = await declare(server)
 
     def replies() -> int:
-        return sum("sha256" in c.args.get("text", "") for c in fake.server.calls_to("chat.postEphemeral"))
+        return sum("sha256" in c.args.get("text", "") for c in slack_calls(fake).calls_to("chat.postEphemeral"))
 
     for n in range(3):
         await fake.post_message(BOB, GENERAL, "@decklog export md", thread_ts=state.thread.ts)
@@ -304,7 +305,7 @@ async def _uploaded(server: DecklogServer, scope: str, sha256: str) -> dict[str,
 
 
 def _ephemeral(fake: FakeSlack, text: str) -> bool:
-    return any(text in c.args.get("text", "") for c in fake.server.calls_to("chat.postEphemeral"))
+    return any(text in c.args.get("text", "") for c in slack_calls(fake).calls_to("chat.postEphemeral"))
 
 
 async def _api_bytes(server: DecklogServer, scope: str, fmt: str) -> bytes:
@@ -326,7 +327,7 @@ async def test_a_lost_upload_response_is_reconciled_not_repeated(server: Decklog
     shared = [m for m in fake.server.workspace.thread(state.thread.channel, state.thread.ts) if m.files]
     assert len(shared) == 1 and memo["file_id"] == shared[0].files[0]["id"]
     assert len(await exports(server, scope)) == 1
-    assert len(fake.server.calls_to("files.completeUploadExternal")) == 1
+    assert len(slack_calls(fake).calls_to("files.completeUploadExternal")) == 1
     assert server.parts.slack_out.sender.stats.reconciled == 1  # found in the thread by its digest, not uploaded again
 
 

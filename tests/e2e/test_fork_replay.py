@@ -13,6 +13,7 @@ from core.entries import Actor, Hypothesis, NewEntry
 from core.state import fold_all
 from core.store import SqliteLogStore
 from tests.conftest import eventually
+from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.helpers.serve import BOT_TOKEN, serve_env, start_serve
 from tests.unit.test_cli import run
 
@@ -179,6 +180,7 @@ def test_the_same_commands_on_postgresql(tmp_path: Path, pg_url: str) -> None:
 async def test_a_running_server_never_delivers_a_fork_to_slack_or_executors(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with FakeSlack(bot_token=BOT_TOKEN) as fake:
+        record_calls(fake)
         served = await asyncio.to_thread(start_serve, data, fake.base_url)
         try:
             env = {k: v for k, v in serve_env(data, fake.base_url).items() if k.startswith(("DECKLOG_", "SLACK_"))}
@@ -203,13 +205,13 @@ async def test_a_running_server_never_delivers_a_fork_to_slack_or_executors(tmp_
             await eventually(lambda: _pending(data, fork, env) == 0, timeout=60, what="the fork's rows done")
         finally:
             await asyncio.to_thread(served.stop)
-        calls = json.dumps([c.args for c in fake.calls], ensure_ascii=False)
+        calls = json.dumps([c.args for c in slack_calls(fake).calls], ensure_ascii=False)
         # no second thread (a fork's copied declaration), nothing of the fork's own entries, no fork id
-        tops = [c for c in fake.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts")]
+        tops = [c for c in slack_calls(fake).calls if c.method == "chat.postMessage" and not c.args.get("thread_ts")]
         assert sum("Checkout 5xx" in json.dumps(c.args) for c in tops) == 1, [c.args for c in tops]
         assert "p-zz9" not in calls and "forked from" not in calls
         assert fork not in calls  # not even as a "similar past incident" of its source (the context agent skips forks)
-        assert not any(c.method == "conversations.create" for c in fake.calls)
+        assert not any(c.method == "conversations.create" for c in slack_calls(fake).calls)
         # nobody acted on the approved proposal or took a turn: the fork ends with it
         kinds = [e["kind"] for e in _timeline(data, fork, env)]
         assert kinds[-2:] == ["forked", "proposal"], kinds
@@ -217,7 +219,7 @@ async def test_a_running_server_never_delivers_a_fork_to_slack_or_executors(tmp_
 
 
 def _posted(fake: FakeSlack, text: str) -> int:
-    return sum(1 for c in fake.calls if c.method == "chat.postMessage" and text in json.dumps(c.args))
+    return sum(1 for c in slack_calls(fake).calls if c.method == "chat.postMessage" and text in json.dumps(c.args))
 
 
 def _pending(data: Path, scope: str, env: dict[str, str]) -> int:

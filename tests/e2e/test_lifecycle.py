@@ -20,6 +20,7 @@ from core.entries.lifecycle import ChannelArchive
 from core.errors import NotFound
 from tests.conftest import eventually, test_config
 from tests.e2e.test_slack_e2e import ALICE, GENERAL
+from tests.fakes.slack_calls import record_sandbox_calls, slack_calls
 from tests.fakes.slack_faults import slack_faults
 
 DAY = 86_400
@@ -45,7 +46,9 @@ async def servers(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Make]:
     async def start(**settings: Any) -> DecklogServer:
         values: dict[str, Any] = {"data_dir": tmp_path / "data", "host": "127.0.0.1", "port": 0}
         values.update(settings)
-        server = DecklogServer(Settings(**values), config=test_config(), clock=clock, parts={"sandbox"})
+        server = DecklogServer(
+            Settings(**values), config=test_config(), clock=clock, parts={"sandbox"}, on_built=record_sandbox_calls
+        )
         await server.start()
         running.append(server)
         return server
@@ -79,14 +82,14 @@ async def dedicated(server: DecklogServer, title: str = "Search is down") -> tup
 def channel_posts(server: DecklogServer, channel: str, needle: str) -> list[Any]:
     fake = server.sandbox
     assert fake is not None
-    calls = fake.server.calls_to("chat.postMessage", ok=True)
+    calls = slack_calls(fake).calls_to("chat.postMessage", ok=True)
     return [c for c in calls if c.args.get("channel") == channel and needle in str(c.args.get("text", ""))]
 
 
 def archive_calls(server: DecklogServer, ok: bool | None = True) -> list[Any]:
     fake = server.sandbox
     assert fake is not None
-    return fake.server.calls_to("conversations.archive", ok=ok)
+    return slack_calls(fake).calls_to("conversations.archive", ok=ok)
 
 
 def is_archived(server: DecklogServer, channel: str) -> bool:

@@ -15,6 +15,7 @@ from core.reports import build_report, render
 from core.views import build_view
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_agents_e2e import ALERTS_CHANNEL, CHANGE, entries, incident, posted_for
+from tests.fakes.slack_calls import slack_calls
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
 GENERAL = "C0GENERAL"
@@ -39,7 +40,7 @@ def ephemerals(server: DecklogServer, user: str) -> list[str]:
     texts = [r.body.get("text", "") for r in server.sandbox.server.responses]
     texts += [
         c.args.get("text", "")
-        for c in server.sandbox.server.calls_to("chat.postEphemeral")
+        for c in slack_calls(server.sandbox).calls_to("chat.postEphemeral")
         if c.args.get("user") == user
     ]
     return texts
@@ -255,7 +256,7 @@ async def test_the_header_shows_the_current_goal_the_constraints_and_the_last_de
     await fake.post_message(ALICE, GENERAL, "@decklog decision fail over to the backup psp", thread_ts=ts)
 
     def shown() -> str | None:
-        updates = [c for c in fake.server.calls_to("chat.update") if c.args.get("ts") == ts]
+        updates = [c for c in slack_calls(fake).calls_to("chat.update") if c.args.get("ts") == ts]
         text = json.dumps(updates[-1].args.get("blocks")) if updates else ""
         return text if "fail over to the backup psp" in text else None
 

@@ -18,6 +18,7 @@ from core.errors import NotFound
 from tests.conftest import eventually
 from tests.e2e.test_lifecycle import ALICE_ACTOR, DAY, Make, kinds, servers
 from tests.e2e.test_slack_e2e import ALICE, BOB, GENERAL
+from tests.fakes.slack_calls import slack_calls
 
 MIN = 60
 
@@ -53,7 +54,7 @@ async def declare(server: DecklogServer, text: str) -> tuple[str, str]:
 def nudges(server: DecklogServer, thread_ts: str, needle: str) -> list[Any]:
     fake = server.sandbox
     assert fake is not None
-    calls = fake.server.calls_to("chat.postMessage", ok=True)
+    calls = slack_calls(fake).calls_to("chat.postMessage", ok=True)
     return [c for c in calls if c.args.get("thread_ts") == thread_ts and needle in str(c.args.get("text", ""))]
 
 

@@ -20,6 +20,7 @@ from core.service import ScopeService
 from core.store import MemoryLogStore
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_slack_e2e import ALICE, BOB, CAROL, GENERAL, declare
+from tests.fakes.slack_calls import slack_calls
 
 ALICE_ACTOR = Actor.human(ALICE, "alice")
 
@@ -72,7 +73,7 @@ async def server(make_server: ServerFactory) -> DecklogServer:
 
 
 def ephemerals_to(server: DecklogServer, user: str) -> list[Any]:
-    return [c for c in server.sandbox.server.calls_to("chat.postEphemeral") if c.args.get("user") == user]
+    return [c for c in slack_calls(server.sandbox).calls_to("chat.postEphemeral") if c.args.get("user") == user]
 
 
 async def test_handover_moves_the_role_and_catches_the_new_holder_up(server: DecklogServer) -> None:
@@ -95,7 +96,9 @@ async def test_handover_moves_the_role_and_catches_the_new_holder_up(server: Dec
     assert any("is now commander" in c.args["text"] for c in told)
 
     await eventually(
-        lambda: any("commander: <@U0CAROL>" in str(c.args.get("blocks")) for c in fake.server.calls_to("chat.update")),
+        lambda: any(
+            "commander: <@U0CAROL>" in str(c.args.get("blocks")) for c in slack_calls(fake).calls_to("chat.update")
+        ),
         what="the header to show the new commander",
     )
     entries = await server.runtime.store.read(scope)

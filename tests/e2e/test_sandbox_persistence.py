@@ -22,6 +22,7 @@ from core.actions.executor import ExecutionRequest
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_sandbox import as_the_page
+from tests.fakes.slack_calls import slack_calls
 
 ALERTS = "C0ALERTS"
 
@@ -133,7 +134,7 @@ async def test_old_threads_still_work_after_a_restart(make_server: ServerFactory
 
     await eventually(at_sev1, what="the old scope at SEV1")
     await eventually(lambda: "SEV1" in ws2.message(ALERTS, header.ts).text, what="the old header at SEV1")
-    assert any(c.args.get("ts") == header.ts for c in slack.server.calls_to("chat.update", ok=True))
+    assert any(c.args.get("ts") == header.ts for c in slack_calls(slack).calls_to("chat.update", ok=True))
 
     # something appended to the old scope is posted into the old thread
     agent = Actor.agent("rules", "rule-based reasoner")
@@ -146,8 +147,8 @@ async def test_old_threads_still_work_after_a_restart(make_server: ServerFactory
 
     # no new scope, nothing failed, nothing parked
     assert {r.id for r in await second.runtime.index.list_scopes(open_only=False, limit=100)} == scopes_before
-    assert slack.server.calls_to("chat.postMessage", ok=False) == []
-    assert slack.server.calls_to("chat.update", ok=False) == []
+    assert slack_calls(slack).calls_to("chat.postMessage", ok=False) == []
+    assert slack_calls(slack).calls_to("chat.update", ok=False) == []
     assert [e for e in await second.runtime.store.read(scope) if e.kind == "delivery_failed"] == []
     assert not (await second.runtime.store.outbox_summary(scope)).parked
 

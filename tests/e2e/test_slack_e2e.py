@@ -13,17 +13,16 @@ from adapters.slack.ids import Action
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 from tests.fakes.polling import wait_for_call
+from tests.fakes.slack_calls import slack_calls
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
 GENERAL, ALERTS = "C0GENERAL", "C0ALERTS"
 
 
 def posts(fake: FakeSlack, **match: Any) -> list[Any]:
-    return (
-        [c for c in fake.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())]
-        if hasattr(fake, "calls_to")
-        else [c for c in fake.server.calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())]
-    )
+    return [
+        c for c in slack_calls(fake).calls_to("chat.postMessage") if all(c.args.get(k) == v for k, v in match.items())
+    ]
 
 
 async def declare(
@@ -57,14 +56,14 @@ async def kinds(server: DecklogServer, scope: str) -> list[str]:
 
 
 def header_updates(fake: FakeSlack, ts: str) -> list[Any]:
-    return [c for c in fake.server.calls_to("chat.update") if c.args.get("ts") == ts]
+    return [c for c in slack_calls(fake).calls_to("chat.update") if c.args.get("ts") == ts]
 
 
 async def test_declare_posts_a_header_and_routes_its_thread(server: DecklogServer) -> None:
     fake = server.sandbox
     scope, state = await declare(server)
     assert scope == "incident/payments-5xx-elevated"
-    header = fake.server.calls_to("chat.postMessage")[0]
+    header = slack_calls(fake).calls_to("chat.postMessage")[0]
     assert header.args["channel"] == GENERAL
     assert "Payments 5xx elevated" in header.args["text"]
     assert json.loads(json.dumps(header.args["metadata"]))["event_payload"]["scope"] == scope
@@ -141,7 +140,7 @@ async def test_pushpin_adds_the_message_to_the_timeline_as_evidence(server: Deck
     assert evidence[0].actor.id == CAROL
     await fake.add_reaction(ALICE, GENERAL, reply.ts, "pushpin")  # pinning twice adds it once
     await fake.add_reaction(ALICE, GENERAL, reply.ts, "eyes")  # other reactions mean nothing
-    await eventually(lambda: fake.server.calls_to("chat.postMessage"))
+    await eventually(lambda: slack_calls(fake).calls_to("chat.postMessage"))
     assert len(await server.runtime.store.read(scope, kinds=["evidence"])) == 1
 
 
@@ -190,7 +189,9 @@ async def test_resolve_from_the_header_button_and_the_thread(server: DecklogServ
     # resolving twice is refused, politely and ephemerally
     await fake.post_message(BOB, GENERAL, "@decklog resolve fixed by rollback", thread_ts=state.thread.ts)
     await eventually(
-        lambda: [c for c in fake.server.calls_to("chat.postEphemeral") if "already resolved" in c.args.get("text", "")]
+        lambda: [
+            c for c in slack_calls(fake).calls_to("chat.postEphemeral") if "already resolved" in c.args.get("text", "")
+        ]
     )
 
 
@@ -254,9 +255,9 @@ async def test_dedicated_channel_is_created_and_the_declarer_invited(server: Dec
     await fake.run_command(ALICE, GENERAL, "declare Search is down sev1 --channel")
     scope = await eventually(lambda: _first_scope(server))
     state = await eventually(lambda: _thread(server, scope))
-    created = fake.server.calls_to("conversations.create")
+    created = slack_calls(fake).calls_to("conversations.create")
     assert created and created[0].args["name"] == "inc-search-is-down"
-    assert fake.server.calls_to("conversations.invite")[0].args["users"] == ALICE
+    assert slack_calls(fake).calls_to("conversations.invite")[0].args["users"] == ALICE
     assert state.thread.dedicated_channel and state.thread.channel != GENERAL
     # a top-level message in the dedicated channel is part of the incident
     await fake.post_message(ALICE, state.thread.channel, "rolling back search-api")

@@ -18,6 +18,7 @@ import aiohttp
 from adapters.local.slack import FakeSlack
 from bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
+from tests.fakes.slack_calls import slack_calls
 
 HOSTILE = "<!channel> <@U0BOB> <https://evil.example|click>"
 RAW = ("<!channel>", "<@U0BOB>", "<https://evil.example")
@@ -46,14 +47,14 @@ def texts(value: Any) -> Iterator[str]:
 
 def sent(fake: FakeSlack) -> list[tuple[str, str]]:
     """(method, string) for every string decklog sent to Slack: Web API calls and ``response_url`` answers."""
-    out = [(call.method, s) for call in fake.calls for s in texts(call.args)]
+    out = [(call.method, s) for call in slack_calls(fake).calls for s in texts(call.args)]
     out += [("response_url", s) for r in fake.server.responses for s in texts(r.body)]
     return out
 
 
 def raw_in(fake: FakeSlack) -> list[tuple[str, str]]:
     # plain_text objects (a header block, a select's options) are never read as mrkdwn: the raw title is right there
-    plain = {s for call in fake.calls for s in _plain_texts(call.args)}
+    plain = {s for call in slack_calls(fake).calls for s in _plain_texts(call.args)}
     return [(m, s) for m, s in sent(fake) if any(r in s for r in RAW) and s not in plain]
 
 
@@ -84,7 +85,9 @@ async def test_a_hostile_title_decision_and_summary_are_escaped_wherever_they_go
     await fake.run_command(ALICE, GENERAL, f"declare {HOSTILE} sev2")
     scope = await eventually(lambda: _scope(server), what="the incident")
     thread = await eventually(lambda: _thread(server, scope), what="the header's thread")
-    header = next(c for c in fake.calls if c.method == "chat.postMessage" and c.args.get("channel") == GENERAL)
+    header = next(
+        c for c in slack_calls(fake).calls if c.method == "chat.postMessage" and c.args.get("channel") == GENERAL
+    )
     assert ESCAPED in header.args["text"], header.args["text"]
 
     await fake.post_message(ALICE, GENERAL, f"@decklog decision {HOSTILE}", thread_ts=thread)
@@ -98,13 +101,15 @@ async def test_a_hostile_title_decision_and_summary_are_escaped_wherever_they_go
             c.method == "chat.postMessage"
             and c.args.get("thread_ts") == thread
             and "Decision" in c.args.get("text", "")
-            for c in fake.calls
+            for c in slack_calls(fake).calls
         )
 
     await eventually(decision_posted, what="the decision posted in the thread")
     await eventually(lambda: len(fake.server.responses) >= 4, what="the ephemeral answers")
     await eventually(
-        lambda: any(c.method == "chat.update" and "resolved" in c.args.get("text", "") for c in fake.calls),
+        lambda: any(
+            c.method == "chat.update" and "resolved" in c.args.get("text", "") for c in slack_calls(fake).calls
+        ),
         what="the header updated to resolved",
     )
     assert raw_in(fake) == []
@@ -138,9 +143,12 @@ async def test_a_hostile_alert_is_escaped_in_its_header(make_server: ServerFacto
             assert resp.status in (200, 202)
 
     def header() -> Any:
-        return next((c for c in fake.calls if c.method == "chat.postMessage" and c.args.get("channel") == ALERTS), None)
+        return next(
+            (c for c in slack_calls(fake).calls if c.method == "chat.postMessage" and c.args.get("channel") == ALERTS),
+            None,
+        )
 
     posted = await eventually(header, what="the alert's header in the alerts channel")
     assert "payments &lt;!channel&gt; &lt;@U0BOB&gt;" in posted.args["text"], posted.args["text"]
-    await eventually(lambda: any(c.method == "chat.update" for c in fake.calls), what="the header updated")
+    await eventually(lambda: any(c.method == "chat.update" for c in slack_calls(fake).calls), what="the header updated")
     assert raw_in(fake) == []

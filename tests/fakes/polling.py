@@ -1,7 +1,7 @@
 """Waiting for an effect the way tests must: poll a condition until a deadline, never a fixed sleep.
 
 ``wait_for(fake, predicate)`` and ``wait_for_call(fake, method)`` poll against the fake Slack (a failure lists
-its recent Web API calls) or a fake service (adapters/local)."""
+its recent Web API calls, when they are recorded: tests/fakes/slack_calls.py) or a fake service (adapters/local)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from adapters.local.slack import FakeSlack, FakeSlackServer, RecordedCall
+from adapters.local.slack import FakeSlack, FakeSlackServer
+from tests.fakes.slack_calls import CallLog, CallRecorder, RecordedCall, slack_calls
 
 __all__ = ["poll_until", "wait_for", "wait_for_call"]
 
@@ -37,21 +38,22 @@ async def poll_until(
         await asyncio.sleep(interval)
 
 
-def _server(target: Any) -> FakeSlackServer | None:
-    if isinstance(target, FakeSlack):
-        return target.server
-    return target if isinstance(target, FakeSlackServer) else None
+def _recorded(target: Any) -> CallLog | None:
+    server = target.server if isinstance(target, FakeSlack) else target
+    if not isinstance(server, FakeSlackServer):
+        return None
+    return next((m.log for m in server.middlewares if isinstance(m, CallRecorder)), None)
 
 
 async def wait_for(target: Any, predicate: Callable[[], T], timeout: float = 5.0, *, what: str | None = None) -> T:
     """``predicate()``'s first truthy value, polled; at the deadline an ``AssertionError`` (the fake Slack's
-    recent calls attached) — ``target`` is a ``FakeSlack``, a ``FakeSlackServer`` or a fake service."""
-    server = _server(target)
+    recent calls attached, if recorded) — ``target`` is a ``FakeSlack``, a ``FakeSlackServer`` or a fake service."""
+    log = _recorded(target)
     return await poll_until(
         predicate,
         timeout=timeout,
         what=what or str(getattr(predicate, "__name__", "condition")),
-        context=server.log.describe_recent if server is not None else (lambda: ""),
+        context=log.describe_recent if log is not None else (lambda: ""),
     )
 
 
@@ -63,14 +65,14 @@ async def wait_for_call(
     timeout: float = 5.0,
     ok: bool | None = True,
 ) -> RecordedCall:
-    """The first recorded call to ``method`` (answered ``ok``, whose ``args`` satisfy ``where``)."""
-    server = _server(target)
-    assert server is not None
+    """The first recorded call to ``method`` (answered ``ok``, whose ``args`` satisfy ``where``); the fake's
+    calls must be recorded (``record_calls``)."""
+    log = slack_calls(target)
     call = await poll_until(
-        lambda: server.log.find_call(method, where, ok=ok),
+        lambda: log.find_call(method, where, ok=ok),
         timeout=timeout,
         what=f"a call to {method}",
-        context=server.log.describe_recent,
+        context=log.describe_recent,
     )
     assert call is not None
     return call

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.actions.runner import RunAuthority
+from core.actions.run_authority import RunAuthority
 from core.entries import (
     ActionResult,
     ActionStarted,
@@ -45,9 +45,8 @@ async def test_racing_claimers_fulfil_each_obligation_once_by_the_latest_fence(t
             await asyncio.sleep(LEASE * rng.uniform(1.2, 1.6))  # the injected pause: longer than the lease
 
     async with desk_kit(
-        tmp_path, actions=[effect_action(timeout=0.25)], lease_seconds=LEASE, checkpoint=checkpoint
+        tmp_path, actions=[effect_action(timeout=0.25)], lease_seconds=LEASE, lease_margin=0.3, checkpoint=checkpoint
     ) as kit:
-        kit.desk.runner.lease_margin = 0.3
         scopes = [await kit.declare(f"Race {i}") for i in range(SCOPES)]
         todo: dict[tuple[str, str], None] = {}
         for k, scope in enumerate(scopes):

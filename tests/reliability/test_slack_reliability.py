@@ -18,6 +18,7 @@ from adapters.local.slack import FakeSlack
 from core.entries import Actor
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.polling import wait_for_call
+from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.fakes.slack_faults import slack_faults
 
 ALICE, BOB, GENERAL = "U0ALICE", "U0BOB", "C0GENERAL"
@@ -25,6 +26,7 @@ ALICE, BOB, GENERAL = "U0ALICE", "U0BOB", "C0GENERAL"
 
 async def test_socket_mode_declare_reply_and_reaction(make_server: ServerFactory) -> None:
     async with FakeSlack(bot_token="xoxb-socket", app_token="xapp-socket") as fake:
+        record_calls(fake)
         server = await make_server(
             socket_mode=True, slack_bot_token="xoxb-socket", slack_app_token="xapp-socket", slack_api_url=fake.base_url
         )
@@ -74,7 +76,7 @@ async def test_a_429_storm_delivers_every_message_with_pacing_held(make_server: 
     def thread_posts() -> list[Any]:
         return [
             c
-            for c in fake.server.calls_to("chat.postMessage", ok=True)
+            for c in slack_calls(fake).calls_to("chat.postMessage", ok=True)
             if c.args.get("thread_ts") == state.thread.ts and "hypothesis number" in c.args.get("text", "")
         ]
 
@@ -83,12 +85,12 @@ async def test_a_429_storm_delivers_every_message_with_pacing_held(make_server: 
     assert texts == [f"Hypothesis: hypothesis number {i}" for i in range(8)]  # in seq order
     posts = sorted(
         (c.at, c.args.get("text", ""))
-        for c in fake.server.calls_to("chat.postMessage", ok=True)
+        for c in slack_calls(fake).calls_to("chat.postMessage", ok=True)
         if c.args.get("channel") == GENERAL
     )
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(posts)]
     assert min(gaps) >= pace * 0.9, (gaps, [t for _, t in posts])
-    assert len(fake.server.calls_to("chat.postMessage", ok=False)) >= 6  # the storm happened
+    assert len(slack_calls(fake).calls_to("chat.postMessage", ok=False)) >= 6  # the storm happened
     assert not await server.runtime.store.read(scope, kinds=["delivery_failed"])  # and spent no failure budget
     assert server.runtime.dispatcher.stats.rate_limited >= 1
 
@@ -130,6 +132,7 @@ def _headers(fake: FakeSlack, channel: str) -> list[Any]:
 @pytest.mark.slow
 async def test_killed_in_the_middle_of_delivery_restarts_without_a_duplicate(tmp_path: Path) -> None:
     async with FakeSlack(bot_token="xoxb-kill") as fake:
+        record_calls(fake)
         proc, url = await asyncio.to_thread(_serve, tmp_path / "data", fake.base_url)
         try:
             fake.use_http(f"{url}/slack/events", "kill-secret")
@@ -149,7 +152,8 @@ async def test_killed_in_the_middle_of_delivery_restarts_without_a_duplicate(tmp
             await eventually(lambda: _routed(tmp_path / "data"), timeout=15, what="the thread routed after restart")
             out = await fake.run_command(ALICE, GENERAL, "sev 1 incident/kill-me-softly")
             await eventually(
-                lambda: [c for c in fake.server.calls_to("chat.update") if "SEV1" in c.args.get("text", "")], timeout=15
+                lambda: [c for c in slack_calls(fake).calls_to("chat.update") if "SEV1" in c.args.get("text", "")],
+                timeout=15,
             )
             assert len(_headers(fake, GENERAL)) == 1
         finally:

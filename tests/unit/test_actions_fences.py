@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.actions.runner import RunAuthority
+from core.actions.run_authority import RunAuthority
 from core.clock import SystemClock
 from core.entries import FenceRejected
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
@@ -43,7 +43,6 @@ class Pauses:
 
 
 async def _setup(kit: Any) -> tuple[str, str]:
-    kit.desk.runner.lease_margin = 0.05
     scope = await kit.declare()
     line = await kit.desk.propose(
         scope, action="poke", params={"target": "db-1"}, rationale="t", obligation_id=None, actor=AGENT
@@ -68,7 +67,7 @@ def actions() -> list[dict[str, Any]]:
 
 async def test_paused_after_the_claim_the_older_holder_never_starts(tmp_path: Path, actions) -> None:
     pauses = Pauses("A", "after_claim")
-    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, checkpoint=pauses) as kit:
+    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, lease_margin=0.05, checkpoint=pauses) as kit:
         scope, pid = await _setup(kit)
         first = asyncio.ensure_future(kit.desk.execute(scope, pid, receipt="A"))
         await pauses.reached.wait()
@@ -88,7 +87,7 @@ async def test_paused_after_the_claim_the_older_holder_never_starts(tmp_path: Pa
 
 async def test_paused_before_the_call_the_newer_holder_settles_the_run_and_acts_once(tmp_path: Path, actions) -> None:
     pauses = Pauses("A", "before_call")
-    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, checkpoint=pauses) as kit:
+    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, lease_margin=0.05, checkpoint=pauses) as kit:
         scope, pid = await _setup(kit)
         first = asyncio.ensure_future(kit.desk.execute(scope, pid, receipt="A"))
         await pauses.reached.wait()
@@ -112,7 +111,7 @@ async def test_paused_after_the_call_the_result_is_reconciled_and_the_stale_writ
     tmp_path: Path, actions
 ) -> None:
     pauses = Pauses("A", "after_call")
-    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, checkpoint=pauses) as kit:
+    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, lease_margin=0.05, checkpoint=pauses) as kit:
         scope, pid = await _setup(kit)
         first = asyncio.ensure_future(kit.desk.execute(scope, pid, receipt="A"))
         await pauses.reached.wait()
@@ -132,7 +131,7 @@ async def test_paused_after_the_call_the_result_is_reconciled_and_the_stale_writ
 
 async def test_a_holder_that_dies_mid_run_is_settled_by_the_sweep(tmp_path: Path, actions) -> None:
     pauses = Pauses("A", "after_call", crash=True)
-    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, checkpoint=pauses) as kit:
+    async with desk_kit(tmp_path, actions=actions, lease_seconds=LEASE, lease_margin=0.05, checkpoint=pauses) as kit:
         scope, pid = await _setup(kit)
         with pytest.raises(Crash):
             await kit.desk.execute(scope, pid, receipt="A")
@@ -149,7 +148,7 @@ async def test_a_holder_that_dies_mid_run_is_settled_by_the_sweep(tmp_path: Path
 
 
 async def test_redelivery_of_an_approval_runs_nothing_twice(tmp_path: Path, actions) -> None:
-    async with desk_kit(tmp_path, actions=actions) as kit:
+    async with desk_kit(tmp_path, actions=actions, lease_margin=0.05) as kit:
         scope, pid = await _setup(kit)
         reports = await asyncio.gather(*(kit.desk.execute(scope, pid, receipt=f"r{i}") for i in range(5)))
         assert sorted(r.status for r in reports).count("applied") == 1

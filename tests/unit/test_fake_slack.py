@@ -33,6 +33,7 @@ from adapters.local.slack import (
 )
 from adapters.local.slack.pacing import ChannelPacer
 from tests.fakes.polling import wait_for, wait_for_call
+from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.fakes.slack_faults import slack_faults
 
 SECRET = "s3cret-signing"
@@ -43,6 +44,7 @@ APP_TOKEN = "xapp-test"
 @pytest.fixture
 async def server() -> AsyncIterator[FakeSlackServer]:
     async with FakeSlackServer() as fake:
+        record_calls(fake)
         yield fake
 
 
@@ -138,7 +140,7 @@ async def test_thread_reply_with_metadata_reads_back_through_replies(
 
     history = await client.conversations_history(channel="C0ALERTS", include_all_metadata=True)
     assert [m["ts"] for m in history["messages"]] == [parent["ts"]]  # replies stay in the thread
-    call = server.calls_to("chat.postMessage")[-1]
+    call = slack_calls(server).calls_to("chat.postMessage")[-1]
     assert call.ok and call.args["metadata"] == metadata and call.args["team_id"] == "T0DECKLOG"
 
 
@@ -207,7 +209,7 @@ async def test_files_upload_v2_shares_into_a_thread(server: FakeSlackServer, cli
     )
     file = result["file"]
     assert file["title"] == "Post-incident report" and file["name"] == "report.md"
-    assert [c.method for c in server.calls] == [
+    assert [c.method for c in slack_calls(server).calls] == [
         "chat.postMessage",
         "files.getUploadURLExternal",
         "upload_url",
@@ -358,7 +360,7 @@ async def test_429_raises_and_is_retried_by_the_rate_limit_handler(
         retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)],
     )
     assert (await patient.chat_postMessage(channel="C0ALERTS", text="eventually"))["ok"]
-    assert [c.status for c in server.calls_to("chat.postMessage")] == [429, 429, 200]
+    assert [c.status for c in slack_calls(server).calls_to("chat.postMessage")] == [429, 429, 200]
 
 
 async def test_per_channel_pacing_limits_bursts(server: FakeSlackServer, client: AsyncWebClient) -> None:
@@ -384,7 +386,7 @@ async def test_fail_next_answers_errors_without_effect(server: FakeSlackServer, 
     assert (await client.chat_postMessage(channel="C0GENERAL", text="y"))["ok"]  # `where` spares other channels
     assert (await client.chat_postMessage(channel="C0ALERTS", text="z"))["ok"]  # count exhausted
     assert [m.text for m in server.workspace.history("C0ALERTS")] == ["z"]
-    assert [c.ok for c in server.calls_to("chat.postMessage")] == [False, False, True, True]
+    assert [c.ok for c in slack_calls(server).calls_to("chat.postMessage")] == [False, False, True, True]
 
 
 async def test_delayed_answer_times_out_the_client_but_the_effect_lands(
@@ -405,7 +407,7 @@ async def test_apply_then_drop_loses_the_response_but_not_the_message(server: Fa
         await no_retry.chat_postMessage(channel="C0ALERTS", text="uncertain", metadata=metadata)
     history = await no_retry.conversations_history(channel="C0ALERTS", include_all_metadata=True)
     assert [m["metadata"]["event_payload"]["key"] for m in history["messages"]] == ["incident/x#7"]
-    assert server.calls_to("chat.postMessage")[0].dropped
+    assert slack_calls(server).calls_to("chat.postMessage")[0].dropped
 
 
 async def test_default_client_retries_a_dropped_post_and_duplicates_it(server: FakeSlackServer) -> None:
@@ -627,7 +629,7 @@ async def test_bolt_socket_mode_connects_acks_and_reconnects(server: FakeSlackSe
         )
         ack = await server.socket_send("slash_commands", command)
         assert ack["payload"] == {"text": "echo: ping"} and server.socket.sent[-1]["accepts_response_payload"]
-        assert server.calls_to("apps.connections.open")[0].ok
+        assert slack_calls(server).calls_to("apps.connections.open")[0].ok
 
         await server.socket_disconnect()
         await wait_for(server, lambda: server.socket.connections_opened == 2 and server.socket.connections == 1)

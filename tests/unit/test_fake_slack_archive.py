@@ -12,6 +12,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.local.slack import FakeSlackServer
+from tests.fakes.slack_calls import record_calls, slack_calls
 
 BOT_TOKEN = "xoxb-test"
 
@@ -19,6 +20,7 @@ BOT_TOKEN = "xoxb-test"
 @pytest.fixture
 async def server() -> AsyncIterator[FakeSlackServer]:
     async with FakeSlackServer() as fake:
+        record_calls(fake)
         yield fake
 
 
@@ -49,8 +51,8 @@ async def test_archive_answers_ok_then_already_archived_and_the_channel_is_read_
     assert await _error(client.conversations_archive(channel=channel)) == "already_archived"
     assert await _error(client.chat_postMessage(channel=channel, text="after")) == "is_archived"
     assert await _error(client.chat_update(channel=channel, ts=posted["ts"], text="edited")) == "is_archived"
-    assert len(server.calls_to("conversations.archive", ok=True)) == 1
-    assert len(server.calls_to("conversations.archive", ok=False)) == 1
+    assert len(slack_calls(server).calls_to("conversations.archive", ok=True)) == 1
+    assert len(slack_calls(server).calls_to("conversations.archive", ok=False)) == 1
     assert seen.count("channel_archived") == 1
 
 

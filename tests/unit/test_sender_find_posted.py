@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.local.slack import FakeSlackServer
 from adapters.slack.sender import find_posted
+from tests.fakes.slack_calls import record_calls, slack_calls
 
 CHANNEL = "C0GENERAL"
 
@@ -31,6 +32,7 @@ def _header(entry_id: str) -> dict[str, object]:
 
 async def test_a_header_three_pages_back_is_found_and_a_missing_one_is_not() -> None:
     async with FakeSlackServer() as server:
+        record_calls(server)
         ws = server.workspace
         since = time.time()
         posted = ws.post_as_bot(CHANNEL, "the dead replica's header", metadata=_header("e-wanted"))
@@ -40,5 +42,5 @@ async def test_a_header_three_pages_back_is_found_and_a_missing_one_is_not() -> 
         found = await find_posted(client, CHANNEL, None, "e-wanted", "header", since, fail=_fail)
         assert found == posted.ts
         assert await find_posted(client, CHANNEL, None, "e-never", "header", since, fail=_fail) is None
-        pages = [c for c in server.calls_to("conversations.history")]
+        pages = [c for c in slack_calls(server).calls_to("conversations.history")]
         assert len(pages) >= 3 + 3  # it read past the first page both times

@@ -2,11 +2,12 @@
 
 The real ``slack_sdk``/Bolt clients talk to it unchanged (``base_url``); it speaks Slack's wire formats (JSON,
 form and query encodings, ``{"ok": false, "error"}`` shapes, 429 + ``Retry-After``, signed requests, Socket
-Mode envelopes) and records everything it is asked.
+Mode envelopes). It keeps no record of the calls and injects no faults: its server's ``middlewares`` are where a
+test does that (``tests/fakes/slack_calls.py``, ``tests/fakes/slack_faults.py``).
 
 - :class:`FakeSlackWorkspace` — the state: people, channels, messages, threads, reactions, views, files, and a
   live change feed.
-- :class:`FakeSlackServer` — the Web API, uploads, ``response_url`` and Socket Mode, with fault injection.
+- :class:`FakeSlackServer` — the Web API, uploads, ``response_url`` and Socket Mode, behind its ``middlewares``.
 - :class:`SlackDriver` — Slack delivering signed HTTP requests (commands, events, interactions) to the app.
 - :class:`FakeSlack` — all three together, as people doing things (post, react, click, submit) in HTTP or
   Socket Mode.
@@ -18,9 +19,7 @@ from .delivery import Delivered
 from .driver import DriverResponse, SlackDriver
 from .errors import SlackError
 from .facade import FakeSlack, Outcome
-from .faults import Fault
 from .model import Channel, Ephemeral, Identity, Message, SlackFile, User, View
-from .recorder import RecordedCall
 from .responses import RecordedResponse
 from .server import FakeSlackServer
 from .signing import sign, signed_headers
@@ -37,11 +36,9 @@ __all__ = [
     "FakeSlack",
     "FakeSlackServer",
     "FakeSlackWorkspace",
-    "Fault",
     "Identity",
     "Message",
     "Outcome",
-    "RecordedCall",
     "RecordedResponse",
     "SlackDriver",
     "SlackError",

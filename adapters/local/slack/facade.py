@@ -17,6 +17,7 @@ state and applies the app's ``response_action``. The app hears only about channe
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -27,8 +28,7 @@ from .delivery import Delivered, Delivery
 from .driver import DriverResponse, SlackDriver
 from .model import Channel, Message, User, View
 from .payloads import PayloadFactory
-from .recorder import RecordedCall
-from .server import FakeSlackServer
+from .server import FakeSlackServer, Middleware
 from .workspace import FakeSlackWorkspace
 
 __all__ = ["FakeSlack", "Outcome"]
@@ -73,9 +73,10 @@ class FakeSlack:
         bot_token: str | None = None,
         app_token: str | None = None,
         ack_timeout: float = 3.0,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         self.workspace = workspace or FakeSlackWorkspace()
-        self.server = FakeSlackServer(self.workspace, bot_token=bot_token, app_token=app_token)
+        self.server = FakeSlackServer(self.workspace, bot_token=bot_token, app_token=app_token, middlewares=middlewares)
         self.delivery = Delivery(self.server, ack_timeout=ack_timeout)
         self.payloads = PayloadFactory(self.workspace)
 
@@ -115,10 +116,6 @@ class FakeSlack:
         if self.delivery.driver is None:
             raise RuntimeError("not in HTTP mode: call use_http(events_url, signing_secret) first")
         return self.delivery.driver
-
-    @property
-    def calls(self) -> list[RecordedCall]:
-        return self.server.calls
 
     @property
     def deliveries(self) -> list[Delivered]:

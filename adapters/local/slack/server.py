@@ -1,8 +1,10 @@
 """``FakeSlackServer``: Slack's Web API, file uploads, ``response_url`` and Socket Mode on a loopback port.
 
-Point the real clients at it: ``AsyncWebClient(token="xoxb-...", base_url=await server.start())``. Every call
-is recorded (``server.calls``; tests poll for effects with ``tests/fakes/polling.py``), pace channels
-(``rate_limit_channels``) and plug faults into the one hook ``server.interrupt`` (``tests/fakes/slack_faults.py``).
+Point the real clients at it: ``AsyncWebClient(token="xoxb-...", base_url=await server.start())``. Pace channels
+like Slack with ``rate_limit_channels``. Every request passes through ``middlewares`` (aiohttp middlewares, outermost
+first, read at each request): whoever runs the fake may observe or change what a request gets there. The fake itself
+keeps no record of the calls and injects no faults; tests do both that way (``tests/fakes/slack_calls.py``,
+``tests/fakes/slack_faults.py``).
 
 >>> async with FakeSlackServer() as server:          # doctest: +SKIP
 ...     client = AsyncWebClient(token="xoxb-test", base_url=server.base_url)
@@ -12,28 +14,27 @@ is recorded (``server.calls``; tests poll for effects with ``tests/fakes/polling
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiohttp import web
 
 from .errors import SlackError
-from .faults import Fault, Interrupt
 from .methods import CallContext, method_table
 from .pacing import ChannelPacer
-from .recorder import CallLog, RecordedCall
 from .responses import RecordedResponse, ResponseTarget, ResponseUrls
 from .socket_mode import SocketModeHub
 from .wire import Args, read_args
 from .workspace import FakeSlackWorkspace
 
-__all__ = ["FakeSlackServer"]
+__all__ = ["FakeSlackServer", "Handler", "Middleware"]
 
 JSON = dict[str, Any]
 T = TypeVar("T")
-UPLOAD = "upload_url"  # how uploads of file bytes appear in ``calls``
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+"""An aiohttp middleware: ``await middleware(request, handler)`` answers the request, calling ``handler`` or not."""
 _SCOPES = (
     "app_mentions:read,channels:history,channels:join,channels:manage,channels:read,chat:write,commands,"
     "files:read,files:write,groups:history,groups:read,im:history,im:write,reactions:read,reactions:write,"
@@ -50,17 +51,18 @@ class FakeSlackServer:
         port: int = 0,
         bot_token: str | None = None,
         app_token: str | None = None,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         """``bot_token``/``app_token``: when given, only that exact token is valid; otherwise any ``xoxb-`` /
-        ``xapp-`` token is accepted."""
+        ``xapp-`` token is accepted. ``middlewares``: the first ones of ``self.middlewares``."""
         self.workspace = workspace or FakeSlackWorkspace()
         self.host = host
         self.port = port
         self.bot_token = bot_token
         self.app_token = app_token
-        self.interrupt: Interrupt | None = None
-        """The fault hook: called with every call; a ``Fault`` it returns changes the answer."""
-        self.log = CallLog()
+        self.middlewares: list[Middleware] = list(middlewares)
+        """Every request passes through these, outermost first; read at each request, so one added later applies
+        to the requests after it."""
         self.socket = SocketModeHub(identity=self.workspace.identity)
         self._response_urls = ResponseUrls(self.workspace)
         self._methods = method_table()
@@ -74,7 +76,7 @@ class FakeSlackServer:
         """Starts listening; returns the Web API base URL ``http://127.0.0.1:PORT/api/``."""
         if self._runner is not None:
             return self.base_url
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._through_middlewares])
         app.router.add_get("/socket", self.socket.handle)
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/upload/v1/{file_id}", self._handle_upload)
@@ -119,13 +121,6 @@ class FakeSlackServer:
         return f"{self.root_url}api/"
 
     # -- inspection ------------------------------------------------------------------------------------------
-
-    @property
-    def calls(self) -> list[RecordedCall]:
-        return self.log.calls
-
-    def calls_to(self, method: str, *, ok: bool | None = None) -> list[RecordedCall]:
-        return self.log.calls_to(method, ok=ok)
 
     @property
     def responses(self) -> list[RecordedResponse]:
@@ -181,22 +176,14 @@ class FakeSlackServer:
 
     # -- HTTP handlers ---------------------------------------------------------------------------------------
 
-    def _interrupted(self, method: str, args: JSON) -> Fault | None:
-        return self.interrupt(method, args) if self.interrupt is not None else None
+    @web.middleware
+    async def _through_middlewares(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        call = handler
+        for middleware in reversed(self.middlewares):
+            call = _wrapped(middleware, call)
+        return await call(request)
 
-    def _finish(
-        self,
-        method: str,
-        args: JSON,
-        body: JSON,
-        *,
-        status: int = 200,
-        headers: dict[str, str] | None = None,
-    ) -> web.Response:
-        ok = bool(body.get("ok"))
-        self.log.record(
-            RecordedCall(method, args, time.time(), ok, None if ok else body.get("error"), status, False, body)
-        )
+    def _answer(self, body: JSON, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         return web.json_response(
             body,
             status=status,
@@ -221,27 +208,20 @@ class FakeSlackServer:
         try:
             raw = await read_args(request)
         except SlackError as exc:
-            return self._finish(method, {}, exc.body())
+            return self._answer(exc.body())
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
         token = token or (str(raw["token"]) if raw.get("token") else None)
         raw.pop("token", None)
         handler = self._methods.get(method)
         if handler is None:
-            return self._finish(method, raw, {"ok": False, "error": "unknown_method"})
+            return self._answer({"ok": False, "error": "unknown_method"})
         auth_error = self._auth_error(method, token)
         if auth_error:
-            return self._finish(method, raw, {"ok": False, "error": auth_error})
-        fault = self._interrupted(method, raw)
-        if fault is not None and fault.kind == "fail":
-            return self._finish(method, raw, {"ok": False, "error": fault.error}, status=fault.status)
-        if fault is not None and fault.kind == "ratelimit":
-            return self._ratelimited(method, raw, fault.retry_after)
-        if fault is not None and fault.kind == "delay" and not fault.apply_first:
-            await asyncio.sleep(fault.seconds)
+            return self._answer({"ok": False, "error": auth_error})
         retry_after = self._paced(method, raw)
         if retry_after is not None:
-            return self._ratelimited(method, raw, retry_after)
+            return self._ratelimited(retry_after)
         ctx = CallContext(
             workspace=self.workspace,
             args=Args(raw),
@@ -253,15 +233,11 @@ class FakeSlackServer:
             body = handler(ctx)
         except SlackError as exc:
             body = exc.body()
-        if fault is not None and fault.kind == "delay" and fault.apply_first:
-            await asyncio.sleep(fault.seconds)
-        if fault is not None and fault.kind == "drop":
-            return self._drop(request, method, raw, body)
-        return self._finish(method, raw, body)
+        return self._answer(body)
 
-    def _ratelimited(self, method: str, args: JSON, retry_after: int) -> web.Response:
+    def _ratelimited(self, retry_after: int) -> web.Response:
         body = {"ok": False, "error": "ratelimited"}
-        return self._finish(method, args, body, status=429, headers={"Retry-After": str(retry_after)})
+        return self._answer(body, status=429, headers={"Retry-After": str(retry_after)})
 
     def _paced(self, method: str, raw: JSON) -> int | None:
         if self._pacer is None or method != "chat.postMessage":
@@ -272,24 +248,10 @@ class FakeSlackServer:
             return None  # the handler answers channel_not_found
         return self._pacer.admit(channel)
 
-    def _drop(self, request: web.Request, method: str, args: JSON, body: JSON) -> web.Response:
-        ok = bool(body.get("ok"))
-        self.log.record(RecordedCall(method, args, time.time(), ok, body.get("error"), 0, True, body))
-        if request.transport is not None:
-            request.transport.close()
-        return web.Response(status=500)  # never reaches the client: the connection is gone
-
     async def _handle_upload(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["file_id"]
-        args: JSON = {"file_id": file_id}
-        fault = self._interrupted(UPLOAD, args)
-        if fault is not None and fault.kind in ("fail", "ratelimit"):
-            status = 429 if fault.kind == "ratelimit" else max(fault.status, 400)
-            self.log.record(RecordedCall(UPLOAD, args, time.time(), False, fault.error, status))
-            return web.Response(status=status, text=fault.error, content_type="text/plain")
         file = self.workspace.files.find(file_id)
         if file is None:
-            self.log.record(RecordedCall(UPLOAD, args, time.time(), False, "file_not_found", 404))
             return web.Response(status=404, text="file_not_found", content_type="text/plain")
         if request.content_type == "multipart/form-data":
             form = await request.post()
@@ -298,8 +260,6 @@ class FakeSlackServer:
         else:
             content = await request.read()
         self.workspace.files.receive(file_id, content)
-        args["bytes"] = len(content)
-        self.log.record(RecordedCall(UPLOAD, args, time.time(), True, None, 200))
         return web.Response(text=f"OK - {len(content)}", content_type="text/plain")
 
     async def _handle_download(self, request: web.Request) -> web.StreamResponse:
@@ -318,3 +278,10 @@ class FakeSlackServer:
             return web.Response(status=400, text="invalid_payload", content_type="text/plain")
         status, text = self._response_urls.respond(request.match_info["token"], str(request.url), body)
         return web.Response(status=status, text=text, content_type="text/plain")
+
+
+def _wrapped(middleware: Middleware, handler: Handler) -> Handler:
+    async def call(request: web.Request) -> web.StreamResponse:
+        return await middleware(request, handler)
+
+    return call

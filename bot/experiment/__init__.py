@@ -1,1 +1,0 @@
-"""``decklog experiment``: runs arms × faults × scenarios × seeds in parallel processes (see core/experiment)."""

@@ -1,0 +1,40 @@
+"""research/ is a consumer of decklog, like bench/: the product (core/, adapters/, bot/, prompts/) never imports it,
+nor bench/ or tests/, and the wheel does not list it."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("core", "adapters", "bot", "prompts")
+CONSUMERS = ("research", "bench", "tests")
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_the_product_imports_no_consumer() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _imported(path)
+        if name.split(".")[0] in CONSUMERS
+    ]
+    assert found == []
+
+
+def test_the_wheel_lists_only_the_product() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(p.rstrip("*") for p in include) == sorted(PRODUCT)
+    assert not any(d.split("[")[0].strip().lower().startswith("pyyaml") for d in pyproject["project"]["dependencies"])
