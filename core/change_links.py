@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from core.alerts.splits import SplitLinks
 from core.changes import ChangeService, incident_alert_time
 from core.entries import Declared, Entry
-from core.store import LogStore
+from core.store.ports import LogStore
 
 TOPIC = "changes"
 DECLARATION_READ = 8  # the declaration and the entries committed with it (an alert-opened incident's first alert)

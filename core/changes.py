@@ -48,11 +48,10 @@ from core.change_facts import (
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Declared, NewEntry, Observation
 from core.errors import DecklogError, NotFound
-from core.index import Index
 from core.service import ScopeService
 from core.signals import ChangeSignal
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 __all__ = [
     "CHANGES_ACTOR",
@@ -85,7 +84,7 @@ class ChangeService:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         service: ScopeService,
         clock: Clock,
         *,

@@ -24,7 +24,7 @@ from adapters.slack import render
 from adapters.slack.render.obligations import left_open_notice
 from core.entries import Entry
 from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from core.outbox import PermanentFailure
+from core.outbox.sender import PermanentFailure
 from core.state import ScopeState
 
 if TYPE_CHECKING:

@@ -30,11 +30,10 @@ from adapters.slack.sender_support import ChannelPacer, SlackStats, digest, from
 from adapters.slack.uploads import REPORT_STASH, upload_report
 from core.alarm import Alarm
 from core.entries import Actor, Entry, NewEntry, ReportExported, ThreadLinked
-from core.index import Index, route_key
-from core.outbox import PermanentFailure, RetryAfter
-from core.outbox_types import LeaseFence, LeaseLost
+from core.index.keys import route_key
+from core.outbox.sender import LeaseFence, LeaseLost, PermanentFailure, RetryAfter
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ class SlackSender:
         self,
         client: AsyncWebClient,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         *,
         alerts_channel: str | None,
         pacer: ChannelPacer,
@@ -75,7 +74,7 @@ class SlackSender:
         # it could say so; those, and posts whose answer was lost in this process, are looked up before posting.
         self.started_at = time.time()
         self._uncertain: set[tuple[str, str]] = set()
-        self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox.py)
+        self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox/)
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
         self.records = sender_support.HeaderRecords(store)

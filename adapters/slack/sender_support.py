@@ -9,15 +9,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import render
 from core.entries import Entry, Message, Observation
-from core.outbox import PermanentFailure, RetryAfter
-from core.store import LogStore
+from core.outbox.sender import PermanentFailure, RetryAfter
+from core.store.ports import LogStore, PaceSlots
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,6 @@ class ChannelPacer:
 
     def penalize(self, channel: str, seconds: float) -> None:
         self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
-
-
-class PaceSlots(Protocol):
-    """Post slots per channel shared by every replica (core/store/postgres_pace.py)."""
-
-    async def reserve(self, channel: str, interval: float, floor: float = 0.0) -> float: ...
 
 
 class SharedChannelPacer(ChannelPacer):

@@ -10,7 +10,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from core.entries import Entry, ReportExported
-from core.outbox import PermanentFailure
+from core.outbox.sender import PermanentFailure
 from core.state import ScopeState
 
 if TYPE_CHECKING:

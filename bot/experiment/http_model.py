@@ -38,7 +38,7 @@ from core.agents.tools import ToolBox
 from core.clock import Clock
 from core.experiment import policy
 from core.prompts import PromptLibrary
-from core.store import LogStore
+from core.store.ports import LogStore
 from core.views import View
 
 _VIEW = re.compile(r"<view>\n(.*)\n</view>", re.S)

@@ -40,16 +40,15 @@ from core.actions.sweep import Sweeper
 from core.actions.verifier import Verifier
 from core.clock import Clock
 from core.entries import Actor
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, Leases, LogStore
 
 
 class ActionDesk:
     def __init__(
         self,
         store: LogStore,
-        index: Index | None,
+        index: IndexPort | None,
         catalog: Catalog,
         executors: Mapping[str, Executor],
         policy: ApproverPolicy,
@@ -59,6 +58,7 @@ class ActionDesk:
         groups: GroupResolver | None = None,
         checkpoint: Checkpoint | None = None,
         unfenced: bool = False,
+        leases: Leases | None = None,
     ) -> None:
         """``unfenced``: the experiment's ``--fences off`` ablation only (see ``Runner``); default off."""
         self.ctx = DeskContext(store, index, catalog, policy, clock, groups)
@@ -78,6 +78,7 @@ class ActionDesk:
             evidence=self.evidence,
             checkpoint=checkpoint,
             unfenced=unfenced,
+            leases=leases,
         )
 
     @property

@@ -13,7 +13,7 @@ from core.entries import NewEntry
 from core.errors import StaleFence
 from core.obligations import check_fence, reject_stale
 from core.state import ObligationState, ScopeState
-from core.store import AppendResult, LogStore
+from core.store.ports import AppendResult, LogStore
 
 log = logging.getLogger("core.actions.runner")
 

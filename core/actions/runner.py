@@ -42,7 +42,7 @@ from core.entries import NewEntry, ObligationReleased, ProposalClosed
 from core.errors import Conflict, NotFound, StaleFence
 from core.obligations import claim, lease_live
 from core.state import ProposalState, ScopeState
-from core.store import LogStore
+from core.store.ports import Leases, LogStore
 
 __all__ = [
     "DESK_PURPOSES",
@@ -75,6 +75,7 @@ class Runner(RunReconciling):
         reconcile_backoff: float = 0.25,
         lease_margin: float = 1.0,
         unfenced: bool = False,
+        leases: Leases | None = None,
     ) -> None:
         """``unfenced`` exists for the experiment's ``--fences off`` ablation only (``decklog experiment``): a run
         then writes and calls without checking its fence or its lease. Never set it anywhere else."""
@@ -90,7 +91,7 @@ class Runner(RunReconciling):
         self.lease_margin = lease_margin
         self.unfenced = unfenced
         self.stats = RunnerStats()
-        self.gate = TargetGate(store)
+        self.gate = TargetGate(leases)  # the backend's leases, when replicas share its database
 
     def lease_for(self, executor: Executor | None) -> float:
         """A run's lease covers the call and the result write: at least twice the executor's timeout plus a

@@ -29,8 +29,8 @@ from core.experiment.scenario import Scenario
 from core.experiment.view import Cost, Folded, entry_lines, header, state_lines
 from core.experiment.world import WorldSim
 from core.obligations import lease_live
-from core.outbox import Dispatcher
-from core.store import LogStore
+from core.outbox.dispatcher import Dispatcher
+from core.store.ports import LogStore
 from core.views import DEFAULT_BUDGET
 
 ARMS = ("central", "rules", "nm")

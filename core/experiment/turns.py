@@ -20,7 +20,7 @@ from core.entries import Actor
 from core.experiment.hands import LEASE
 from core.experiment.reasoner import ScriptedReasoner
 from core.experiment.run import Killed
-from core.index import Index
+from core.store.ports import IndexPort
 
 if TYPE_CHECKING:
     from core.experiment.run import Run
@@ -70,7 +70,7 @@ class _DyingProposer:
 
 
 class Agents:
-    def __init__(self, run: Run, index: Index, catalog: ActionCatalogView) -> None:
+    def __init__(self, run: Run, index: IndexPort, catalog: ActionCatalogView) -> None:
         self.run = run
         self.index = index
         self.catalog = catalog  # the desk's actions as the agents see them (bot/actions.py ``AgentCatalog``)

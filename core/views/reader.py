@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from core.entries import Entry
-from core.index import ScopeRow
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore, ScopeRow
 from core.views.cache import Tail, ViewCache
 from core.views.compose import Part
 from core.views.shapes import TEXT_CLIP

@@ -17,7 +17,7 @@ from bot.settings import load_settings
 from core.errors import InvalidInput
 from core.experiment import itbench, policy, scenario
 from core.experiment.run import Spec
-from core.outbox import Dispatcher
+from core.outbox.dispatcher import Dispatcher
 
 ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "itbench"
 ITBENCH = ITBENCH if ITBENCH.is_dir() else Path("/work/shared/scenarios/itbench")
