@@ -3,7 +3,7 @@ run) against a baseline in the same run — one raw SQL aggregate over index.db'
 the three means, no percentiles, no breakdowns: the least any answer must cost).
 
 It fills a fresh index.db with N synthetic incidents (states with realistic milestones, severities, services and
-alert sources, declared over the last 90 days) through ``IndexPort.rebuild``, then times, interleaved round after
+alert sources, declared over the last 90 days) through ``SqliteIndex.rebuild``, then times, interleaved round after
 round, the window of 30 days and all time. Nothing replays a log: the numbers come from one row per incident.
 
     .venv/bin/python bench/insights.py [--incidents 10000] [--rounds 15]

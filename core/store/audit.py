@@ -1,7 +1,7 @@
 """``decklog verify --all``: every scope, and the index against what the scopes say — all read-only.
 
 The index is derived from the logs, so the check rebuilds it from the scopes in a private temporary file
-(``IndexPort.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
+(``SqliteIndex.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
 compares the rows that route and deduplicate: each scope's title, kind, status and severity, the Slack routes
 and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a log.
 The live index is index.db on SQLite (``audit``) or the index tables of a PostgreSQL database

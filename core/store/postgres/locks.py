@@ -4,8 +4,9 @@
 so a session lock is never taken twice by this session), then ``pg_try_advisory_lock`` on each key's 64-bit
 hash, all or none: when another replica holds one of them, what was taken is released and it tries again after
 a short, growing pause (no worker thread ever blocks in the database, and no two holders of overlapping key
-sets can deadlock). A replica that dies loses its connection and with it its locks, at once. Used by the alert
-router (core/store/ports.py) so that concurrent first alerts on several replicas open one incident.
+sets can deadlock). A replica that dies loses its connection and with it its locks, at once. The alert router's
+``RouteLocks`` (core/store/ports.py) on PostgreSQL, so that concurrent first alerts on several replicas open one
+incident.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Commits seen by every replica: ``NOTIFY decklog_outbox`` after a commit, ``LISTEN`` in each replica.
 
-``CommitFeed.publish(scope, topics)`` is called on the event loop after an append committed (the store's own
+``NotifyFeed.publish(scope, topics)`` is called on the event loop after an append committed (the store's own
 commit feed, ``PostgresLogStore._notify``). Publications are coalesced — every scope published while the previous
 ``pg_notify`` was on its way goes into the next one (payload lines ``<replica token>\\t<scope>\\t<topic,…>``) —
 and sent on a dedicated autocommit connection, *outside* the append transaction: a notifying transaction would
 take PostgreSQL's notification-queue lock at commit and serialise every appender's commit behind it.
 
-``CommitFeed.listen(callback)`` starts a thread that ``LISTEN``s on another dedicated connection and calls
+``NotifyFeed.listen(callback)`` starts a thread that ``LISTEN``s on another dedicated connection and calls
 ``callback(scope, topics, drained)`` on the event loop for every other replica's commit (its own are skipped by
 token); ``drained`` says whether the committer delivers them itself (a server does; the CLI does not).
 A notification can be lost (the committer died between commit and NOTIFY, the listening connection dropped):
