@@ -37,8 +37,8 @@ from _stats import (
 )
 
 from core.entries import Actor, NewEntry
-from core.store import postgres_schema as pg
-from core.store.postgres import PostgresLogStore
+from core.store.postgres import schema as pg
+from core.store.postgres.log_store import PostgresLogStore
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})
@@ -70,8 +70,7 @@ def _scratch(server: str) -> tuple[str, Callable[[], None]]:
 
 def _decklog(url: str, producers: int, scopes: int, seconds: float, warmup: float, *, cross: bool = True) -> Sample:
     async def go() -> Sample:
-        store = PostgresLogStore(url, topics=("index", "slack"))
-        store.cross_scope = cross
+        store = PostgresLogStore(url, topics=("index", "slack"), cross_scope=cross)
         run = f"{time.monotonic_ns()}"
         names = [f"incident/b{run}-{i}" for i in range(scopes)]
         try:
@@ -154,7 +153,7 @@ def _raw(url: str, threads: int, seconds: float, warmup: float) -> Sample:
 
 def _raw_tx(conn: psycopg.Connection[Any], scope: str, row: str, n: int) -> None:
     """One transaction appending ``n`` entries to ``scope`` (the shape of decklog's, by hand: its rows go in with
-    ``COPY``, as decklog's do, core/store/postgres_bulk.py)."""
+    ``COPY``, as decklog's do, core/store/postgres/log_store.py)."""
     with conn.transaction():
         (version,) = conn.execute(
             "SELECT version FROM scope_heads WHERE scope_id = %s FOR UPDATE", (scope,)

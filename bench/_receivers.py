@@ -25,7 +25,7 @@ from bench._blast import Storm, blast_handler
 from bench._stats import Sample
 from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.system("generic")
 #: (scope, entry) → the entry's seq once it is durable

@@ -53,8 +53,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from core.entries import Actor, NewEntry
 from core.entries.records import actor_json, payload_json
-from core.store import SqliteLogStore, schema
-from core.store.sqlite_engine import make_engine
+from core.store.sqlite import schema
+from core.store.sqlite.engine import make_engine
+from core.store.sqlite.log_store import SqliteLogStore
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})
@@ -126,7 +127,7 @@ async def _decklog(producers: int, scopes: int, options: Options) -> Sample:
             for name in names:
                 report = await store.verify(name)
                 assert report.ok, report  # a benchmark of a broken log would be worthless
-            files = [store._files[name].file for name in names if name in store._files]  # white-box counters
+            files = [f for f in map(store.file_of, names) if f is not None]  # white-box counters
             commits = sum(f.batches for f in files)
             APPENDS_PER_COMMIT.setdefault((producers, scopes), []).append(
                 sum(f.requests for f in files) / commits if commits else math.nan
@@ -159,7 +160,7 @@ def raw_sqlite_case(options: Options) -> Callable[[], Sample]:
 
 
 def shape_case(threads: int, options: Options) -> Callable[[], Sample]:
-    """decklog's append transaction written by hand on raw sqlite3 cursors: its schema (core/store/schema.py) and
+    """decklog's append transaction written by hand on raw sqlite3 cursors: its schema (core/store/sqlite/schema.py) and
     statements, one file per thread — what SQLite alone costs for decklog's rows, without decklog's Python."""
 
     def run() -> Sample:

@@ -39,7 +39,7 @@ from core.entries import Actor, NewEntry, ObligationClaimed
 from core.errors import Conflict, DecklogError, NotFound
 from core.obligations import claim, fulfil, open_obligation
 from core.state import ScopeState
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.agent("bench", "bench")
 RAW = "raw sqlite3 single-row commits (WAL, FULL)"

@@ -41,8 +41,8 @@ from bench._stats import (
     verdict,
 )
 from core.entries import Actor, Entry, NewEntry
-from core.outbox import Dispatcher
-from core.store import SqliteLogStore
+from core.outbox.dispatcher import Dispatcher
+from core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.system("bench")
 SCOPE = "incident/bench"
@@ -166,7 +166,7 @@ async def _replicas(url: str, n: int, *, notify: bool, replicas: int = 3) -> tup
     LISTEN connection and token): commits round-robin on the replicas; commit → sender invoked (latency samples),
     ordering violations, duplicate deliveries. ``notify=False``: the other replicas learn of a commit only by
     their claim retry (the poll), the baseline LISTEN/NOTIFY is measured against."""
-    from core.store.postgres import PostgresLogStore
+    from core.store.postgres.log_store import PostgresLogStore
 
     stores = [PostgresLogStore(url, topics=("rec",), notify=notify) for _ in range(replicas)]
     rec = Recorder()
@@ -177,7 +177,7 @@ async def _replicas(url: str, n: int, *, notify: bool, replicas: int = 3) -> tup
             order.extend(e.seq for e in entries)
             await rec.deliver(scope, entries)
 
-    dispatchers = [Dispatcher(s, [Shared()]) for s in stores]
+    dispatchers = [Dispatcher(s, [Shared()], cursors=s) for s in stores]
     for d in dispatchers:
         d.start()
     scope = f"incident/bench-{'notify' if notify else 'poll'}-{time.monotonic_ns()}"

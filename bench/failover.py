@@ -4,7 +4,7 @@ cursors, and the time from the kill until every row that was pending in those (s
 delivered by the others is measured; a fresh replica replaces the dead one and the next round starts.
 
 Prints that time p50/p99 over the rounds, and the verdict of the whole run (lost / duplicated effects, target 0).
-The takeover waits for the dead holder's cursor lease (``core.outbox_cursors.CURSOR_LEASE_S``) to run out on the
+The takeover waits for the dead holder's cursor lease (``core.outbox.dispatcher.CURSOR_LEASE_S``) to run out on the
 database clock, then for a survivor's retry, NOTIFY or pending-rows poll (bot/ops.py) to reach the scope.
 
     .venv/bin/python bench/failover.py [--rounds 6] [--workers 6] [--database-url postgresql://…/test]
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg
 
 from adapters.local.slack import FakeSlack
-from core.outbox_cursors import CURSOR_LEASE_S
+from core.outbox.dispatcher import CURSOR_LEASE_S
 from tests.helpers.balancer import Balancer
 from tests.helpers.pg_view import pending_in
 from tests.helpers.replica_load import Killed, ReplicaRun

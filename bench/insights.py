@@ -3,7 +3,7 @@ run) against a baseline in the same run — one raw SQL aggregate over index.db'
 the three means, no percentiles, no breakdowns: the least any answer must cost).
 
 It fills a fresh index.db with N synthetic incidents (states with realistic milestones, severities, services and
-alert sources, declared over the last 90 days) through ``Index.rebuild``, then times, interleaved round after
+alert sources, declared over the last 90 days) through ``SqliteIndex.rebuild``, then times, interleaved round after
 round, the window of 30 days and all time. Nothing replays a log: the numbers come from one row per incident.
 
     .venv/bin/python bench/insights.py [--incidents 10000] [--rounds 15]
@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.clock import iso
-from core.index import Index
 from core.insights import compute
 from core.state import AlertState, ScopeState
+from core.store.sqlite.index import SqliteIndex
 
 SERVICES = ["payments", "search", "checkout", "auth", "api", "db", "cache", "queue"]
 SOURCES = ["alertmanager", "grafana", "datadog", "pagerduty", ""]
@@ -73,7 +73,7 @@ async def main(n: int, rounds: int) -> None:
     rng = random.Random(18)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         path = Path(tmp) / "index.db"
-        index = Index(path, pool)
+        index = SqliteIndex(path, pool)
         await index.open()
         started = time.perf_counter()
         await index.rebuild([(incident(i, rng), []) for i in range(n)])

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.clock import ManualClock, iso
 from core.entries import Actor, NewEntry
-from core.index import Index
 from core.lifecycle import LifecycleJob
 from core.reminders import LifecyclePolicy
 from core.state import ScopeState
-from core.store import SqliteLogStore
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 WHO = Actor.human("U0ALICE", "alice")
@@ -74,7 +74,7 @@ async def main(n: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clock = ManualClock(NOW)
         store = SqliteLogStore(Path(tmp) / "data", topics=("index",), clock=clock)
-        index = Index(Path(tmp) / "index.db", store.executor)
+        index = SqliteIndex(Path(tmp) / "index.db", store.executor)
         await index.open()
         started = time.perf_counter()
         items = []

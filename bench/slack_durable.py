@@ -38,8 +38,8 @@ from tests.helpers.serve import ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, start
 LAYERS = (  # first match wins, tested on the whole sampled stack (outermost → innermost)
     ("user-name lookup (users.info)", ("users_info", "deps.py:human")),
     ("inbox", ("inbox",)),
-    ("index delivery", ("core/index.py",)),
-    ("outbox / dispatcher", ("core/outbox.py",)),
+    ("index delivery", ("core/index/", "core/store/sqlite/index.py", "core/store/postgres/index.py")),
+    ("outbox / dispatcher", ("core/outbox/",)),
     ("fold (state)", ("core/state/",)),
     ("append (store)", ("core/store/",)),
     ("Slack sender", ("adapters/slack/sender.py",)),

@@ -37,7 +37,7 @@ from core.alarm import AsyncioAlarm
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
 from core.state import fold_all
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from core.views import VIEW_NAMES, ViewCache, build_view
 
 SCOPE = "incident/bench"

@@ -48,7 +48,7 @@ from core.entries import (
 )
 from core.errors import DecklogError
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 log = logging.getLogger("decklog.actions")
 
@@ -323,6 +323,7 @@ def build_actions(rt: Runtime, *, verify_here: bool) -> Actions:
         build_policy(rt.settings, rt.config),
         clock=rt.clock,
         lease_seconds=rt.config.obligations.lease_seconds,
+        leases=rt.storage.leases(),  # with replicas, one run start per (action, target) across them
         # Slack user group ids (S…) as approvers need a GroupResolver over usergroups.users.list, which needs the
         # usergroups:read scope in manifest.yml first; until then only user ids and [approvals.user_groups] count.
     )

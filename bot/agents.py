@@ -5,10 +5,11 @@
 ``agents`` outbox sender that arms debounced turns, the re-arm of pending turns at boot, the stop of its turns).
 The root plugs the action desk in with ``turns.use_proposer(...)`` / ``turns.use_catalog(...)``.
 
-On PostgreSQL the due turns are rows every replica shares (core/store/due_turns_postgres.py): one replica runs
+Where the backend shares due turns between replicas (PostgreSQL: core/store/postgres/due_turns.py), one replica runs
 each due turn, and a dead replica's turn is taken over once its lease runs out. A reasoner's wake-up and the
-questions to answer live in the same row (one turn at a time per scope, on one replica, after a restart too); on
-SQLite a wake-up is the scope's ``agents``/``wake`` memo, re-armed at boot.
+questions to answer live in the same row (one turn at a time per scope, on one replica, after a restart too); in
+one process (SQLite) a wake-up is the scope's ``agents``/``wake`` memo, re-armed at boot. The turn slots are shared
+the same way where the backend has leases.
 
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
 60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
@@ -36,8 +37,6 @@ from core.agents.agents_sender import AgentsSender
 from core.agents.catchup import ModelCatchUp
 from core.agents.shared_slots import SharedSlots
 from core.prompts import PromptLibrary
-from core.store.due_turns_postgres import PostgresDueTurns
-from core.store.postgres import PostgresLogStore
 
 if TYPE_CHECKING:
     from bot.config import AgentsConfig
@@ -46,7 +45,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FIRST_TURN_DELAY = 60.0
 DEFAULT_TURN_DEBOUNCE = 13.0
-#: On PostgreSQL: how long a replica holds a due turn without renewing it (renewed every third of it while the
+#: With replicas: how long a replica holds a due turn without renewing it (renewed every third of it while the
 #: turn runs), and how often each replica looks for due turns (besides the due times it armed itself).
 TURN_LEASE_S = 30.0
 DUE_POLL_S = 1.0
@@ -140,12 +139,12 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
         max_concurrent=cfg.max_concurrent_turns,
     )
     turns_waiting.set_function(lambda: turns.slots.waiting)
-    due_turns = None
-    if isinstance(rt.store, PostgresLogStore):  # replicas: one turn per due scope, due times in the database
-        turns.slots.share(SharedSlots(rt.store, cfg.max_concurrent_turns, rt.dispatcher.owner))
-        due_turns = PostgresDueTurns(
-            rt.store, rt.alarm, rt.dispatcher.owner, max_wait=max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
-        )
+    leases = rt.storage.leases()
+    if leases is not None:  # replicas: the concurrent turns are counted across them
+        turns.slots.share(SharedSlots(leases, cfg.max_concurrent_turns, rt.dispatcher.owner))
+    due_turns = rt.storage.due_turns(  # replicas: one turn per due scope, due times in the database
+        rt.alarm, rt.dispatcher.owner, max_wait=max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
+    )
     scheduler = TurnScheduler(
         turns,
         rt.alarm,

@@ -36,7 +36,6 @@ from core.clock import Clock
 from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
 from core.errors import InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId
-from core.index import Index, ScopeRow
 from core.insights import DEFAULT_DAYS, parse_days
 from core.insights import compute as compute_insights
 from core.reports import FORMATS, MEDIA_TYPES, filename
@@ -44,7 +43,7 @@ from core.reports.templating import ReportTemplates
 from core.search import SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN, search_incidents
 from core.service import parse_severity
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore, ScopeRow
 
 PREFIX = "/api/scopes"
 ALLOWED = "GET, HEAD"
@@ -179,7 +178,7 @@ def scope_json(state: ScopeState) -> dict[str, Any]:
 
 class ScopesApi:
     def __init__(
-        self, store: LogStore, index: Index, token: SecretStr | None, *, templates: ReportTemplates | None = None
+        self, store: LogStore, index: IndexPort, token: SecretStr | None, *, templates: ReportTemplates | None = None
     ) -> None:
         self.store = store
         self.index = index
@@ -320,7 +319,7 @@ class ScopesApi:
 class InsightsApi:
     """``GET /api/insights?since=DAYS`` and ``GET /api/search?q=TEXT&limit=N`` (behind ``ScopesApi.guard``)."""
 
-    def __init__(self, index: Index, clock: Clock) -> None:
+    def __init__(self, index: IndexPort, clock: Clock) -> None:
         self.index = index
         self.clock = clock
 

@@ -25,10 +25,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from core.index import Index
-from core.outbox import DispatchStats
+from core.outbox.dispatcher import DispatchStats
 from core.reports.sections.findings import findings_counts
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Slack allows 3 s for an ack; the buckets are finest where acks and deliveries usually land.
@@ -162,7 +161,7 @@ class FindingsCollector(Collector):
         self._cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
         self.reads = 0  # logs read (a scope is read again only when its version moved)
 
-    async def refresh(self, store: LogStore, index: Index, *, limit: int = 10_000) -> None:
+    async def refresh(self, store: LogStore, index: IndexPort, *, limit: int = 10_000) -> None:
         rows = await index.list_scopes(kind="incident", open_only=False, limit=limit)
         cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
         for row in rows:

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from core.errors import Conflict, NotFound
 from core.ids import ScopeId
-from core.store import postgres_schema as pg
+from core.store.postgres import schema as pg
 from core.store.verify import verify_rows
 
 ENTRY_COLUMNS = ("seq", "id", "kind", "at", "actor", "payload", "refs", "idempotency_key", "prev_hash", "hash")

@@ -1,7 +1,7 @@
-"""The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot, then every 3 s on SQLite and
-30 s on PostgreSQL), the lifecycle job (every 30 s: channel archives and reminders that have fallen due,
-core/lifecycle.py) and the inbox's replays (stored Slack requests queued again by ``decklog doctor --retry``, and
-on PostgreSQL a dead replica's)."""
+"""The operations part: ``GET /healthz``, ``GET /metrics``, the outbox sweeps (at boot, then every 3 s in one process
+and 30 s where replicas hear each other's commits), the lifecycle job (every 30 s: channel archives and reminders
+that have fallen due, core/lifecycle.py) and the inbox's replays (stored Slack requests queued again by
+``decklog doctor --retry``, and with replicas a dead replica's)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import sqlalchemy as sa
 from aiohttp import web
 
 from bot.metrics import CONTENT_TYPE, Live, ServerMetrics
@@ -24,17 +23,18 @@ from bot.slack import SlackIn, SlackOut
 from core.clock import iso
 from core.lifecycle import LifecycleJob
 from core.reminders import DAY_S, LifecyclePolicy
-from core.store.postgres import PostgresLogStore
+from core.store.ports import CursorClaims, Leases
 
 log = logging.getLogger("decklog")
 
 SWEEP_S = 30.0
-#: On SQLite the sweep is the only way a running server learns of another process's commits (``decklog declare`` or
-#: ``append`` beside it): one index query, then one outbox summary per scope updated in the last minute.
+#: Where replicas do not hear each other's commits (SQLite) the sweep is the only way a running server learns of
+#: another process's commits (``decklog declare`` or ``append`` beside it): one index query, then one outbox summary
+#: per scope updated in the last minute.
 SQLITE_SWEEP_S = 3.0
 #: How often the due lifecycle items (archives, reminders) are looked for; their due times live in the log.
 LIFECYCLE_S = 30.0
-#: On PostgreSQL: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
+#: With replicas: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
 INBOX_TAKEOVER_S = 3.0
 #: On SQLite: how often the server looks for stored Slack requests it is not processing (those that
 #: ``decklog doctor --retry`` queued again; pending requests of a previous process are replayed at boot).
@@ -72,11 +72,9 @@ class Sweeps:
         log.info("boot sweep: %d scopes with pending deliveries", woken)
         self.last = time.time()
 
-    async def pending(self) -> None:
-        """On PostgreSQL: wake every scope with rows waiting, whichever replica committed them (one query)."""
-        store = self.rt.store
-        if isinstance(store, PostgresLogStore):
-            await self.rt.dispatcher.sweep(await store.outbox_pending_scopes())
+    async def pending(self, cursors: CursorClaims) -> None:
+        """With replicas: wake every scope with rows waiting, whichever replica committed them (one query)."""
+        await self.rt.dispatcher.sweep(await cursors.outbox_pending_scopes())
 
     async def periodic(self) -> None:
         since = iso(datetime.fromtimestamp(self.last - 60, UTC))
@@ -110,13 +108,15 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
     async def lifecycle_tick() -> None:
         await lifecycle.tick()
 
-    every = SWEEP_S if isinstance(rt.store, PostgresLogStore) else SQLITE_SWEEP_S
+    cursors = rt.storage.cursor_claims()
+    every = SWEEP_S if cursors is not None else SQLITE_SWEEP_S
     jobs = [Job("sweep", every, sweeps.periodic), Job("lifecycle", LIFECYCLE_S, lifecycle_tick)]
-    if isinstance(rt.store, PostgresLogStore):  # replicas: what a dead one acknowledged is done by the others
+    if cursors is not None:  # replicas: what a dead one acknowledged is done by the others
+        shared = cursors
 
         async def take_over() -> None:
             await slack.intake.replay()
-            await sweeps.pending()
+            await sweeps.pending(shared)
 
         jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
     else:
@@ -138,20 +138,19 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
 REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover"})
 
 
-def leased_jobs(rt: Runtime, provided: list[Provides]) -> None:
-    """On PostgreSQL: wrap each periodic job so that one replica runs it per period (sweeps, summaries, reminders,
-    prunes). The lease lasts a little over two periods, so a dead holder's job moves to another replica."""
-    store = rt.store
-    if not isinstance(store, PostgresLogStore):
+def leased_jobs(leases: Leases | None, owner: str, provided: list[Provides]) -> None:
+    """With replicas (the backend's ``leases``): wrap each periodic job so that one replica runs it per period
+    (sweeps, summaries, reminders, prunes). The lease lasts a little over two periods, so a dead holder's job moves
+    to another replica. ``owner`` names this replica."""
+    if leases is None:
         return
-    owner = rt.dispatcher.owner
     for p in provided:
-        p.jobs = [j if j.name in REPLICA_LOCAL_JOBS else _leased(store, owner, j) for j in p.jobs]
+        p.jobs = [j if j.name in REPLICA_LOCAL_JOBS else _leased(leases, owner, j) for j in p.jobs]
 
 
-def _leased(store: PostgresLogStore, owner: str, job: Job) -> Job:
+def _leased(leases: Leases, owner: str, job: Job) -> Job:
     async def run() -> None:
-        if await store.try_lease(f"job:{job.name}", owner, lease_s=job.every_s * 2.5):
+        if await leases.try_lease(f"job:{job.name}", owner, lease_s=job.every_s * 2.5):
             await job.run()
 
     return Job(job.name, job.every_s, run)
@@ -167,16 +166,11 @@ async def health_checks(rt: Runtime) -> dict[str, str]:
     except OSError as exc:
         checks["data_dir"] = f"not writable: {exc.strerror}"
     try:
-        await rt.index.file.write(lambda _c, _x: None)
+        await rt.index.ping()
         checks["index"] = "writable"
     except Exception as exc:
         checks["index"] = f"not writable: {exc}"
-    if isinstance(rt.store, PostgresLogStore):
-        try:
-            await rt.store.run(lambda c: c.execute(sa.text("SELECT 1")))
-            checks["database"] = "writable"
-        except Exception as exc:
-            checks["database"] = f"unreachable: {exc.__class__.__name__}"
+    checks.update(await rt.storage.health())
     checks["dispatcher"] = "alive" if rt.dispatcher.alive else "stopped"
     return checks
 
@@ -251,12 +245,11 @@ async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
 async def doctor_inbox(rt: Runtime, *, retry: bool) -> list[str]:
     """``decklog doctor``'s lines about the Slack inbox: each parked request with its error, the counts, and with
     ``retry`` the parked requests queued again (a running server replays them: ``inbox-replay``/``inbox-takeover``).
-    A SQLite data directory without ``inbox.db`` (no Slack request ever stored) is left alone."""
-    from bot.backends import open_inbox
-
-    if not isinstance(rt.store, PostgresLogStore) and not (Path(rt.settings.data_dir) / "inbox.db").is_file():
+    Storage without an inbox yet (a SQLite data directory without ``inbox.db``: no Slack request ever stored) is
+    left alone."""
+    if not rt.storage.inbox_exists():
         return ["inbox: 0 pending, 0 parked Slack requests"]
-    inbox = await open_inbox(rt.settings, rt.store)
+    inbox = await rt.storage.inbox()
     try:
         lines = []
         parked = await inbox.parked()

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from adapters.slack.sender import EntryUpdater as Updater
 from core.entries import Entry
-from core.outbox import Sender
+from core.outbox.sender import Sender
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Stopper = Callable[[], Awaitable[None]]

@@ -49,7 +49,6 @@ from pydantic import SecretStr
 from adapters.alerts import ALERT_SOURCES
 from adapters.changes import CHANGE_SOURCES, github
 from adapters.payload import header_value
-from bot.backends import alert_rates, route_locks
 from bot.parts import Job, Provides, Route
 from bot.runtime import Runtime
 from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
@@ -57,8 +56,8 @@ from core.changes import ChangeLinkSender, ChangeService
 from core.entries import Entry
 from core.errors import InvalidInput
 from core.follow_ups import FollowUpCloser
-from core.index import Index
 from core.signals import PayloadError, truncate_raw
+from core.store.ports import IndexPort
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +125,7 @@ class Receivers:
     def __init__(
         self,
         token: SecretStr | None,
-        index: Index,
+        index: IndexPort,
         alerts: AlertRouter,
         changes: ChangeService,
         summarizer: AlertSummarizer,
@@ -419,7 +418,13 @@ def build_receivers(rt: Runtime) -> ReceiversPart:
         severity=cfg.severity,
     )
     alerts = AlertRouter(
-        rt.store, rt.index, rt.service, rt.clock, policy, locks=route_locks(rt.store), rates=alert_rates(rt.store)
+        rt.store,
+        rt.index,
+        rt.service,
+        rt.clock,
+        policy,
+        locks=rt.storage.route_locks(),
+        rates=rt.storage.rate_counter(),
     )
     changes = ChangeService(
         rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)

@@ -36,7 +36,7 @@ from core.reports import (
     parse_format,
     render,
 )
-from core.store import LogStore
+from core.store.ports import LogStore
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime

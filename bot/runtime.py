@@ -1,8 +1,9 @@
 """The composition root: the one place where core and adapters are built and wired together.
 
-``Runtime.open`` builds the storage core (log store, index, scope service, dispatcher with the index sender) that
-every entry point needs; ``bot.server`` adds Slack, receivers, agents and actions on top before it starts the
-dispatcher. Nothing is built at import time.
+``Runtime.open`` builds the storage core that every entry point needs: the backend's factory, chosen once from the
+settings (core/store/backend.py), and from it the log store and the index; the scope service; the dispatcher with
+the index sender. ``bot.server`` adds Slack, receivers, agents and actions on top (each asks ``storage`` for the
+ports it needs) before it starts the dispatcher. Nothing is built at import time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.backends import open_backend
 from bot.config import DecklogConfig, load_config
 from bot.reports import report_templates
 from bot.settings import Settings
@@ -19,13 +19,12 @@ from core.agents.triggers import QUIET_KINDS
 from core.alarm import Alarm, AsyncioAlarm
 from core.clock import Clock, SystemClock
 from core.entries import PAYLOADS
-from core.index import Index
-from core.index_sender import IndexSender
-from core.outbox import Dispatcher, RetryPolicy
+from core.index.sender import IndexSender
+from core.outbox.dispatcher import Dispatcher, RetryPolicy
 from core.reports import ReportTemplates
 from core.service import ScopeService
-from core.store import SqliteLogStore
-from core.store.postgres import PostgresLogStore
+from core.store.backend import storage_for
+from core.store.ports import IndexPort, LogStore, StorageFactory
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +54,9 @@ class Runtime:
     settings: Settings
     config: DecklogConfig
     clock: Clock
-    store: SqliteLogStore | PostgresLogStore
-    index: Index
+    storage: StorageFactory
+    store: LogStore
+    index: IndexPort
     service: ScopeService
     dispatcher: Dispatcher
     alarm: Alarm
@@ -77,14 +77,23 @@ class Runtime:
         clock = clock or SystemClock()
         data_dir = Path(settings.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        store, index = await open_backend(settings, data_dir, clock, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS)
+        log_key = settings.log_key.get_secret_value() if settings.log_key else None
+        storage = storage_for(database_url=settings.database_url, data_dir=data_dir, log_key=log_key)
+        store = await storage.log_store(topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
+        try:
+            index = await storage.index()
+        except BaseException:
+            await store.close()
+            await storage.close()
+            raise
         alarm = alarm or AsyncioAlarm()
-        dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm)
+        dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm, cursors=storage.cursor_claims())
         dispatcher.register(IndexSender(index, store))
         service = ScopeService(store, index, declarer_role=config.slack.declarer_role)
-        return cls(settings, config, clock, store, index, service, dispatcher, alarm, reports)
+        return cls(settings, config, clock, storage, store, index, service, dispatcher, alarm, reports)
 
     async def close(self) -> None:
         await self.dispatcher.stop()
         await self.index.close()
         await self.store.close()
+        await self.storage.close()

@@ -33,11 +33,10 @@ from adapters.slack.pacing import ChannelPacer, SharedChannelPacer
 from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from adapters.slack.sender import SlackSender
-from bot.backends import open_inbox, pace_slots
 from bot.parts import Job, Provides, Route, Stopper
 from bot.runtime import Runtime
 from bot.settings import Settings, SlackMode
-from core.inbox import Inbox
+from core.store.ports import Inbox
 
 log = logging.getLogger("decklog")
 
@@ -114,7 +113,7 @@ async def build_slack_in(
     deps = SlackDeps(rt.service, rt.store, rt.index, hooks, runner, counters, client=out.client)
     # Bolt only routes requests the intake stored and acknowledged (it verified them): no verification here.
     bolt = build_slack_app(client=out.client, signing_secret=None, deps=deps)
-    inbox = await open_inbox(rt.settings, rt.store)
+    inbox = await rt.storage.inbox()
     intake = SlackIntake(
         inbox=inbox,
         bolt=bolt,
@@ -202,5 +201,5 @@ async def start_socket_mode(slack: SlackIn, settings: Settings, base_url: str) -
 
 def channel_pacer(rt: Runtime, interval: float) -> ChannelPacer:
     """Per-channel pacing: across every replica on a shared database, else in this process."""
-    slots = pace_slots(rt.store)
+    slots = rt.storage.pace_slots()
     return ChannelPacer(interval) if slots is None else SharedChannelPacer(slots, interval)

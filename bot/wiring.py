@@ -49,7 +49,7 @@ from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_sl
 from bot.trackers import build_tracker, report_link
 from core.clock import Clock
 from core.follow_ups import FollowUpsSender
-from core.outbox import Sender
+from core.outbox.sender import Sender
 
 log = logging.getLogger("decklog")
 
@@ -145,7 +145,7 @@ async def _build(
     page = _page(world, rt, address, provided) if world is not None else None
     ops = build_ops(rt, out, slack, metrics, mode)
     provided.append(ops.provides)
-    leased_jobs(rt, provided)  # on PostgreSQL: one replica runs each periodic job
+    leased_jobs(rt.storage.leases(), rt.dispatcher.owner, provided)  # with replicas: one runs each periodic job
     _plug(rt, out, provided)
     return Parts(
         settings=settings,

@@ -32,9 +32,8 @@ from typing import Any, Literal, Protocol
 
 from core.entries import Actor, Entry, FollowUp, FollowUpClosed, FollowUpSynced, NewEntry, parse_payload
 from core.errors import InvalidInput
-from core.index import SearchHit
-from core.outbox import PermanentFailure, RetryAfter
-from core.store import LogStore
+from core.outbox.sender import PermanentFailure, RetryAfter
+from core.store.ports import LogStore, SearchHit
 
 TRACKER_LABEL = "incident-follow-up"
 _DUE = re.compile(r"(?:^|\s)due\s+(\S+)\s*$", re.IGNORECASE)

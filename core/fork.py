@@ -3,7 +3,7 @@
 A fork is a NEW chain (new ids and hashes) whose entries 1..SEQ keep the source's kinds, actors, payloads, refs
 and times, followed by one ``forked`` entry (``source``, ``seq``) at the time of the last copied entry. All of it
 is ONE append, so there is no moment at which the scope exists without being a fork: the dispatcher
-(core/outbox.py ``FORK_TOPICS``) delivers a fork to the index only, never to Slack, executors, agents or change
+(core/outbox/dispatcher.py ``FORK_TOPICS``) delivers a fork to the index only, never to Slack, executors, agents or change
 links. Idempotency keys are not copied (the source keeps them). Fork ids are never reused: ``<source>-fork-N``
 with the first N not taken, or an explicit new id.
 """

@@ -1,7 +1,7 @@
 """Cross-incident numbers (``decklog insights``, ``GET /api/insights``): counts, MTTA, MTTM and MTTR.
 
-Computed from one row per incident in the index's ``milestones`` table, which ``Index.apply`` keeps in step with
-the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
+Computed from one row per incident in the index's ``milestones`` table (core/index/tables.py), which the index's
+``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
 ``declared`` entry's time:
 
 - acknowledged (MTTA): the state's ``acknowledged_at`` — the first entry a person makes in response (a
@@ -19,119 +19,18 @@ incident's source is the alert source of its earliest alert, ``manual`` when it 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from core.clock import iso, parse_iso
+from core.clock import iso
 from core.errors import InvalidInput
-from core.state import ScopeState
-
-if TYPE_CHECKING:
-    from core.index import Index
+from core.store.ports import IndexPort, Milestones
 
 MAX_DAYS = 3650
 DEFAULT_DAYS = 30
-NO_SEVERITY, NO_SERVICE, MANUAL = "none", "none", "manual"
-
-milestones_md = sa.MetaData()
-
-#: One row per declared incident (derived, rebuilt by ``decklog reindex``). Times are epoch seconds.
-milestones = sa.Table(
-    "milestones",
-    milestones_md,
-    sa.Column("scope", sa.String, primary_key=True),
-    sa.Column("declared", sa.Float, nullable=False),
-    sa.Column("acknowledged", sa.Float, nullable=True),
-    sa.Column("mitigated", sa.Float, nullable=True),
-    sa.Column("resolved", sa.Float, nullable=True),
-    sa.Column("status", sa.String, nullable=False),
-    sa.Column("severity", sa.Integer, nullable=True),
-    sa.Column("services", sa.Text, nullable=False, server_default="[]"),
-    sa.Column("source", sa.String, nullable=False, server_default=MANUAL),
-)
-sa.Index("milestones_declared", milestones.c.declared)
-
-
-def _epoch(text: str) -> float | None:
-    return parse_iso(text).timestamp() if text else None
-
-
-def milestone_values(state: ScopeState) -> dict[str, Any] | None:
-    """The ``milestones`` row of an incident's state, or ``None`` (not an incident, or not declared yet)."""
-    declared = _epoch(state.created_at) if state.kind == "incident" else None
-    if declared is None:
-        return None
-    first_alert = min(state.alerts.values(), key=lambda a: (a.first_seq, a.fingerprint), default=None)
-    return {
-        "declared": declared,
-        "acknowledged": _epoch(state.acknowledged_at),
-        "mitigated": _epoch(state.mitigated_at),
-        "resolved": _epoch(state.resolved_at) if state.status == "resolved" else None,
-        "status": state.status,
-        "severity": state.severity,
-        "services": json.dumps(list(state.services)),
-        "source": (first_alert.source or "alert") if first_alert is not None else MANUAL,
-    }
-
-
-def apply_milestones(conn: Connection, state: ScopeState) -> None:
-    values = milestone_values(state)
-    if values is None:
-        return
-    conn.execute(milestones.delete().where(milestones.c.scope == state.scope))
-    conn.execute(milestones.insert().values(scope=state.scope, **values))
-
-
-class Milestones(NamedTuple):
-    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached)."""
-
-    scope: str
-    status: str
-    severity: int | None
-    services: tuple[str, ...]
-    source: str
-    tta: float | None
-    ttm: float | None
-    ttr: float | None
-
-
-def _after(at: float | None, declared: float) -> float | None:
-    return None if at is None else max(0.0, at - declared)
-
-
-def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
-    m = milestones
-    stmt = sa.select(
-        m.c.scope, m.c.declared, m.c.acknowledged, m.c.mitigated, m.c.resolved, m.c.status, m.c.severity,
-        m.c.services, m.c.source,
-    )  # fmt: skip
-    if since is not None:
-        stmt = stmt.where(m.c.declared >= since)
-    out = []
-    for scope, declared, ack, mit, res, status, severity, services, source in conn.execute(
-        stmt.order_by(m.c.declared, m.c.scope)
-    ):
-        names = tuple(json.loads(services)) if services and services != "[]" else ()
-        out.append(
-            Milestones(
-                scope,
-                status,
-                severity,
-                names,
-                source,
-                _after(ack, declared),
-                _after(mit, declared),
-                _after(res, declared),
-            )
-        )
-    return out
-
+NO_SEVERITY, NO_SERVICE = "none", "none"
 
 # -- the numbers --------------------------------------------------------------------------------------------------
 
@@ -195,11 +94,10 @@ def parse_days(value: Any, *, field: str = "since") -> int:
     return days
 
 
-async def compute(index: Index, *, since_days: int | None, now: float) -> dict[str, Any]:
+async def compute(index: IndexPort, *, since_days: int | None, now: float) -> dict[str, Any]:
     """Insights over the incidents declared in the last ``since_days`` days (all of them with ``None``)."""
     since = now - since_days * 86400 if since_days is not None else None
-    rows = await index.file.read(lambda conn: read_milestones(conn, since))
-    return insights(rows, since_days=since_days, now=now)
+    return insights(await index.milestones(since), since_days=since_days, now=now)
 
 
 # -- text -------------------------------------------------------------------------------------------------------
@@ -209,7 +107,7 @@ def times_line(body: dict[str, Any]) -> str:
     """MTTA / MTTM / MTTR in the words and the rounding of the report's milestones (``core.reports.text.duration``,
     whole seconds cut, never rounded up), so that an incident's MTTA here reads as its report's "first human
     response"."""
-    from core.reports.text import duration  # here: the index imports this module, and need not load the reports
+    from core.reports.text import duration  # here: reading the numbers need not load the reports
 
     parts = []
     for label, key in (("MTTA", "mtta_seconds"), ("MTTM", "mttm_seconds"), ("MTTR", "mttr_seconds")):

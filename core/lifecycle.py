@@ -31,10 +31,9 @@ from datetime import UTC, datetime, timedelta
 from core.clock import Clock, iso, parse_iso
 from core.entries import Actor, NewEntry
 from core.entries.lifecycle import ArchiveNotice, ChannelArchive
-from core.index import Index, ScopeRow
 from core.reminders import Due, LifecyclePolicy, follow_up_reminder_due, status_reminder_due
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore, ScopeRow
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ CHECKS: tuple[Check, ...] = (archive_due, status_reminder_due, follow_up_reminde
 class LifecycleJob:
     """Finds the lifecycle items that have fallen due and appends them (idempotently: once per due time)."""
 
-    def __init__(self, store: LogStore, index: Index, clock: Clock, policy: LifecyclePolicy) -> None:
+    def __init__(self, store: LogStore, index: IndexPort, clock: Clock, policy: LifecyclePolicy) -> None:
         self.store = store
         self.index = index
         self.clock = clock

@@ -25,7 +25,7 @@ from core.clock import iso, parse_iso
 from core.entries import FollowUp, FollowUpClosed, Payload
 from core.entries.lifecycle import Reminder
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 DAY_S = 86_400.0
 DEFAULT_STATUS_UPDATE_S: Mapping[int, float] = {1: 30 * 60.0, 2: 60 * 60.0}

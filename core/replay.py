@@ -11,7 +11,7 @@ params; never ids, seqs or times).
 Limit: the inputs are the ones recorded against the ORIGINAL agents. After the first divergence (a different
 hypothesis, an action the original never proposed), people and the world would have answered differently; the
 replay cannot know how, so later differences are an upper bound of what a new reasoner changes, not a forecast.
-Approvals, action runs and their results are not world inputs here: nothing in a fork runs (core/outbox.py).
+Approvals, action runs and their results are not world inputs here: nothing in a fork runs (core/outbox/dispatcher.py).
 """
 
 from __future__ import annotations

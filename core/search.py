@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from core.errors import InvalidInput
-from core.index import Index, fts_query
+from core.index.text import search_words
+from core.store.ports import IndexPort
 
 _ALNUM_PAIR = re.compile(r"[^\W_]{2}")  # a word worth looking for: two letters or digits in a row
 SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN = 10, 50, 200
@@ -25,9 +26,9 @@ SEARCH_KINDS = (
 )
 
 
-async def search_incidents(index: Index, text: str, *, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
+async def search_incidents(index: IndexPort, text: str, *, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
     """The best ``limit`` matches, each ``{"scope", "title", "seq", "kind", "snippet"}``."""
-    if not fts_query(text) or not _ALNUM_PAIR.search(text):
+    if not search_words(text) or not _ALNUM_PAIR.search(text):
         raise InvalidInput("has no word to search for (words of two or more letters or digits)", field="q")
     hits = await index.search(text, limit=limit, scope_kind="incident", kinds=SEARCH_KINDS)
     titles = await index.titles([h.scope for h in hits])

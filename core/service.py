@@ -26,10 +26,9 @@ from core.entries import (
 from core.entries.registry import invalid_input
 from core.errors import Conflict, InvalidInput, NotFound
 from core.ids import SCOPE_KINDS, ScopeId, slugify
-from core.index import Index
 from core.obligations import keep_as_follow_up, left_open
 from core.state import ScopeState
-from core.store import AppendResult, LogStore
+from core.store.ports import AppendResult, IndexPort, LogStore
 
 ROLE_NAMES = ("commander", "comms", "ops", "scribe", "lead", "liaison")
 
@@ -45,7 +44,7 @@ class ScopeService:
     """``declarer_role``: the role a person who declares an incident in Slack takes at once (``[slack]
     declarer_role`` in decklog.toml, default ``commander``; empty: none)."""
 
-    def __init__(self, store: LogStore, index: Index, *, declarer_role: str = "commander") -> None:
+    def __init__(self, store: LogStore, index: IndexPort, *, declarer_role: str = "commander") -> None:
         self.store = store
         self.index = index
         self.declarer_role = declarer_role.strip().lower()

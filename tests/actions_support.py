@@ -23,13 +23,14 @@ from core.actions.runner import Checkpoint, Runner
 from core.clock import Clock, SystemClock
 from core.egress import EgressPolicy
 from core.entries import Actor, Entry, NewEntry
-from core.index import Index
-from core.index_sender import IndexSender
+from core.index.sender import IndexSender
 from core.obligations import open_obligation
-from core.outbox import Dispatcher
+from core.outbox.dispatcher import Dispatcher
 from core.service import ScopeService
 from core.state import ScopeState
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 BOB = Actor.human("U0BOB", "bob")
@@ -104,7 +105,7 @@ def effect_action(
 @dataclass
 class Kit:
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
     dispatcher: Dispatcher
     desk: ActionDesk
@@ -194,7 +195,7 @@ async def desk_kit(
     fake.record_deploy("payments", "r41")
     data = tmp_path / "data"
     store = SqliteLogStore(data, topics=("index",), clock=clock)
-    index = Index(data / "index.db", store.executor)
+    index = SqliteIndex(data / "index.db", store.executor)
     await index.open()
     dispatcher = Dispatcher(store, [IndexSender(index, store)])
     dispatcher.start()

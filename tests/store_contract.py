@@ -1,30 +1,38 @@
-"""The ``LogStore`` contract: one abstract test suite that every log backend must pass.
+"""The storage contract: one abstract test suite that every backend's factory must pass (``StorageContract``: the
+log store, the index and the inbox it makes; each part's suite is also a class of its own).
 
-A backend's test module subclasses ``LogStoreContract`` and provides the ``open_store`` fixture: an async factory
-``open_store(*, max_open=None) -> LogStore`` whose stores all share ONE storage (so a second call simulates a
-restart or a second process) and which closes every store it made at teardown. ``max_open`` is the backend's
-bound on scope resources held open at once (files, connections); ``None`` means the backend's default.
+A backend's test module subclasses ``StorageContract`` (adding a backend: one package, one factory, one subclass)
+and provides the ``make_factory`` fixture: ``make_factory(*, max_open=None) -> StorageFactory``, whose factories
+all share ONE storage (so a second one simulates a restart or a second process). ``max_open`` is the backend's
+bound on scope resources held open at once (files, connections); ``None`` means the backend's default. The suites
+open what they need through the factory and close it at teardown.
 
 Nothing here may reach into a backend's internals: backend-specific checks (pragmas, group-commit counters,
-file handles) live in that backend's own module.
+file handles, rows of a table) live in that backend's own module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from core.clock import ManualClock, iso
 from core.entries import Actor, Entry, NewEntry
 from core.errors import Conflict, InvalidInput, NotFound
 from core.ids import ScopeId
 from core.state import ScopeState, fold_all
-from core.store import LogStore
+from core.store.memory.log_store import MemoryLogStore
+from core.store.ports import ERROR_MAX, Inbox, IndexPort, LogStore, StorageFactory
 
 OpenStore = Callable[..., Awaitable[LogStore]]
+OpenIndex = Callable[[], Awaitable[IndexPort]]
+MakeFactory = Callable[..., StorageFactory]
+TOPICS = ("index", "slack")
 
 SCOPE = "incident/payments-5xx"
 ALICE = Actor.human("U0ALICE", "alice")
@@ -68,12 +76,31 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-class LogStoreContract:
-    """Subclass as ``TestXxxLogStore(LogStoreContract)`` and override the ``open_store`` fixture."""
+class FactoryFixtures:
+    """``make_factory``, which a backend's subclass provides."""
 
     @pytest.fixture
-    def open_store(self) -> OpenStore:
-        raise NotImplementedError("a backend's test module provides open_store")
+    def make_factory(self) -> MakeFactory:
+        raise NotImplementedError("a backend's test module provides make_factory")
+
+
+class LogStoreContract(FactoryFixtures):
+    """The ``LogStore`` a factory makes."""
+
+    @pytest.fixture
+    async def open_store(self, make_factory: MakeFactory) -> AsyncIterator[OpenStore]:
+        made: list[tuple[StorageFactory, LogStore]] = []
+
+        async def open_store(*, max_open: int | None = None) -> LogStore:
+            factory = make_factory(max_open=max_open)
+            store = await factory.log_store(topics=TOPICS)
+            made.append((factory, store))
+            return store
+
+        yield open_store
+        for factory, store in made:
+            await store.close()
+            await factory.close()
 
     @pytest.fixture
     async def store(self, open_store: OpenStore) -> LogStore:
@@ -678,3 +705,328 @@ class LogStoreContract:
         assert len(await store.scope_ids()) == 81
         # about three descriptors per open SQLite scope (db, -wal, -shm); 80 scopes unbounded would be ~240
         assert peak - baseline <= 6 * 8 + 8, (baseline, peak)  # a writer and a reader connection per open file
+
+
+# -- the index ----------------------------------------------------------------------------------------------------------
+
+
+async def feed(index: IndexPort, log: MemoryLogStore, scope: str) -> None:
+    await index.apply(await log.get_state(scope), await log.read(scope))
+
+
+async def declare_scope(log: MemoryLogStore, scope: str, title: str, *, key: str | None = None, **extra: Any) -> None:
+    payload = {"title": title, "severity": 2, **extra}
+    await log.append(scope, [NewEntry.make("declared", ALICE, payload)], create=True, idempotency_key=key)
+
+
+def msg(text: str, **extra: Any) -> NewEntry:
+    return NewEntry.make("message", ALICE, {"text": text, **extra})
+
+
+def obs(fingerprint: str, status: str = "firing", service: str = "api") -> NewEntry:
+    payload = {"text": f"alert {fingerprint}", "fingerprint": fingerprint, "alert_status": status, "service": service}
+    return NewEntry.make("observation", Actor.system("alerts"), payload)
+
+
+class IndexContract(FactoryFixtures):
+    """The ``IndexPort`` a factory makes. Entries and states come from a real log (the in-memory backend); each test
+    feeds them to the index the way ``IndexSender`` does (``apply``) and checks listing, routing, fingerprints,
+    inbound dedup, subscriptions, search, rebuild, counts and milestones."""
+
+    @pytest.fixture
+    async def open_index(self, make_factory: MakeFactory) -> AsyncIterator[OpenIndex]:
+        """``open_index()`` → an index; every index it makes shares one storage (a second one is another replica)."""
+        made: list[tuple[StorageFactory, LogStore, IndexPort]] = []
+
+        async def open_index() -> IndexPort:
+            factory = make_factory()
+            store = await factory.log_store()  # the index of a backend runs on its store's connections
+            index = await factory.index()
+            made.append((factory, store, index))
+            return index
+
+        yield open_index
+        for factory, store, index in made:
+            await index.close()
+            await store.close()
+            await factory.close()
+
+    @pytest.fixture
+    async def index(self, open_index: OpenIndex) -> IndexPort:
+        return await open_index()
+
+    async def test_updated_since_lists_every_scope_touched_since_a_time_however_old_or_many(
+        self, index: IndexPort
+    ) -> None:
+        """The lifecycle job and the periodic sweep find their scopes by ``updated_since`` with no cap, so an incident
+        declared long ago and touched now is found among any number of newer ones."""
+        clock = ManualClock()
+        log = MemoryLogStore(clock=clock)
+        await declare_scope(log, "incident/old", "Declared first")
+        clock.advance(hours=1)
+        for i in range(5):
+            await declare_scope(log, f"incident/new-{i}", f"Newer {i}")
+        since = iso(clock.advance(minutes=10))
+        await log.append("incident/old", [msg("still here")])  # the oldest, touched after ``since``
+        for scope in ["incident/old"] + [f"incident/new-{i}" for i in range(5)]:
+            await feed(index, log, scope)
+        assert [r.id for r in await index.list_scopes(updated_since=since, limit=None)] == ["incident/old"]
+        assert len(await index.list_scopes(limit=None)) == 6
+        assert [r.id for r in await index.list_scopes(limit=2)] == ["incident/new-0", "incident/new-1"]
+
+    async def test_reservations_never_reuse_an_id(self, index: IndexPort) -> None:
+        first = await index.reserve_scope("incident", "db-down", exact=False)
+        second = await index.reserve_scope("incident", "db-down", exact=False)
+        third = await index.reserve_scope("incident", "db-down", exact=False, on_disk=lambda s: s.endswith("-3"))
+        assert [str(first), str(second), str(third)] == ["incident/db-down", "incident/db-down-2", "incident/db-down-4"]
+        with pytest.raises(Conflict):
+            await index.reserve_scope("incident", "db-down", exact=True)
+        assert await index.list_scopes() == []  # reserved only: not listed
+        assert await index.counts() == {"reserved": 3}
+
+    async def test_an_inbound_key_reserves_once(self, index: IndexPort) -> None:
+        one = await index.reserve_scope("incident", "x", exact=False, inbound_key="slack:Ev1")
+        again = await index.reserve_scope("incident", "x", exact=False, inbound_key="slack:Ev1")
+        assert one == again
+        assert await index.inbound_scope("slack:Ev1") == str(one)
+        assert await index.inbound_scope("slack:Ev2") is None
+
+    async def test_racing_replicas_reserve_distinct_ids(self, open_index: OpenIndex) -> None:
+        one, two = await open_index(), await open_index()
+        got = await asyncio.gather(*(ix.reserve_scope("incident", "race", exact=False) for ix in (one, two) * 4))
+        assert len({str(s) for s in got}) == 8
+
+    async def test_apply_lists_scopes_with_filters(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "Payments 5xx")
+        await log.append("incident/a", [obs("fp1", service="payments")])
+        await declare_scope(log, "incident/b", "Search slow")
+        await log.append("incident/b", [NewEntry.make("status_changed", ALICE, {"status": "resolved"})])
+        for scope in ("incident/a", "incident/b"):
+            await feed(index, log, scope)
+        rows = {r.id: r for r in await index.list_scopes()}
+        assert set(rows) == {"incident/a", "incident/b"}
+        assert rows["incident/a"].title == "Payments 5xx" and rows["incident/a"].is_open
+        assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/a"]
+        assert [r.id for r in await index.list_scopes(status="resolved")] == ["incident/b"]
+        assert [r.id for r in await index.list_scopes(text="PAYMENTS")] == ["incident/a"]
+        assert [r.id for r in await index.list_scopes(service="payments")] == ["incident/a"]
+        assert await index.list_scopes(kind="change") == []
+        got = await index.get("incident/a")
+        assert got is not None and got.version == 2 and got.to_json()["id"] == "incident/a"
+        assert await index.get("incident/zzz") is None
+        assert await index.unresolved_incidents() == ["incident/a"]
+        open_status = (await log.get_state("incident/a")).status
+        assert await index.counts() == {open_status: 1, "resolved": 1}
+
+    async def test_apply_is_idempotent_by_seq(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "Cache stampede")
+        await log.append("incident/a", [msg("restarting the cache nodes")])
+        for _ in range(3):
+            await feed(index, log, "incident/a")
+        assert await index.position("incident/a") == 2
+        hits = await index.search("cache nodes")  # the declaration's title says "cache" too
+        assert sorted((h.scope, h.seq) for h in hits) == [("incident/a", 1), ("incident/a", 2)]
+
+    async def test_routes_threads_and_channels(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "A")
+        await log.append("incident/a", [NewEntry.make("thread_linked", Actor.system(), {"channel": "C1", "ts": "1.5"})])
+        await declare_scope(log, "incident/b", "B")
+        link = {"channel": "C2", "dedicated_channel": True, "ts": "2.5"}
+        await log.append("incident/b", [NewEntry.make("thread_linked", Actor.system(), link)])
+        for scope in ("incident/a", "incident/b"):
+            await feed(index, log, scope)
+        assert await index.route("C1", "1.5") == "incident/a"
+        assert await index.route("C1", "9.9") is None
+        assert await index.route("C2", "7.7") == "incident/b"  # a dedicated channel routes every thread
+        await index.add_route("slack:C3", "incident/a")
+        assert await index.route("C3") == "incident/a"
+        await index.add_route("slack:C3", "incident/b")
+        assert await index.route("C3") == "incident/b"
+        row = await index.get("incident/a")
+        assert row is not None and (row.thread_channel, row.thread_ts) == ("C1", "1.5")
+
+    async def test_fingerprints_route_to_the_open_scope(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "A")
+        await log.append("incident/a", [obs("fp1")])
+        await feed(index, log, "incident/a")
+        assert await index.open_scope_for_fingerprint("fp1") == "incident/a"
+        await log.append("incident/a", [NewEntry.make("status_changed", ALICE, {"status": "resolved"})])
+        await feed(index, log, "incident/a")
+        assert await index.open_scope_for_fingerprint("fp1") is None
+        await index.reserve_scope("incident", "b", exact=True)
+        await index.claim_fingerprint("fp1", "incident/b", "api")
+        assert await index.open_scope_for_fingerprint("fp1") == "incident/b"  # reserved counts as open
+        assert await index.open_scope_for_fingerprint("fp2") is None
+
+    async def test_subscriptions(self, index: IndexPort) -> None:
+        await index.subscribe("incident/a", "agents", 3)
+        await index.subscribe("incident/a", "actions")
+        assert await index.subscribers("incident/a") == {"agents": 3, "actions": 0}
+        assert await index.position("incident/a", "agents") == 3
+        await index.subscribe("incident/a", "agents", 1)  # subscribe sets, it does not only move forward
+        assert await index.position("incident/a", "agents") == 1
+        assert await index.subscribers("incident/zzz") == {}
+
+    async def test_search_ranks_snippets_and_excludes(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "A")
+        await log.append("incident/a", [msg("the payments database failed over to the replica"), msg("unrelated")])
+        await declare_scope(log, "incident/b", "B")
+        await log.append("incident/b", [msg("payments were slow, payments recovered"), obs("fp9", service="ledger")])
+        for scope in ("incident/a", "incident/b"):
+            await feed(index, log, scope)
+        hits = await index.search("payments")
+        assert {(h.scope, h.seq) for h in hits} == {("incident/a", 2), ("incident/b", 2)}
+        assert all("[payments]" in h.snippet.lower() for h in hits), hits
+        assert [h.rank for h in hits] == sorted(h.rank for h in hits)  # best first, lower rank is better
+        assert [(h.scope, h.kind) for h in await index.search("ledger")] == [("incident/b", "observation")]
+        assert [h.scope for h in await index.search("payments", exclude_scope="incident/a")] == ["incident/b"]
+        assert await index.search("payments", limit=1) != []
+        assert len(await index.search("payments", limit=1)) == 1
+        assert await index.search("'; DROP TABLE x --") == []
+        assert await index.search("") == []
+        assert await index.search("nothing-matches-this") == []
+
+    async def test_changes_on_services(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "change/r1", "Deploy api", services=["api"])
+        await feed(index, log, "change/r1")
+        row = await index.get("change/r1")
+        assert row is not None
+        at = (await log.read("change/r1"))[0].at
+        found = await index.changes_on(["api", "web"], at - timedelta(minutes=5))
+        assert [(r.id, when) for r, when in found] == [("change/r1", at)]
+        assert await index.changes_on(["web"], at - timedelta(minutes=5)) == []
+        assert await index.changes_on(["api"], at + timedelta(minutes=5)) == []
+
+    async def test_rebuild_replaces_everything(self, index: IndexPort) -> None:
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "A", key="slack:Ev7")
+        await log.append("incident/a", [msg("disk full on node-3")])
+        await index.reserve_scope("incident", "stale", exact=True)
+        await index.add_route("slack:C9", "incident/stale")
+        await index.rebuild([(await log.get_state("incident/a"), await log.read("incident/a"))])
+        assert [r.id for r in await index.list_scopes()] == ["incident/a"]
+        assert await index.route("C9") is None
+        assert await index.counts() == {(await log.get_state("incident/a")).status: 1}
+        assert await index.inbound_scope("slack:Ev7") == "incident/a"
+        assert [h.seq for h in await index.search("disk")] == [2]
+        assert await index.position("incident/a") == 2
+
+    async def test_a_batch_of_repeats_keeps_the_last_observation_of_each_fingerprint(self, index: IndexPort) -> None:
+        """One apply of many observations (an alert storm's batch): each fingerprint routes to its scope (the rows
+        themselves: tests/contract/test_index_rows.py), and a milestones row written once stays right when later
+        applies skip rewriting it."""
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/storm", "Storm")
+        await log.append("incident/storm", [obs("fp1"), obs("fp2", service="db"), obs("fp1"), obs("fp1", "resolved")])
+        await feed(index, log, "incident/storm")
+        await log.append("incident/storm", [obs("fp2", "resolved", service="db"), obs("fp2", service="db")])
+        await feed(index, log, "incident/storm")
+        for fp in ("fp1", "fp2"):
+            assert await index.open_scope_for_fingerprint(fp) == await index.last_scope_for_fingerprint(fp)
+            assert await index.last_scope_for_fingerprint(fp) == "incident/storm"
+        [row] = await index.milestones(None)
+        assert row.status == (await log.get_state("incident/storm")).status != "resolved"
+        await log.append("incident/storm", [NewEntry.make("status_changed", ALICE, {"status": "resolved"})])
+        await feed(index, log, "incident/storm")
+        [row] = await index.milestones(None)
+        assert row.status == "resolved" and row.ttr is not None
+
+    async def test_a_fork_never_routes_and_is_never_an_open_incident(self, index: IndexPort) -> None:
+        """Issue 31: a fork copies its source's thread, messages and alerts; applied after the source (the CLI's fork)
+        or before it (a rebuild in any order), it takes none of the source's routes or fingerprints, and it is listed
+        but never offered as an open incident."""
+        from core.fork import copies
+
+        log = MemoryLogStore()
+        await declare_scope(log, "incident/a", "A", services=["api"])
+        link = NewEntry.make("thread_linked", Actor.system(), {"channel": "C1", "ts": "1.5"})
+        await log.append("incident/a", [link, msg("a reply", channel="C1", ts="1.6"), obs("fp1")])
+        source = await log.read("incident/a")
+        await log.append("incident/a-fork-1", copies(list(source), "incident/a", len(source)), create=True)
+        items = [(await log.get_state(s), await log.read(s)) for s in ("incident/a-fork-1", "incident/a")]
+        for rebuild in (False, True):
+            if rebuild:
+                await index.rebuild(items)
+            else:
+                for scope in ("incident/a", "incident/a-fork-1"):
+                    await feed(index, log, scope)
+            assert await index.route("C1", "1.5") == "incident/a"
+            assert await index.route("C1", "1.6") == "incident/a"
+            assert await index.open_scope_for_fingerprint("fp1") == "incident/a"
+            assert await index.last_scope_for_fingerprint("fp1") == "incident/a"
+            assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/a"]
+            assert [r.id for r in await index.list_scopes(kind="incident", service="api", open_only=True)] == [
+                "incident/a"
+            ]
+            assert await index.unresolved_incidents() == ["incident/a"]
+            fork = await index.get("incident/a-fork-1")
+            assert fork is not None and fork.forked_from == "incident/a" and not fork.is_open
+            assert sorted(r.id for r in await index.list_scopes()) == ["incident/a", "incident/a-fork-1"]
+
+
+# -- the inbox ----------------------------------------------------------------------------------------------------------
+
+BODY = {"type": "event_callback", "event_id": "Ev1", "event": {"type": "message"}}
+
+
+class InboxContract(FactoryFixtures):
+    """The ``Inbox`` a factory makes: stored once per key, pending oldest first, done, pruned, and parked after its
+    attempts with its error, never pending again until ``retry_parked`` queues it again."""
+
+    @pytest.fixture
+    async def inbox(self, make_factory: MakeFactory) -> AsyncIterator[Inbox]:
+        factory = make_factory()
+        store = await factory.log_store()
+        made = await factory.inbox()
+        yield made
+        await made.close()
+        await store.close()
+        await factory.close()
+
+    async def test_put_once_pending_oldest_first_done_and_pruned(self, inbox: Inbox) -> None:
+        for n in range(3):
+            assert await inbox.put(key=f"k{n}", source="http", body={**BODY, "n": n}, meta={"retry_num": "0"})
+        assert not await inbox.put(key="k1", source="http", body=BODY, meta={})
+        assert [(i.key, i.body["n"], i.attempts) for i in await inbox.pending()] == [
+            ("k0", 0, 0),
+            ("k1", 1, 0),
+            ("k2", 2, 0),
+        ]
+        assert await inbox.attempt(key="k1") == 1 and await inbox.attempt(key="k1") == 2
+        await inbox.done(key="k0")
+        assert [i.key for i in await inbox.pending()] == ["k1", "k2"] and await inbox.pending_count() == 2
+        assert not await inbox.put(key="k0", source="http", body=BODY, meta={})  # a done key still refuses retries
+        assert await inbox.prune(older_than_s=-1) == 1
+        assert await inbox.put(key="k0", source="http", body=BODY, meta={})
+
+    async def test_a_parked_request_is_kept_with_its_error_and_never_pending_until_retried(self, inbox: Inbox) -> None:
+        for key in ("poison", "fine"):
+            assert await inbox.put(key=key, source="http", body={**BODY, "key": key}, meta={})
+        await inbox.park(key="poison", error="TypeError: " + "x" * (2 * ERROR_MAX), attempts=3)
+        assert [i.key for i in await inbox.pending()] == ["fine"]
+        assert (await inbox.pending_count(), await inbox.parked_count()) == (1, 1)
+        (parked,) = await inbox.parked()
+        assert (parked.key, parked.source, parked.body["key"], parked.attempts) == ("poison", "http", "poison", 3)
+        assert parked.error.startswith("TypeError: x") and len(parked.error) == ERROR_MAX
+        assert parked.parked_at >= parked.received_at > 0
+        assert not await inbox.put(key="poison", source="http", body=BODY, meta={})  # a retry of it is refused
+        assert await inbox.prune(older_than_s=-1) == 0  # kept: it is the record of what was given up
+        await inbox.done(key="fine")
+        await inbox.park(key="fine", error="too late", attempts=1)  # a done request is not parked
+        assert await inbox.parked_count() == 1
+
+        assert await inbox.retry_parked() == 1
+        assert [(i.key, i.attempts) for i in await inbox.pending()] == [("poison", 0)]
+        assert await inbox.parked() == [] and await inbox.retry_parked() == 0
+        await inbox.done(key="poison")
+        assert await inbox.pending() == [] and await inbox.parked() == []
+
+
+class StorageContract(LogStoreContract, IndexContract, InboxContract):
+    """Every part a backend's factory makes: subclass it once per backend and provide ``make_factory``."""

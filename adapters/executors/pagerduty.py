@@ -27,8 +27,8 @@ from adapters.executors.http import egress_refused, exchange, outcome_of, parse_
 from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome
 from core.egress import EgressPolicy, check
 from core.entries import ActionResult, Entry, StatusChanged
-from core.outbox import PermanentFailure, RetryAfter
-from core.store import LogStore
+from core.outbox.sender import PermanentFailure, RetryAfter
+from core.store.ports import LogStore
 
 SEVERITIES = ("critical", "error", "warning", "info")
 

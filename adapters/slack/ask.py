@@ -21,7 +21,7 @@ from adapters.slack.ports import Where
 from core.agents.runtime import TurnRuntime
 from core.entries import Actor, Message, NewEntry, Question
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

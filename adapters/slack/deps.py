@@ -11,16 +11,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.ports import SlackPorts
 from adapters.slack.runner import CommandRunner
 from core.entries import Actor
-from core.index import Index
 from core.service import ScopeService
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 
 @dataclass
 class SlackDeps:
     service: ScopeService
     store: LogStore
-    index: Index
+    index: IndexPort
     ports: SlackPorts
     runner: CommandRunner
     counters: dict[str, int]

@@ -50,7 +50,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from adapters.slack.deps import SlackDeps
 from adapters.slack.listeners.errors import OUTCOME, Outcome
 from adapters.slack.listeners.views import validation_errors
-from core.inbox import Inbox, InboxItem
+from core.store.ports import Inbox, InboxItem
 
 log = logging.getLogger("decklog.slack.intake")
 

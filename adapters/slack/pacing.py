@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+
+from core.store.ports import PaceSlots
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,6 @@ class ChannelPacer:
 
     def penalize(self, channel: str, seconds: float) -> None:
         self._next[channel] = max(self._next.get(channel, 0.0), time.monotonic() + seconds)
-
-
-class PaceSlots(Protocol):
-    """Post slots per channel shared by every replica (core/store/postgres_pace.py)."""
-
-    async def reserve(self, channel: str, interval: float, floor: float = 0.0) -> float: ...
 
 
 class SharedChannelPacer(ChannelPacer):

@@ -22,7 +22,7 @@ from adapters.slack import render
 from adapters.slack.ids import WORKING_REACTION
 from core.entries import AgentTurn, Answer, Entry, Question
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

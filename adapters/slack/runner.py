@@ -15,13 +15,12 @@ from adapters.slack.ports import SlackPorts, Where
 from adapters.slack.subcommands import Call, Reply, lookup
 from core.entries import Actor
 from core.errors import InvalidInput, NotFound
-from core.index import Index
 from core.service import ScopeService
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 
 class CommandRunner:
-    def __init__(self, service: ScopeService, store: LogStore, index: Index, ports: SlackPorts) -> None:
+    def __init__(self, service: ScopeService, store: LogStore, index: IndexPort, ports: SlackPorts) -> None:
         self.service = service
         self.store = store
         self.index = index

@@ -44,11 +44,10 @@ from adapters.slack.render.lifecycle import lifecycle_reply
 from core.alarm import Alarm
 from core.entries import Actor, Entry, Message, NewEntry, Observation, ReportExported, ThreadLinked
 from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from core.index import Index, route_key
-from core.outbox import PermanentFailure, RetryAfter
-from core.outbox_types import LeaseFence, LeaseLost
+from core.index.keys import route_key
+from core.outbox.sender import LeaseFence, LeaseLost, PermanentFailure, RetryAfter
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,7 @@ class SlackSender:
         self,
         client: AsyncWebClient,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         *,
         alerts_channel: str | None,
         pacer: ChannelPacer,
@@ -170,7 +169,7 @@ class SlackSender:
         # it could say so; those, and posts whose answer was lost in this process, are looked up before posting.
         self.started_at = time.time()
         self._uncertain: set[tuple[str, str]] = set()
-        self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox.py)
+        self._suspect: dict[str, float] = {}  # scope → when a dead replica's cursor was taken over (core/outbox/)
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
         self.records = HeaderRecords(store)

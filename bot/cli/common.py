@@ -13,7 +13,7 @@ from bot.settings import Settings
 from core.entries import Actor
 from core.errors import NotFound, StorageError
 from core.ids import ScopeId
-from core.index_schema import route_key
+from core.index.keys import route_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 EXIT_UNAVAILABLE = 69  # sysexits' EX_UNAVAILABLE: the database (or the data directory) cannot be used

@@ -24,7 +24,7 @@ from core.errors import NotFound
 
 
 async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
-    from core.store.backup import backup
+    from core.store.sqlite.backup import backup
 
     manifest = backup(Path(settings.data_dir), args.dest, key=log_chain_key(settings), version=package_version())
     scopes = [f for f in manifest["files"] if "scope" in f]
@@ -35,7 +35,7 @@ async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
-    from core.store.backup import restore
+    from core.store.sqlite.backup import restore
 
     count = restore(args.src, Path(settings.data_dir), key=log_chain_key(settings))
     print(f"restored {count} scopes from {args.src} into {settings.data_dir}; every scope verifies")
@@ -117,7 +117,7 @@ async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from bot.migrate import describe, migrate
-    from core.store.postgres_schema import is_postgres_url
+    from core.store.postgres.schema import is_postgres_url
 
     if not is_postgres_url(args.to):
         raise UsageError("--to must be a postgresql:// or postgresql+psycopg:// URL")
@@ -140,7 +140,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def probe_database(url: str) -> None:
     """Connect once before anything starts, so that a database that cannot be used stops ``serve`` with its one
     line (bot/cli/common.py ``storage_problem``) before the sandbox or any part has logged a word."""
-    from core.store.postgres_schema import make_engine
+    from core.store.postgres.schema import make_engine
 
     engine = make_engine(url, pool_size=1)
     try:

@@ -17,8 +17,8 @@ from core.ids import ScopeId
 
 async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
     """Read-only: scope files are opened with SQLite ``mode=ro``/``immutable`` or a private copy
-    (core/store/readonly.py); no index, no dispatcher, nothing written into the data directory."""
-    from core.store.readonly import verify_scope_file
+    (core/store/sqlite/readonly.py); no index, no dispatcher, nothing written into the data directory."""
+    from core.store.sqlite.readonly import verify_scope_file
 
     if args.all == bool(args.scope):
         raise UsageError("name one SCOPE, or --all")
@@ -47,9 +47,9 @@ def _verify_said(scope: str, report: Any, key: Any) -> int:
 async def _verify_database(settings: Settings, scope: str | None) -> int:
     """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
     with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
-    from core.store import postgres_schema as pg
     from core.store.audit import index_problems, index_tables_of
-    from core.store.postgres import PostgresLogStore
+    from core.store.postgres import schema as pg
+    from core.store.postgres.log_store import PostgresLogStore
 
     assert settings.database_url is not None
     log_key = settings.log_key.get_secret_value() if settings.log_key else None

@@ -16,7 +16,7 @@ from core.clock import parse_iso
 from core.entries import Actor, Approval, ApprovalRefused, NewEntry, ProposalClosed, ProposalMade
 from core.errors import NotFound
 from core.state import ProposalState, ScopeState
-from core.store import AppendResult
+from core.store.ports import AppendResult
 
 
 class Approvals:

@@ -15,9 +15,8 @@ from core.actions.policy import ApproverPolicy
 from core.clock import Clock
 from core.entries import Actor
 from core.errors import NotFound
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 from core.views.cache import ViewCache
 from core.views.reader import Reader
 from core.views.related import related_actions, target_of
@@ -38,7 +37,7 @@ class DeskContext:
     """The desk's collaborators (``groups`` may be replaced after construction: the desk's ``groups`` writes it)."""
 
     store: LogStore
-    index: Index | None
+    index: IndexPort | None
     catalog: Catalog
     policy: ApproverPolicy
     clock: Clock

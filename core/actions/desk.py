@@ -40,9 +40,8 @@ from core.actions.sweep import Sweeper
 from core.actions.verifier import Verifier
 from core.clock import Clock
 from core.entries import Actor
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, Leases, LogStore
 
 
 class RunnerFactory(Protocol):
@@ -58,6 +57,7 @@ class RunnerFactory(Protocol):
         lease_seconds: float,
         evidence: EvidenceSource,
         checkpoint: Checkpoint | None = ...,
+        leases: Leases | None = ...,
     ) -> Runner: ...
 
 
@@ -65,7 +65,7 @@ class ActionDesk:
     def __init__(
         self,
         store: LogStore,
-        index: Index | None,
+        index: IndexPort | None,
         catalog: Catalog,
         executors: Mapping[str, Executor],
         policy: ApproverPolicy,
@@ -75,9 +75,11 @@ class ActionDesk:
         groups: GroupResolver | None = None,
         checkpoint: Checkpoint | None = None,
         runner: RunnerFactory = Runner,
+        leases: Leases | None = None,
     ) -> None:
         """``runner`` builds the desk's ``Runner`` from the desk's pieces (default: ``Runner`` itself; a caller
-        that tunes it passes e.g. ``functools.partial(Runner, reconcile_backoff=0.05)``)."""
+        that tunes it passes e.g. ``functools.partial(Runner, reconcile_backoff=0.05)``); ``leases``: the
+        backend's shared leases when replicas share its database (one run per action target across them)."""
         self.ctx = DeskContext(store, index, catalog, policy, clock, groups)
         self.store, self.index, self.catalog, self.policy, self.clock = store, index, catalog, policy, clock
         self.proposals = Proposals(self.ctx)
@@ -94,6 +96,7 @@ class ActionDesk:
             lease_seconds=lease_seconds,
             evidence=self.evidence,
             checkpoint=checkpoint,
+            leases=leases,
         )
 
     @property

@@ -3,9 +3,9 @@
 
 That condition reads the other incidents' logs, and two sibling incidents' runners that check in the same instant,
 before either has recorded ``action_started``, would both pass. Holding this gate from before the evidence is read
-until the start is recorded makes the second one see the first one's run. With several replicas (PostgreSQL) the
-gate is a named lease in the shared database; a replica that cannot get it within ``WAIT_S`` gives the run back
-(deferred: the sweep tries again). In one process it is an ``asyncio.Lock`` per target. See docs/decisions/0118-one-run-start-per-action-target.md.
+until the start is recorded makes the second one see the first one's run. With several replicas (the backend's
+``Leases``: PostgreSQL) the gate is a named lease in the shared database; a replica that cannot get it within
+``WAIT_S`` gives the run back (deferred: the sweep tries again). In one process it is an ``asyncio.Lock`` per target. See docs/decisions/0118-one-run-start-per-action-target.md.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from core.store.ports import Leases
 from core.views.related import target_of
 
 log = logging.getLogger("core.actions.runner")
@@ -26,22 +27,23 @@ POLL_S = 0.1
 
 
 class TargetGate:
-    """``hold(action, params, owner)`` yields whether the caller holds the (action, target) gate."""
+    """``hold(action, params, owner)`` yields whether the caller holds the (action, target) gate; ``leases``: the
+    backend's, when several replicas share its database (else the gate is this process's)."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, leases: Leases | None) -> None:
+        self.leases = leases
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # target → its lock, and who holds or waits
 
     @asynccontextmanager
     async def hold(self, action: str, params: Mapping[str, Any], owner: str) -> AsyncIterator[bool]:
         key = f"run-target:{action}:{target_of(params)}"
-        if callable(getattr(self.store, "try_lease", None)):
-            held = await self._lease(key, owner)
+        if self.leases is not None:
+            held = await self._lease(self.leases, key, owner)
             try:
                 yield held
             finally:
                 if held:
-                    await self._release(key, owner)
+                    await self._release(self.leases, key, owner)
             return
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
@@ -55,16 +57,16 @@ class TargetGate:
             else:
                 self._locks[key] = (lock, users - 1)
 
-    async def _lease(self, key: str, owner: str) -> bool:
+    async def _lease(self, leases: Leases, key: str, owner: str) -> bool:
         deadline = asyncio.get_running_loop().time() + WAIT_S
-        while not await self.store.try_lease(key, owner, lease_s=LEASE_S):
+        while not await leases.try_lease(key, owner, lease_s=LEASE_S):
             if asyncio.get_running_loop().time() >= deadline:
                 return False
             await asyncio.sleep(POLL_S)
         return True
 
-    async def _release(self, key: str, owner: str) -> None:
+    async def _release(self, leases: Leases, key: str, owner: str) -> None:
         try:
-            await self.store.release_lease(key, owner)
+            await leases.release_lease(key, owner)
         except Exception:  # it runs out on its own
             log.warning("runner: releasing the gate %s failed", key, exc_info=True)

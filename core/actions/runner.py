@@ -46,7 +46,7 @@ from core.entries import (
 from core.errors import Conflict, NotFound, StaleFence
 from core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
 from core.state import ObligationState, ProposalState, RunState, ScopeState
-from core.store import AppendResult, LogStore
+from core.store.ports import AppendResult, Leases, LogStore
 
 log = logging.getLogger("core.actions.runner")
 
@@ -113,6 +113,7 @@ class Runner:
         reconcile_attempts: int = 3,
         reconcile_backoff: float = 0.25,
         lease_margin: float = 1.0,
+        leases: Leases | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -125,7 +126,7 @@ class Runner:
         self.reconcile_backoff = reconcile_backoff
         self.lease_margin = lease_margin
         self.stats = RunnerStats()
-        self.gate = TargetGate(store)
+        self.gate = TargetGate(leases)  # the backend's leases, when replicas share its database
 
     def lease_for(self, executor: Executor | None) -> float:
         """A run's lease covers the call and the result write: at least twice the executor's timeout plus a

@@ -36,7 +36,7 @@ class AgentsSender:
     name = TOPIC
     batch_size = 200
     interval = 1.0
-    linger = 0.05  # the dispatcher takes this sender's commits of 50 ms together (core/outbox.py)
+    linger = 0.05  # the dispatcher takes this sender's commits of 50 ms together (core/outbox/dispatcher.py)
 
     def __init__(self, scheduler: TurnScheduler, *, interval: float | None = None) -> None:
         self.scheduler = scheduler

@@ -24,7 +24,7 @@ from core.entries import (
 from core.errors import Conflict, InvalidInput, NotFound
 from core.obligations import claim
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 VERDICTS = {"hypothesis": ("confirmed", "ruled_out"), "obligation_opened": ("taken", "done")}
 HUMAN_LEASE_S = 4 * 3600.0

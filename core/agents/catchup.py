@@ -24,7 +24,7 @@ from core.agents.reasoner import ReasonerError, Usage
 from core.agents.turn_parts import TurnSlots, TurnStats
 from core.clock import Clock
 from core.entries import Actor, AgentTurn, NewEntry
-from core.store import LogStore
+from core.store.ports import LogStore
 from core.views import build_view
 from core.views.catchup import catch_up
 

@@ -20,9 +20,8 @@ from typing import Any
 
 from core.clock import Clock, SystemClock, parse_iso
 from core.entries import Actor, NewEntry, Observation
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 from core.views import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, change_json, clip
 
 log = logging.getLogger(__name__)
@@ -77,7 +76,7 @@ class ContextAgents:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         *,
         clock: Clock | None = None,
         link_window_hours: float = 6.0,

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from core.entries import Actor, NewEntry, Suggestion
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 
 @dataclass(frozen=True)

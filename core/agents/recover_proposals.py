@@ -19,7 +19,7 @@ from typing import Any
 from core.agents.ports import Proposer
 from core.entries import Actor, NewEntry
 from core.errors import Conflict, NotFound
-from core.store import LogStore
+from core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

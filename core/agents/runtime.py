@@ -48,9 +48,8 @@ from core.clock import Clock, SystemClock
 from core.entries import PAYLOADS as ENTRY_KINDS
 from core.entries import Actor, AgentTurn, Entry, NewEntry, Question
 from core.errors import InvalidInput, NotFound
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 from core.views import DEFAULT_BUDGET, ViewCache
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class TurnRuntime:
         *,
         reasoner: Reasoner,
         clock: Clock | None = None,
-        index: Index | None = None,
+        index: IndexPort | None = None,
         budget: int = DEFAULT_BUDGET,
         timeout_s: float = 60.0,
         proposer: Proposer | None = None,

@@ -23,7 +23,7 @@ it), so a restart arms the same due times as the process that died:
 - ``question`` entries (``ask``) are answered by a prompt turn armed at once (``agents:ask:<scope>:<seq>``);
   the answer is appended under the question's key, so a redelivery or a re-run answers once. The unanswered
   question in the log is itself the durable record: every boot answers the ones still unanswered.
-- Where the due turns wait is a port (core/agents/due_turns.py). Without one (SQLite, one process) they are the
+- Where the due turns wait is a port (core/store/ports.py). Without one (SQLite, one process) they are the
   timers above, in memory. On PostgreSQL (``PostgresDueTurns``) they are ``due_turns`` rows on the database clock:
   one replica at a time claims a due scope under a lease and runs its turn, a dead holder's turn is taken over
   when its lease runs out, and entries delivered during a turn (on any replica) re-arm the scope from the log.
@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.agents.due_turns import DueTurns
 from core.agents.recover_proposals import recover_proposals
 from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
 from core.agents.triggers import warranting
@@ -53,6 +52,7 @@ from core.clock import Clock, SystemClock, parse_iso
 from core.entries import Entry, Question
 from core.errors import NotFound
 from core.state import ScopeState
+from core.store.ports import DueTurns
 
 log = logging.getLogger(__name__)
 

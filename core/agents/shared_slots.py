@@ -21,20 +21,13 @@ import random
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+
+from core.store.ports import Leases
 
 log = logging.getLogger(__name__)
 
 LEASE_S = 30.0  # a holder renews every 10 s; one that died frees its slot within 30 s
 POLL_S = 0.25
-
-
-class Leases(Protocol):
-    """Named leases on the shared database's clock (core/store/postgres_outbox.py)."""
-
-    async def try_lease(self, name: str, owner: str, *, lease_s: float) -> bool: ...
-
-    async def release_lease(self, name: str, owner: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,9 @@ from core.agents.tool_specs import (
     no_data,
     ok,
 )
-from core.index import Index
 from core.obligations import new_obligation_id
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 from core.views import VIEW_NAMES, change_json, header, obligation_json
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ class ToolBox:
         state: ScopeState,
         views: ViewReader,
         now: datetime,
-        index: Index | None = None,
+        index: IndexPort | None = None,
         catalog: list[ActionInfo] | None = None,
         change_window_hours: float = 6.0,
     ) -> None:

@@ -11,7 +11,7 @@ from core.entries import Actor, NewEntry, ObligationClaimed
 from core.errors import Conflict, NotFound
 from core.obligations import claim, release
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 
 @dataclass(frozen=True)

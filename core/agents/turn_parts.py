@@ -14,7 +14,7 @@ from core.agents.reasoner import TurnOutput
 from core.agents.shared_slots import SharedSlots
 from core.errors import Conflict
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 from core.views import ScopeListing, View, ViewCache, build_view
 
 log = logging.getLogger(__name__)

@@ -13,16 +13,15 @@ from datetime import datetime, timedelta
 
 from core.alerts.caches import Recent
 from core.clock import Clock, parse_iso
-from core.index import Index
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 
 class Activity:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         clock: Clock,
         window: timedelta,
         *,

@@ -23,7 +23,7 @@ from core.alerts.batch import all_clear, in_family
 from core.entries import Actor, NewEntry, Observation
 from core.errors import NotFound
 from core.state import AlertState, ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 VISIT_MAX = 500  # incidents looked at for one resolved group (a split notification's are linked to one parent)
 

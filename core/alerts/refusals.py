@@ -15,13 +15,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from core.alerts.batch import source_name
-from core.alerts.route_locks import RouteLocks
 from core.clock import Clock
 from core.entries import Actor, NewEntry, Observation
 from core.errors import NotFound
-from core.index import Index
 from core.service import ScopeService
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore, RouteLocks
 
 REFUSED_EVERY = timedelta(minutes=10)  # at most one refusal entry per source in this long
 RECENT_READ = 50  # the incident's last observations looked at for the last refusal recorded
@@ -71,7 +69,7 @@ class Refusals:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         service: ScopeService,
         clock: Clock,
         locks: RouteLocks,

@@ -2,7 +2,7 @@
 
 A request's signals are split into parts (``batch.partition``: a vendor group, split only where explicit service
 labels differ, else a lone alert); each part counts once against its source's per-minute rate limit (counted across
-replicas with ``rates``, core/alerts/rates.py), and then, in order:
+replicas with ``rates``, core/store/ports.py), and then, in order:
 
 1. its group (or lone fingerprint) has an open incident → its observations are appended there, in one transaction;
 2. else a part with no firing alert is ``ignored`` (it opens nothing);
@@ -16,7 +16,7 @@ A notification too big to take is refused by the receiver and recorded once per 
 
 Appends are ``decide`` callables (``batch.decide_batch``), answered inside the append's transaction. Known groups
 and fingerprints take a lock-free fast path; what may declare or join runs under locks on its keys (in-process, or
-across replicas: ``locks``, core/alerts/route_locks.py) and claims its group (or fingerprint) in the index before the
+across replicas: ``locks``, core/store/ports.py) and claims its group (or fingerprint) in the index before the
 lock is released, so concurrent first alerts open one incident.
 """
 
@@ -35,9 +35,7 @@ from core.alerts.batch import Chosen, Part, Prepared
 from core.alerts.caches import Recent
 from core.alerts.group_resolves import GroupResolves
 from core.alerts.locks import KeyedLocks
-from core.alerts.rates import RateCounter
 from core.alerts.refusals import Refusals
-from core.alerts.route_locks import RouteLocks
 from core.alerts.rules import AlertOutcome, AlertPolicy
 from core.alerts.splits import Family, SplitLinks, parent_link
 from core.alerts.storms import Storms
@@ -45,12 +43,11 @@ from core.clock import Clock
 from core.entries import Actor, Entry, NewEntry
 from core.errors import NotFound
 from core.ids import slugify
-from core.index import Index
+from core.index.keys import group_fingerprint
 from core.service import ScopeService
 from core.signals import AlertSignal
 from core.state import ScopeState
-from core.store import LogStore
-from core.store.ports import quick
+from core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks, quick
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +62,7 @@ class AlertRouter:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         service: ScopeService,
         clock: Clock,
         policy: AlertPolicy,
@@ -276,7 +273,7 @@ class AlertRouter:
         """The open incident this part's group (or lone alert's fingerprint) was routed to, per the index."""
         if part.group:
             scope = self._groups.get(part.group) or await self.index.open_scope_for_fingerprint(
-                rules.group_fingerprint(part.group)
+                group_fingerprint(part.group)
             )
             if scope is not None:
                 return scope
@@ -393,7 +390,7 @@ class AlertRouter:
         out: list[NewEntry] = []
         if first.reopened and part.group:
             previous = self._closed.get(part.group) or await self.index.last_scope_for_fingerprint(
-                rules.group_fingerprint(part.group)
+                group_fingerprint(part.group)
             )
             if previous:
                 name = batch.source_name(first.source)
@@ -406,7 +403,7 @@ class AlertRouter:
         first = part.first
         if part.group:
             self._groups.put(part.group, scope)
-            await self.index.claim_fingerprint(rules.group_fingerprint(part.group), scope, first.service)
+            await self.index.claim_fingerprint(group_fingerprint(part.group), scope, first.service)
             if len(part.items) > 1:
                 return  # its alerts reach the index through the log (the index sender) shortly
         for signal in part.signals:

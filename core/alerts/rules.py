@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from core.clock import iso
 from core.entries import Actor, NewEntry, Observation, Suggestion
-from core.index_schema import group_fingerprint as group_fingerprint
 from core.signals import AlertSignal
 from core.state import ScopeState
 

@@ -23,7 +23,7 @@ from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
 from core.entries import NewEntry, Observation, ScopeLinked
 from core.errors import NotFound
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 SPLIT_FROM = "split_from"  # a child's link to its parent
 SPLIT_INTO = "split_into"  # the parent's link to each child

@@ -4,7 +4,7 @@ Over ``rate_limit_per_minute`` parts a minute from one source — a lone alert, 
 per service where a notification is split) — a part that would open an incident joins the source's one storm
 incident instead (core/alerts/router.py). A group counts once however many alerts it holds: it opens one incident
 at most. The limit counts this process's arrivals
-(``RateLimiter``), or every replica's with a shared ``RateCounter`` (core/alerts/rates.py). The storm incident is
+(``RateLimiter``), or every replica's with a shared ``RateCounter`` (core/store/ports.py). The storm incident is
 remembered here, claimed in the index under ``rules.storm_key(source)`` when it is declared (so that another
 replica finds it at once), and found by its title otherwise (one declared before the claim existed, or after
 ``decklog reindex``). Callers declare under the router's lock on the same key (``rules.storm_key``).
@@ -17,14 +17,13 @@ from collections.abc import Awaitable, Callable
 
 from core.alerts import rules
 from core.alerts.caches import RateLimiter
-from core.alerts.rates import RateCounter
-from core.index import Index
+from core.store.ports import IndexPort, RateCounter
 
 
 class Storms:
     def __init__(
         self,
-        index: Index,
+        index: IndexPort,
         limit: int,
         *,
         is_open: Callable[[str], Awaitable[bool]],

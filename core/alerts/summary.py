@@ -30,7 +30,7 @@ from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
 from core.entries import Entry, NewEntry, Observation
 from core.errors import NotFound
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

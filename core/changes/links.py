@@ -19,7 +19,7 @@ from core.alerts.splits import SplitLinks
 from core.changes.facts import incident_alert_time
 from core.changes.service import ChangeService
 from core.entries import Declared, Entry
-from core.store import LogStore
+from core.store.ports import LogStore
 
 TOPIC = "changes"
 DECLARATION_READ = 8  # the declaration and the entries committed with it (an alert-opened incident's first alert)

@@ -44,11 +44,10 @@ from core.changes.facts import (
 from core.clock import Clock, parse_iso
 from core.entries import Actor, Declared, NewEntry, Observation
 from core.errors import DecklogError, NotFound
-from core.index import Index
 from core.service import ScopeService
 from core.signals import ChangeSignal
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class ChangeService:
     def __init__(
         self,
         store: LogStore,
-        index: Index,
+        index: IndexPort,
         service: ScopeService,
         clock: Clock,
         *,

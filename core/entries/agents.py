@@ -95,7 +95,7 @@ class ReportExported(Payload):
 
 class Forked(Payload):
     """The last entry a fork copies in (``decklog fork``): entries 1..``seq`` of ``source`` precede it. A scope
-    holding one is a fork: the outbox delivers it to the index only (core/outbox.py), never to Slack or executors."""
+    holding one is a fork: the outbox delivers it to the index only (core/outbox/dispatcher.py), never to Slack or executors."""
 
     source: str = Field(min_length=1)
     seq: int = Field(ge=1)

@@ -133,7 +133,7 @@ class ScopeState(_Frozen):
     alerts_left_out: dict[str, int] = Field(default_factory=dict)  # source → alerts its last notification left out
     alert_notes: tuple[str, ...] = ()  # one-time thread notes already given (``Observation.data["note"]``)
     # -- a fork (core/fork.py): the source scope and seq its ``forked`` entry names; the outbox then delivers the
-    # scope to the index only (core/outbox.py FORK_TOPICS) --
+    # scope to the index only (core/outbox/ FORK_TOPICS) --
     forked_from: str = ""
     forked_at: int = 0
 

@@ -1,7 +1,7 @@
 """``decklog verify --all``: every scope, and the index against what the scopes say — all read-only.
 
 The index is derived from the logs, so the check rebuilds it from the scopes in a private temporary file
-(``Index.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
+(``SqliteIndex.rebuild``, the same code ``decklog reindex`` runs: no second copy of the derivation to drift) and
 compares the rows that route and deduplicate: each scope's title, kind, status and severity, the Slack routes
 and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a log.
 The live index is index.db on SQLite (``audit``) or the index tables of a PostgreSQL database
@@ -24,11 +24,11 @@ import sqlalchemy as sa
 from core.entries import Entry
 from core.errors import InvalidInput
 from core.ids import ScopeId
-from core.index import Index
 from core.state import ScopeState
 from core.store.chain import ChainKey
-from core.store.readonly import EntryRow, StateRow, entry_rows, read_sqlite, table_names, verify_scope_file
-from core.store.statements import row_to_entry
+from core.store.rows import row_to_entry
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.readonly import EntryRow, StateRow, entry_rows, read_sqlite, table_names, verify_scope_file
 from core.store.verify import NO_ENTRIES
 
 SCOPE_COLUMNS = ("kind", "title", "status", "severity")
@@ -123,7 +123,7 @@ def _tables(scopes: Any, routes: Any, fingerprints: Any, reserved: Any) -> dict[
 async def index_problems(live: dict[str, dict[Any, Any]], items: list[tuple[ScopeState, list[Entry]]]) -> list[str]:
     """What differs between the live index's rows and an index rebuilt from ``items`` (each verified scope)."""
     with tempfile.TemporaryDirectory(prefix="decklog-audit-") as tmp, ThreadPoolExecutor(1) as pool:
-        expected_index = Index(Path(tmp) / "index.db", pool)
+        expected_index = SqliteIndex(Path(tmp) / "index.db", pool)
         await expected_index.open()
         try:
             await expected_index.rebuild(items)

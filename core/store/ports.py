@@ -1,32 +1,44 @@
-"""The store's ports: narrow Protocols that callers type against, and the values that cross them.
+"""Every port a storage backend provides, the values that cross them, and the factory that makes them.
 
 A caller asks for the narrowest port it uses: ``EntryLog`` (append with compare-and-set, idempotency keys and
-decide-callables; reads; verify), ``Outbox`` (the delivery cursor rows), ``SenderMemos`` (what a sender
-remembers), ``CommitFeed`` (hear about commits). ``LogStore`` is all of them plus ``close``: what a backend
-implements and what the composition root holds. ``IndexPort`` is the index's port (core/index.py implements it).
-Backends: ``SqliteLogStore`` (core/store/log_store.py, the embedded default) and ``MemoryLogStore``
-(core/store/memory.py); tests/store_contract.py runs against each. Nothing here names a database.
+decide-callables; reads; verify), ``Outbox`` (the delivery rows), ``SenderMemos`` (what a sender remembers),
+``CommitFeed`` (hear about commits); ``LogStore`` is all of them plus ``close``, ``DeliveryStore`` what the
+dispatcher and the senders use. ``IndexPort`` is the derived index (listing, routing, fingerprints, inbound dedup,
+search, milestones); ``Inbox`` holds requests from outside before they are acknowledged.
+
+Some ports exist only where several processes share one database: ``CursorClaims`` (one drainer per (scope,
+topic) outbox cursor, and the other replicas' commits), ``Leases`` (named leases on the database clock),
+``RouteLocks`` (the alert router's keyed locks), ``RateCounter`` (alert arrivals per source), ``PaceSlots`` (Slack's
+per-channel post slots) and ``DueTurns`` (agent turns due, claimed by one replica). A backend without them answers
+``None`` from its factory, and the caller uses its in-process way (an asyncio lock, a limiter in memory, timers).
+
+``StorageFactory`` is a backend's one factory (core/store/sqlite/factory.py, core/store/postgres/factory.py,
+core/store/memory/factory.py); core/store/backend.py picks one from configuration. Nothing here names a database,
+and nothing outside the factories asks which backend it runs on. tests/store_contract.py and the suites under
+tests/contract/ run against every factory.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+from core.alarm import Alarm
+from core.clock import Clock
 from core.entries import Entry, NewEntry
 from core.ids import ScopeId
 from core.state import ScopeState
-
-if TYPE_CHECKING:
-    from core.index import ScopeRow, SearchHit
 
 Decide = Callable[[ScopeState], Sequence[NewEntry]]
 D = TypeVar("D", bound=Decide)
 Listener = Callable[[str, tuple[Entry, ...]], None]
 ScopeRef = ScopeId | str
+
+# -- the log ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,10 @@ class Outbox(Protocol):
 
     topics: tuple[str, ...]
 
+    def topics_for(self, kind: str) -> tuple[str, ...]:
+        """The topics an entry of ``kind`` gets a row in (every topic, less those that filter the kind out)."""
+        ...
+
     async def outbox_pending(self, scope: ScopeRef, topic: str, *, limit: int = 100) -> list[OutboxItem]: ...
 
     async def outbox_done(self, scope: ScopeRef, topic: str, seqs: Sequence[int]) -> None: ...
@@ -152,22 +168,106 @@ class CommitFeed(Protocol):
         ...
 
 
-class LogStore(EntryLog, Outbox, SenderMemos, CommitFeed, Protocol):
-    """Every port of one backend (what the composition root holds and closes)."""
-
-    async def close(self) -> None: ...
-
-
 class DeliveryStore(EntryLog, Outbox, SenderMemos, CommitFeed, Protocol):
     """What the dispatcher and senders use: the log, its outbox, memos and the commit feed (no ``close``)."""
 
 
+class LogStore(DeliveryStore, Protocol):
+    """Every port of one backend's log (what the composition root holds and closes), and its counters."""
+
+    appended_total: int  # entries appended by this process (``decklog_appends_total``)
+
+    @property
+    def open_files(self) -> int:
+        """Scope resources held open right now (SQLite files, database connections checked out)."""
+        ...
+
+    def refill_spares(self) -> None:
+        """Prepare what the next declarations need, in the background (SQLite's spare files; elsewhere nothing)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# -- the index ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeRow:
+    id: str
+    kind: str
+    title: str
+    status: str
+    severity: int | None
+    services: tuple[str, ...]
+    created_at: str
+    updated_at: str
+    resolved_at: str
+    version: int
+    thread_channel: str
+    thread_ts: str
+    permalink: str
+    pending_approvals: int
+    forked_from: str = ""
+
+    @property
+    def is_open(self) -> bool:
+        """An incident (or change) people work on: not resolved, not only reserved, and not a fork."""
+        return self.status not in ("resolved", "reserved") and not self.forked_from
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "title": self.title,
+            "status": self.status,
+            "severity": self.severity,
+            "services": list(self.services),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "resolved_at": self.resolved_at or None,
+            "version": self.version,
+            "thread": {"channel": self.thread_channel, "ts": self.thread_ts, "permalink": self.permalink}
+            if self.thread_channel
+            else None,
+            "pending_approvals": self.pending_approvals,
+        }
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    scope: str
+    seq: int
+    kind: str
+    snippet: str
+    rank: float  # lower is better
+
+
+class Milestones(NamedTuple):
+    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached)."""
+
+    scope: str
+    status: str
+    severity: int | None
+    services: tuple[str, ...]
+    source: str
+    tta: float | None
+    ttm: float | None
+    ttr: float | None
+
+
 class IndexPort(Protocol):
-    """The index: listing, routing, alert fingerprints, inbound dedup, full-text search (core/index.py)."""
+    """The index: listing, routing, alert fingerprints, inbound dedup, full-text search, milestones. Derived from
+    the logs (fed through the ``index`` outbox topic by core/index/sender.py) and rebuilt by ``decklog reindex``;
+    the only writes that do not come from a log are reservations made before an append."""
 
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Run a write transaction that writes nothing (the health check: the index can be written)."""
+        ...
 
     async def reserve_scope(
         self,
@@ -177,7 +277,11 @@ class IndexPort(Protocol):
         exact: bool,
         on_disk: Callable[[str], bool] = ...,
         inbound_key: str | None = None,
-    ) -> ScopeId: ...
+    ) -> ScopeId:
+        """Reserve a never-used scope id: ``base``, else ``base-2``, ``base-3``… (``exact``: ``base`` or Conflict).
+        ``on_disk(id)`` says whether the log store already holds an id; with ``inbound_key`` the inbound event is
+        recorded against the id at once (and a retry of it gets the same id back)."""
+        ...
 
     async def inbound_scope(self, key: str) -> str | None: ...
 
@@ -185,9 +289,15 @@ class IndexPort(Protocol):
 
     async def add_route(self, key: str, scope: str) -> None: ...
 
-    async def route(self, channel: str, thread_ts: str = "") -> str | None: ...
+    async def route(self, channel: str, thread_ts: str = "") -> str | None:
+        """The scope a Slack thread (or a dedicated channel) belongs to."""
+        ...
 
     async def open_scope_for_fingerprint(self, fingerprint: str) -> str | None: ...
+
+    async def last_scope_for_fingerprint(self, fingerprint: str) -> str | None:
+        """The scope that last claimed ``fingerprint``, open or resolved (an alert source's reopened incident)."""
+        ...
 
     async def get(self, scope: str) -> ScopeRow | None: ...
 
@@ -208,9 +318,26 @@ class IndexPort(Protocol):
 
     async def changes_on(
         self, services: Sequence[str], since: datetime, until: datetime | None = None
-    ) -> list[tuple[ScopeRow, datetime]]: ...
+    ) -> list[tuple[ScopeRow, datetime]]:
+        """Change scopes on any of ``services`` created in [``since``, ``until``], each once, newest first."""
+        ...
 
-    async def search(self, text: str, *, limit: int = 20, exclude_scope: str | None = None) -> list[SearchHit]: ...
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        exclude_scope: str | None = None,
+        scope_kind: str | None = None,
+        kinds: Sequence[str] = (),
+    ) -> list[SearchHit]:
+        """Entries matching any word of ``text``, best first (lowest ``rank``); optionally only scopes of
+        ``scope_kind`` and entries of ``kinds``."""
+        ...
+
+    async def titles(self, ids: Sequence[str]) -> dict[str, str]:
+        """Scope id → title, for the given ids the index knows."""
+        ...
 
     async def position(self, scope: str, subscriber: str = ...) -> int: ...
 
@@ -218,12 +345,303 @@ class IndexPort(Protocol):
 
     async def subscribers(self, scope: str) -> dict[str, int]: ...
 
-    async def apply(self, state: ScopeState, entries: Sequence[Entry]) -> None: ...
+    async def apply(self, state: ScopeState, entries: Sequence[Entry]) -> None:
+        """Apply a scope's entries (idempotent by seq) and its current state, in one transaction."""
+        ...
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None: ...
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
+        """Replace the index with what the given scopes' logs say (``decklog reindex``)."""
+        ...
 
     async def counts(self) -> dict[str, int]: ...
 
+    async def milestones(self, since: float | None) -> list[Milestones]:
+        """Every incident declared at or after ``since`` (epoch seconds; all of them with ``None``), oldest first."""
+        ...
+
+
+# -- the inbox ----------------------------------------------------------------------------------------------------------
+
+DONE_RETENTION_S = 24 * 3600.0  # Slack retries for minutes; a day of done keys is far more than any retry needs
+#: How much of a parked request's error is kept (a traceback's last line, not the traceback).
+ERROR_MAX = 1000
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    key: str
+    source: str
+    body: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+    received_at: float = 0.0
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class ParkedRequest:
+    """A request given up after its attempts: what it was, and the error of its last attempt."""
+
+    key: str
+    source: str
+    body: dict[str, Any]
+    received_at: float
+    attempts: int
+    parked_at: float
+    error: str
+
+
+@dataclass
+class InboxStats:
+    """Counters for /metrics: requests persisted, and the commits (fsyncs) that made them durable."""
+
+    persisted: int = 0
+    duplicates: int = 0
+    fsyncs: int = 0
+
+
+class Inbox(Protocol):
+    """Requests from outside (Slack today) stored before they are acknowledged, processed after.
+
+    A receiver puts the request under its idempotency key, answers the sender, then processes it; ``done`` marks it
+    finished. What is still pending at boot is replayed, oldest first. A key that is already there (pending,
+    parked, or done within the retention window) is refused by ``put``: a retry, or a duplicate delivered while the
+    first one is still running, is processed once. The port knows nothing of Slack: ``source`` and ``meta`` are
+    the adapter's. A request that still fails after its bounded attempts (a poison request) is ``park``-ed with its
+    error: no longer pending, never replayed at boot; ``decklog doctor`` lists it and ``doctor --retry`` puts it
+    back in the queue. Parked requests are kept until then (they are few, and they are the record).
+    """
+
+    stats: InboxStats
+
+    async def put(self, *, key: str, source: str, body: dict[str, Any], meta: dict[str, Any]) -> bool:
+        """Durably store a request (group-committed, ``synchronous=FULL``). False if ``key`` is already there."""
+        ...
+
+    async def attempt(self, *, key: str) -> int:
+        """Count one more processing attempt of ``key``; returns the new count."""
+        ...
+
+    async def done(self, *, key: str) -> None:
+        """The request's work finished (or was given up): it is kept only to refuse retries of its key."""
+        ...
+
+    async def park(self, *, key: str, error: str, attempts: int) -> None:
+        """Give ``key`` up after ``attempts`` with ``error`` (at most ``ERROR_MAX`` characters kept): no longer
+        pending, kept for ``decklog doctor``, still refusing retries of its key. Durable (it must not come back)."""
+        ...
+
+    async def pending(self) -> list[InboxItem]:
+        """Requests not done and not parked yet, oldest first."""
+        ...
+
+    async def pending_count(self) -> int: ...
+
+    async def parked(self) -> list[ParkedRequest]:
+        """Every parked request, oldest first."""
+        ...
+
+    async def parked_count(self) -> int: ...
+
+    async def retry_parked(self) -> int:
+        """Put every parked request back in the queue with no attempts counted; returns how many. A running
+        server replays them within seconds (bot/ops.py ``inbox-replay``, or the replicas' ``inbox-takeover``)."""
+        ...
+
+    async def prune(self, *, older_than_s: float = DONE_RETENTION_S) -> int:
+        """Forget done requests finished more than ``older_than_s`` ago; returns how many."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# -- several processes on one database ------------------------------------------------------------------------------
+
+RemoteCommit = Callable[[str, tuple[str, ...], bool], None]
+"""``(scope, topics, drained)`` of a commit another process made; ``drained``: that process delivers it itself."""
+
+
+@dataclass(frozen=True)
+class CursorClaim:
+    """A cursor taken. ``previous``: the replica that drained it last, when not the taker; ``died``: its lease
+    ran out while it held the cursor (it died or stalled mid-delivery, so its last posts may lack memos and marks).
+    """
+
+    previous: str | None = None
+    died: bool = False
+
+
+class CursorClaims(Protocol):
+    """Several drainers on one database's outbox: each (scope, topic) cursor is held by one at a time under a lease
+    on the database clock (a dead holder's lease runs out), the other processes' commits are heard (a poll stays
+    the safety net), and the scopes with rows waiting can be listed (a dead replica's deliveries are found there)."""
+
+    async def take_cursor(
+        self, scope: ScopeRef, topic: str, owner: str, *, lease_s: float = 30.0
+    ) -> CursorClaim | None:
+        """Take the (scope, topic) cursor for ``owner`` until the database clock passes ``lease_s`` from now: None
+        while another owner holds an unexpired lease (or is taking it right now)."""
+        ...
+
+    async def renew_cursor(self, scope: ScopeRef, topic: str, owner: str, *, lease_s: float = 30.0) -> bool:
+        """The holder extends its own lease (False once another owner took the cursor, or it was let go)."""
+        ...
+
+    async def release_cursor(self, scope: ScopeRef, topic: str, owner: str) -> None: ...
+
+    async def outbox_pending_scopes(self) -> list[str]:
+        """Scopes with rows waiting for delivery (any topic), whichever process committed them."""
+        ...
+
+    def on_remote_commit(self, callback: RemoteCommit) -> None:
+        """``callback(scope, topics, drained)`` on this event loop for each commit another process makes."""
+        ...
+
+
+class Leases(Protocol):
+    """Named leases on the shared database's clock: one holder at a time per name (periodic jobs, turn slots, the
+    run-target gate); a holder that dies frees its lease when it runs out."""
+
+    async def try_lease(self, name: str, owner: str, *, lease_s: float) -> bool:
+        """Hold ``name`` for ``owner`` for ``lease_s`` seconds: True when it was free, expired or already
+        ``owner``'s (renewed), False while another owner's lease runs."""
+        ...
+
+    async def release_lease(self, name: str, owner: str) -> None:
+        """Give ``name`` up now, if ``owner`` still holds it."""
+        ...
+
+
+class RouteLocks(Protocol):
+    """The alert router's routing locks across every process (``async with locks.hold("fp:abc", "svc:x")``): the
+    same fingerprint posted to two replicas at once is routed by one of them at a time — the second finds the
+    first's claim in the shared index and appends to its incident instead of opening another. In one process the
+    router's own asyncio locks do this (core/alerts/locks.py)."""
+
+    def hold(self, *keys: str) -> AbstractAsyncContextManager[None]:
+        """Hold every key (taken in sorted order) for the body of the ``async with``."""
+        ...
+
+
+class RateCounter(Protocol):
+    """The alert router's per-source arrivals counted across every process: each replica behind a load balancer
+    sees only its share of a storm, so a limiter in memory would trip at replicas × the configured rate."""
+
+    async def count(self, source: str, n: int, *, window: float) -> int:
+        """Record ``n`` alerts from ``source`` now; return how many arrived within the last ``window`` seconds,
+        these ``n`` included, on every replica."""
+        ...
+
+
+class PaceSlots(Protocol):
+    """Slack's post slots per channel shared by every process, so posts to one channel are spaced by the interval
+    whichever replica sends them."""
+
+    async def reserve(self, channel: str, interval: float, floor: float = 0.0) -> float:
+        """Take the next free slot of ``channel``: the seconds to wait for it (0 or more); ``floor`` pushes the
+        slot back (a 429's ``Retry-After``) for every replica."""
+        ...
+
+
+RunTurn = Callable[[str, str], Awaitable[object]]
+"""Run the scheduled turn of ``scope`` (``trigger``: debounce | first | max_wait | boot | takeover, or ``wake``:
+a forced turn, run even when nothing new warrants one)."""
+
+DueIn = Callable[[str], Awaitable[float | None]]
+"""Seconds until the next turn of ``scope`` is due, from the log (None: nothing pending)."""
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+"""Run a coroutine as a task the scheduler tracks (``idle``, ``stop``)."""
+
+Answer = Callable[[str], Awaitable[object]]
+"""Answer every unanswered question of ``scope`` (each once: the runtime answers a question's key once)."""
+
+
+class DueTurns(Protocol):
+    """Where a scope's next scheduled turn waits until it runs, across every process: one holder per scope at a
+    time, on the database clock. The scheduler (core/agents/scheduler.py) still decides *when*, from the log; this
+    keeps that time durable, hands each due scope to one runner, and re-arms it when entries were delivered while
+    its turn ran. A reasoner's wake-up and the scope's questions share the holder (one turn at a time per scope).
+    Without it (one process) the scheduler keeps its own timers on the ``Alarm``, re-armed from the log at boot."""
+
+    async def want(self, scope: str, delay: float, trigger: str) -> None:
+        """A turn of ``scope`` is wanted in ``delay`` seconds (a later call moves it: the trailing debounce),
+        never later than the max wait after the first call since its last turn. While a turn of ``scope`` runs,
+        the call is remembered and the scope re-armed, from the log, when the turn ends."""
+
+    async def wake(self, scope: str, delay: float) -> None:
+        """A reasoner asked for a forced turn of ``scope`` in ``delay`` seconds (replacing an earlier wake-up)."""
+
+    async def ask(self, scope: str) -> None:
+        """``scope`` has a question to answer now (the question itself is in the log)."""
+
+    def start(self, run: RunTurn, due_in: DueIn, spawn: Spawn, answer: Answer | None = None) -> None:
+        """Begin running due turns with ``run`` (``due_in`` re-arms a scope after its turn; ``answer`` answers
+        its questions)."""
+
+    async def stop(self) -> None:
+        """Stop claiming; a claimed turn that has not finished is left to its lease (another replica runs it)."""
+
+    async def held(self, scope: str) -> bool:
+        """A replica holds ``scope``'s turn now, under a live lease (its progress reaction is not stale)."""
+
+
+# -- the factory ----------------------------------------------------------------------------------------------------
+
+
+class StorageFactory(Protocol):
+    """One backend's parts on one storage (a data directory, a database): the one object a backend package
+    exposes, made once from configuration (core/store/backend.py). Open the log store first: the other parts of a
+    backend run on its connections and worker threads. Each part made is closed by whoever asked for it;
+    ``close`` ends what the factory keeps for itself. A capability the backend lacks is ``None`` here."""
+
+    name: str  # "sqlite", "postgresql", "memory"
+
+    async def log_store(
+        self,
+        *,
+        topics: Sequence[str] = ("index",),
+        topic_kinds: Mapping[str, Collection[str]] | None = None,
+        clock: Clock | None = None,
+    ) -> LogStore:
+        """A log store on this storage, opened (its schema made or checked; a newer schema is refused). Every
+        store made shares the storage: a second one is a restart, or another process."""
+        ...
+
+    async def index(self) -> IndexPort:
+        """The index, opened."""
+        ...
+
+    async def inbox(self) -> Inbox:
+        """The inbox, opened (made when there is none yet)."""
+        ...
+
+    def inbox_exists(self) -> bool:
+        """Whether there is an inbox already (False: nothing was ever stored in one, and none need be made to
+        find that out)."""
+        ...
+
+    def cursor_claims(self) -> CursorClaims | None: ...
+
+    def leases(self) -> Leases | None: ...
+
+    def route_locks(self) -> RouteLocks | None: ...
+
+    def rate_counter(self) -> RateCounter | None: ...
+
+    def pace_slots(self) -> PaceSlots | None: ...
+
+    def due_turns(self, alarm: Alarm, owner: str, *, max_wait: float, lease_s: float, poll_s: float) -> DueTurns | None:
+        """Due agent turns shared by the processes (``owner`` names this one; ``max_wait`` caps the debounce)."""
+        ...
+
+    async def health(self) -> dict[str, str]:
+        """Checks of the storage itself beyond the index (a shared database: ``{"database": "writable"}``)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# -- helpers every backend uses ---------------------------------------------------------------------------------------
 
 #: The most entries an append may carry (or a quick decide may be built for) to be staged on the SQLite store's
 #: event-loop thread (decision 133).

@@ -25,7 +25,7 @@ repeatedly (the agent runtime) holds one :class:`Views` — or one :class:`ViewC
 from __future__ import annotations
 
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore
 from core.views.action import action, pick_obligation
 from core.views.cache import ViewCache
 from core.views.compose import DEFAULT_BUDGET, VIEW_NAMES, Part, View, compose, plural

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from core.entries import Entry
-from core.index import ScopeRow
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import LogStore, ScopeRow
 from core.views.cache import Tail, ViewCache
 from core.views.compose import Part
 from core.views.shapes import TEXT_CLIP
@@ -18,7 +17,7 @@ _REFRESH_MAX = 200  # at most this many new entries are read to refresh remember
 
 
 class ScopeListing(Protocol):
-    """The part of the index a view reads (core/index.py ``Index.list_scopes``): related incidents."""
+    """The part of the index a view reads (the ``IndexPort.list_scopes`` of core/store/ports.py): related incidents."""
 
     async def list_scopes(
         self, *, kind: str | None = None, updated_since: str | None = None, limit: int | None = 500

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.entries import Actor, Entry, Observation
-from core.index import ScopeRow
 from core.state import ObligationState, ScopeState
+from core.store.ports import ScopeRow
 
 if TYPE_CHECKING:
     from core.views.cache import ViewCache

@@ -37,7 +37,7 @@ from core.agents.reasoner import TurnInput
 from core.agents.tools import ToolBox
 from core.clock import Clock
 from core.prompts import PromptLibrary
-from core.store import LogStore
+from core.store.ports import LogStore
 from core.views import View
 from research.experiment import policy
 

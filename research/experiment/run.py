@@ -25,8 +25,8 @@ from core.agents.runtime import TurnResult
 from core.clock import ManualClock
 from core.entries import Actor, Entry, NewEntry
 from core.obligations import lease_live
-from core.outbox import Dispatcher
-from core.store import LogStore
+from core.outbox.dispatcher import Dispatcher
+from core.store.ports import LogStore
 from core.views import DEFAULT_BUDGET
 from research.experiment.hands import after_turn
 from research.experiment.scenario import Scenario

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.agents.ports import ActionCatalogView
 from core.agents.runtime import TurnResult, TurnRuntime
 from core.entries import Actor
-from core.index import Index
+from core.store.ports import IndexPort
 from research.experiment.hands import LEASE
 from research.experiment.reasoner import ScriptedReasoner
 from research.experiment.run import Killed
@@ -70,7 +70,7 @@ class _DyingProposer:
 
 
 class Agents:
-    def __init__(self, run: Run, index: Index, catalog: ActionCatalogView) -> None:
+    def __init__(self, run: Run, index: IndexPort, catalog: ActionCatalogView) -> None:
         self.run = run
         self.index = index
         self.catalog = catalog  # the desk's actions as the agents see them (bot/actions.py ``AgentCatalog``)

@@ -1,6 +1,6 @@
 """Many replicas, one database: alert routing is consistent across processes. Two replicas (each its own store,
 index, service and router, on one PostgreSQL database) get the same fingerprints at once and open one incident per
-fingerprint, because the routing locks are PostgreSQL advisory locks (core/store/postgres_locks.py)."""
+fingerprint, because the routing locks are PostgreSQL advisory locks (core/store/postgres/locks.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ import pytest
 
 from core.alarm import AsyncioAlarm
 from core.alerts import AlertPolicy, AlertRouter
-from core.index_postgres import PostgresIndex
-from core.index_sender import IndexSender
-from core.outbox import Dispatcher
+from core.index.sender import IndexSender
+from core.outbox.dispatcher import Dispatcher
 from core.service import ScopeService
 from core.signals import AlertSignal
-from core.store.postgres import PostgresLogStore
-from core.store.postgres_locks import AdvisoryLocks, libpq_url, lock_id
-from core.store.postgres_rates import PostgresRateCounter
+from core.store.postgres.index import PostgresIndex
+from core.store.postgres.locks import AdvisoryLocks, libpq_url, lock_id
+from core.store.postgres.log_store import PostgresLogStore
+from core.store.postgres.rates import PostgresRateCounter
 
 
 @dataclass
@@ -36,23 +36,27 @@ class Replica:
 async def open_replicas(pg_url: str, policy: AlertPolicy, *, shared_rate: bool = False) -> AsyncIterator[list[Replica]]:
     """Two replicas, each its own store, index, dispatcher (index sender) and router, on one database."""
     made: list[Replica] = []
+    locks: list[AdvisoryLocks] = []
     try:
         for _ in range(2):
             store = PostgresLogStore(pg_url, topics=("index",))
             await store.open()
             index = PostgresIndex(store.engine, store.executor)
             await index.open()
-            dispatcher = Dispatcher(store, [IndexSender(index, store)], alarm=AsyncioAlarm())
+            dispatcher = Dispatcher(store, [IndexSender(index, store)], alarm=AsyncioAlarm(), cursors=store)
             dispatcher.start()
             service = ScopeService(store, index)
             rates = PostgresRateCounter(store) if shared_rate else None
-            router = AlertRouter(store, index, service, store.clock, policy, locks=store.route_locks(), rates=rates)
+            locks.append(AdvisoryLocks(pg_url))
+            router = AlertRouter(store, index, service, store.clock, policy, locks=locks[-1], rates=rates)
             made.append(Replica(store, dispatcher, router))
         yield made
     finally:
         for r in made:
             await r.dispatcher.stop()
             await r.store.close()
+        for held in locks:
+            await held.close()
 
 
 @pytest.fixture

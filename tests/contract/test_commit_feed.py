@@ -1,5 +1,5 @@
 """Many replicas, one database: a commit on one replica wakes the others' dispatchers at once (LISTEN/NOTIFY,
-core/store/postgres_notify.py), with no poll running — the poll (bot/ops.py) stays only the safety net."""
+core/store/postgres/notify.py), with no poll running — the poll (bot/ops.py) stays only the safety net."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Sequence
 
 from core.entries import Entry
-from core.outbox import Dispatcher
-from core.store.postgres import PostgresLogStore
-from core.store.postgres_notify import PAYLOAD_MAX, decode, encode
+from core.outbox.dispatcher import Dispatcher
+from core.store.postgres.log_store import PostgresLogStore
+from core.store.postgres.notify import PAYLOAD_MAX, decode, encode
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")
@@ -30,7 +30,7 @@ async def test_a_commit_by_a_process_without_a_dispatcher_wakes_the_replicas_wit
     committer, drainer = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:
         sender = Recording()
-        dispatcher = Dispatcher(drainer, [sender])
+        dispatcher = Dispatcher(drainer, [sender], cursors=drainer)
         dispatcher.start()  # LISTENs; nobody sweeps, and the committer has no dispatcher at all
         deadline = asyncio.get_running_loop().time() + 30
         await declare(committer)

@@ -21,11 +21,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.local.slack import FakeSlackServer
 from adapters.slack.pacing import ChannelPacer
 from adapters.slack.sender import SlackSender
-from core import outbox_cursors
-from core.index import Index
-from core.outbox import Dispatcher
-from core.store import postgres_schema as pg
-from core.store.postgres import PostgresLogStore
+from core.outbox import dispatcher as dispatching
+from core.outbox.dispatcher import Dispatcher
+from core.store.postgres import schema as pg
+from core.store.postgres.log_store import PostgresLogStore
+from core.store.sqlite.index import SqliteIndex
 from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.store_contract import SCOPE, declare
 
@@ -86,21 +86,21 @@ class HeldPacer(ChannelPacer):
 async def test_a_holder_whose_lease_ran_out_while_waiting_for_its_post_slot_posts_nothing(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outbox_cursors, "CURSOR_LEASE_S", 1.0)
-    monkeypatch.setattr(outbox_cursors, "LEASE_MARGIN_S", 0.2)
+    monkeypatch.setattr(dispatching, "CURSOR_LEASE_S", 1.0)
+    monkeypatch.setattr(dispatching, "LEASE_MARGIN_S", 0.2)
 
     async def frozen(_self: Dispatcher, _scope: str, _topic: str) -> None:
         await asyncio.Event().wait()
 
     monkeypatch.setattr(Dispatcher, "_keep_lease", frozen)  # its renewals never land (the hole closed above)
     holder, other = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
-    index = Index(tmp_path / "index.db", holder.executor)
+    index = SqliteIndex(tmp_path / "index.db", holder.executor)
     await index.open()
     async with FakeSlackServer() as slack:
         record_calls(slack)
         client = AsyncWebClient(token="xoxb-test", base_url=slack.base_url)
         pacer = HeldPacer()
-        dispatcher = Dispatcher(holder, [])
+        dispatcher = Dispatcher(holder, [], cursors=holder)
         sender = SlackSender(client, holder, index, alerts_channel=CHANNEL, pacer=pacer, fence=dispatcher)
         dispatcher.register(sender)
         try:

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import pytest
 import sqlalchemy as sa
 
-from core import outbox_cursors
 from core.entries import Entry
-from core.outbox import Dispatcher
-from core.store import postgres_schema as pg
-from core.store.postgres import PostgresLogStore
-from core.store.postgres_outbox import CursorClaim
+from core.outbox import dispatcher as dispatching
+from core.outbox.dispatcher import Dispatcher
+from core.store.ports import CursorClaim
+from core.store.postgres import schema as pg
+from core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")
@@ -59,7 +59,7 @@ async def test_the_dispatcher_tells_the_sender_it_took_over_from_a_dead_replica(
         await declare(dead)
         assert await dead.claim_cursor(SCOPE, "slack", "dead", lease_s=0.3)  # and then it died
         sender = Recording()
-        dispatcher = Dispatcher(live, [sender])
+        dispatcher = Dispatcher(live, [sender], cursors=live)
         dispatcher.start()
         await live.append(SCOPE, [message("after the crash")])
         deadline = asyncio.get_running_loop().time() + 30
@@ -92,7 +92,7 @@ async def test_a_live_holder_stuck_in_a_slow_delivery_keeps_its_cursor(pg_url: s
     holder, other = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:
         sender = Stalled()
-        dispatcher = Dispatcher(holder, [sender])
+        dispatcher = Dispatcher(holder, [sender], cursors=holder)
         dispatcher.start()
         await declare(holder)
         await asyncio.wait_for(sender.entered.wait(), 30)
@@ -117,8 +117,8 @@ async def test_a_holder_stalled_past_its_lease_delivers_nothing_more_of_its_batc
 ) -> None:
     """A frozen replica (its lease beat never ran) wakes up after another took the cursor over: the item it was
     delivering finishes, and it starts none of the rest of the batch it had read."""
-    monkeypatch.setattr(outbox_cursors, "CURSOR_LEASE_S", 1.0)
-    monkeypatch.setattr(outbox_cursors, "LEASE_MARGIN_S", 0.2)
+    monkeypatch.setattr(dispatching, "CURSOR_LEASE_S", 1.0)
+    monkeypatch.setattr(dispatching, "LEASE_MARGIN_S", 0.2)
 
     async def frozen(_self: Dispatcher, _scope: str, _topic: str) -> None:
         await asyncio.Event().wait()
@@ -130,7 +130,7 @@ async def test_a_holder_stalled_past_its_lease_delivers_nothing_more_of_its_batc
         await holder.append(SCOPE, [message("one batch with the declaration")])
         sender = Stalled()
         sender.batch_size = 1
-        dispatcher = Dispatcher(holder, [sender])
+        dispatcher = Dispatcher(holder, [sender], cursors=holder)
         dispatcher.start()
         dispatcher.wake(SCOPE)  # as the boot sweep does: both rows are read in one batch
         await asyncio.wait_for(sender.entered.wait(), 30)

@@ -20,7 +20,7 @@ from bot.cli.common import reindex_all
 from bot.runtime import Runtime
 from bot.settings import Settings
 from core.entries import Actor, NewEntry
-from core.index_schema import group_fingerprint
+from core.index.keys import group_fingerprint
 
 GROUP = '{}/{}:{alertname="HighLatency", cluster="eu-1"}'
 

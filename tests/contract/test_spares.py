@@ -13,9 +13,9 @@ from sqlalchemy.schema import CreateTable
 
 from core.entries import Actor
 from core.ids import ScopeId
-from core.store import SqliteLogStore
-from core.store import schema as t
-from core.store.spares import STALE_S, SpareFiles
+from core.store.sqlite import schema as t
+from core.store.sqlite.log_store import SqliteLogStore
+from core.store.sqlite.spares import STALE_S, SpareFiles
 from tests.conftest import ServerFactory, eventually
 from tests.store_contract import SCOPE, declare, message, read_all
 

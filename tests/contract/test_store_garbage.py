@@ -12,7 +12,7 @@ import pytest
 
 from core.entries import Actor, NewEntry
 from core.state import ScopeState
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from core.store.staging import Batch, Lookups
 
 ALICE = Actor.human("U0ALICE", "alice")

@@ -1,43 +1,28 @@
-"""The in-memory backend passes the same ``LogStore`` contract as SQLite: the ports do not leak SQLite."""
+"""The in-memory backend passes the same storage contract as SQLite and PostgreSQL: the ports do not leak SQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
 
-from core.store import LogStore, MemoryLogStore
-from core.store.memory import MemoryStorage
-from core.store.ports import CommitFeed, DeliveryStore, EntryLog, Outbox, SenderMemos
-from tests.store_contract import LogStoreContract, OpenStore, declare, message
-
-TOPICS = ("index", "slack")
+from core.store.memory.factory import MemoryFactory
+from core.store.memory.log_store import MemoryLogStore, MemoryStorage
+from core.store.ports import CommitFeed, DeliveryStore, EntryLog, Outbox, SenderMemos, StorageFactory
+from tests.store_contract import TOPICS, MakeFactory, StorageContract, declare, message
 
 
-@pytest.fixture
-async def memory_stores() -> AsyncIterator[OpenStore]:
-    storage = MemoryStorage()  # one "database": a second store on it is a restart or a second process
-    made: list[MemoryLogStore] = []
-
-    async def open_store(*, max_open: int | None = None, **_options: Any) -> LogStore:
-        store = MemoryLogStore(storage, topics=TOPICS)
-        made.append(store)
-        return store
-
-    yield open_store
-    for store in made:
-        await store.close()
-
-
-class TestMemoryLogStoreContract(LogStoreContract):
+class TestMemoryStorage(StorageContract):
     @pytest.fixture
-    def open_store(self, memory_stores: OpenStore) -> OpenStore:
-        return memory_stores
+    def make_factory(self) -> MakeFactory:
+        storage = MemoryStorage()  # one "database": a second factory on it is a restart or a second process
+
+        def make(*, max_open: int | None = None) -> StorageFactory:
+            return MemoryFactory(storage)
+
+        return make
 
 
-async def test_a_narrow_port_is_enough_for_its_callers(memory_stores: OpenStore) -> None:
-    store = await memory_stores()
+async def test_a_narrow_port_is_enough_for_its_callers() -> None:
+    store = MemoryLogStore(MemoryStorage(), topics=TOPICS)
     log: EntryLog = store
     outbox: Outbox = store
     memos: SenderMemos = store

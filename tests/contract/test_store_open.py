@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import Conflict, NotFound
-from core.store import SqliteLogStore
-from core.store.sqlite_file import SqliteFile
+from core.store.sqlite.file import SqliteFile
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.store_contract import declared, message
 
 TOPICS = ("index", "slack")

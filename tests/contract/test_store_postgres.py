@@ -1,44 +1,30 @@
-"""The PostgreSQL backend passes the whole ``LogStore`` contract, plus what only a shared database can show."""
+"""The PostgreSQL backend passes the whole storage contract, plus what only a shared database can show."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 
 from core.errors import Conflict, NotFound
-from core.store import LogStore
-from core.store import postgres_schema as pg
-from core.store.postgres import PostgresLogStore
-from tests.store_contract import SCOPE, LogStoreContract, OpenStore, declare, message, read_all
-
-TOPICS = ("index", "slack")
-
-
-@pytest.fixture
-async def pg_stores(pg_url: str) -> AsyncIterator[OpenStore]:
-    made: list[PostgresLogStore] = []
-
-    async def open_store(*, max_open: int | None = None, **_options: Any) -> LogStore:
-        store = PostgresLogStore(pg_url, topics=TOPICS, threads=max_open or 8)
-        await store.open()
-        made.append(store)
-        return store
-
-    yield open_store
-    for store in made:
-        await store.close()
+from core.store.ports import StorageFactory
+from core.store.postgres import schema as pg
+from core.store.postgres.factory import PostgresFactory
+from core.store.postgres.inbox import PostgresInbox
+from core.store.postgres.log_store import PostgresLogStore
+from tests.store_contract import BODY, SCOPE, TOPICS, MakeFactory, StorageContract, declare, message, read_all
 
 
-class TestPostgresLogStoreContract(LogStoreContract):
+class TestPostgresStorage(StorageContract):
     @pytest.fixture
-    def open_store(self, pg_stores: OpenStore) -> OpenStore:
-        return pg_stores
+    def make_factory(self, pg_url: str) -> MakeFactory:
+        def make(*, max_open: int | None = None) -> StorageFactory:
+            return PostgresFactory(pg_url, threads=max_open or 8)
+
+        return make
 
 
 async def test_group_commit_takes_concurrent_requests_into_fewer_transactions(pg_url: str) -> None:
@@ -54,7 +40,7 @@ async def test_group_commit_takes_concurrent_requests_into_fewer_transactions(pg
 
 
 async def test_quiet_scopes_share_a_commit_and_one_bad_request_fails_alone(pg_url: str) -> None:
-    """Group commit across scopes (core/store/postgres_batch.py): appends to sixteen scopes at once take fewer
+    """Group commit across scopes (core/store/postgres/log_store.py): appends to sixteen scopes at once take fewer
     transactions than there are scopes; a request for a scope that does not exist, a failed create and a stale
     compare-and-set fail alone, and every other request in their transactions commits."""
     store = PostgresLogStore(pg_url, topics=TOPICS)
@@ -228,5 +214,21 @@ async def test_quiet_scopes_share_one_transaction_and_a_failing_request_fails_al
             assert [e.payload.text for e in entries[1:]] == [f"{scope} {n}" for n in range(3)]  # type: ignore[attr-defined]
             assert (await store.verify(scope)).ok
             assert [i.entry.seq for i in await store.outbox_pending(scope, "slack")] == [1, 2, 3, 4]
+    finally:
+        await store.close()
+
+
+async def test_a_parked_request_is_no_replicas_and_a_retried_one_any_replicas(pg_url: str) -> None:
+    store = PostgresLogStore(pg_url, topics=("index",))
+    await store.open()
+    try:
+        mine = PostgresInbox(store.engine, store.executor, owner="a")
+        other = PostgresInbox(store.engine, store.executor, owner="b")
+        assert await mine.put(key="poison", source="http", body=BODY, meta={})
+        await mine.park(key="poison", error="boom", attempts=3)
+        assert await mine.pending() == [] and await other.pending() == []
+        assert await other.retry_parked() == 1
+        assert [i.key for i in await other.pending()] == ["poison"]  # freed: the first replica to look takes it
+        assert await mine.pending() == []
     finally:
         await store.close()

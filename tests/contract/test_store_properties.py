@@ -1,9 +1,10 @@
-"""Property tests of the SQLite log store: random command sequences keep every invariant of the log.
+"""Property tests of the log store, on every backend's factory that needs no server (SQLite, memory): random
+command sequences keep every invariant of the log.
 
 Hypothesis draws a scope's life: a declaration, then groups of requests (a group's requests run concurrently, so
 they share group commits) of every kind the fold cares about, with idempotency keys from small pools so that
 repeats happen, some compare-and-set, some ``decide`` callables, sometimes through two store instances on one
-directory. After the run: the stored state is the fold of the log, ``verify`` passes, seqs are gapless and
+storage. After the run: the stored state is the fold of the log, ``verify`` passes, seqs are gapless and
 chained, no idempotency key appears twice, and exactly the acknowledged entries are in the log.
 """
 
@@ -11,19 +12,33 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core.entries import INCIDENT_STATUSES, Actor, Entry, NewEntry
 from core.errors import Conflict, InvalidInput
 from core.state import ScopeState, fold_all
-from core.store import AppendResult, SqliteLogStore
+from core.store.memory.factory import MemoryFactory
+from core.store.memory.log_store import MemoryStorage
+from core.store.ports import AppendResult, LogStore, StorageFactory
+from core.store.sqlite.factory import SqliteFactory
 
 SCOPE = "incident/prop"
+BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "memory"])
+
+
+def factory_maker(backend: str, data_dir: Path) -> Callable[[], StorageFactory]:
+    """Factories on one storage of ``backend`` (each call: another process on it, or a restart)."""
+    storage = MemoryStorage()
+    return (lambda: SqliteFactory(data_dir)) if backend == "sqlite" else (lambda: MemoryFactory(storage))
+
+
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- payloads ---------------------------------------------------------------------------------------------------------
@@ -180,7 +195,7 @@ def has_repeated_entry_key(entries: tuple[NewEntry, ...]) -> bool:
     return len(keys) != len(set(keys))
 
 
-async def send(store: SqliteLogStore, cmd: Command, seen_version: int) -> AppendResult:
+async def send(store: LogStore, cmd: Command, seen_version: int) -> AppendResult:
     expected = seen_version if cmd.cas else None
     if cmd.decide:
 
@@ -192,8 +207,8 @@ async def send(store: SqliteLogStore, cmd: Command, seen_version: int) -> Append
     return await store.append(SCOPE, entries, expected_version=expected, idempotency_key=cmd.request_key)
 
 
-async def run_scenario(data_dir: Path, stores_wanted: int, groups: list[list[Command]]) -> None:
-    stores = [SqliteLogStore(data_dir, topics=("index", "slack")) for _ in range(stores_wanted)]
+async def run_scenario(make: Callable[[], StorageFactory], stores_wanted: int, groups: list[list[Command]]) -> None:
+    stores = [await make().log_store(topics=("index", "slack")) for _ in range(stores_wanted)]
     try:
         declared = await stores[0].append(
             SCOPE, [NewEntry.make("declared", Actor.human("U1"), {"title": "prop", "severity": 3})], create=True
@@ -236,7 +251,7 @@ async def run_scenario(data_dir: Path, stores_wanted: int, groups: list[list[Com
         for store in stores:
             await check_invariants(store, acknowledged)
         await stores[0].close()
-        reopened = SqliteLogStore(data_dir, topics=("index", "slack"))
+        reopened = await make().log_store(topics=("index", "slack"))
         stores.append(reopened)
         await check_invariants(reopened, acknowledged)
     finally:
@@ -250,7 +265,7 @@ def outcome(result: AppendResult | BaseException) -> str:
     return "duplicate" if result.duplicate else "appended"
 
 
-async def check_invariants(store: SqliteLogStore, acknowledged: dict[str, Entry]) -> None:
+async def check_invariants(store: LogStore, acknowledged: dict[str, Entry]) -> None:
     log = await store.read(SCOPE)
     assert [e.seq for e in log] == list(range(1, len(log) + 1)), "seqs are not gapless from 1"
     prev = ""
@@ -271,21 +286,25 @@ async def check_invariants(store: SqliteLogStore, acknowledged: dict[str, Entry]
         assert [i.entry.seq for i in await store.outbox_pending(SCOPE, topic, limit=10_000)] == [e.seq for e in log]
 
 
+@BACKENDS
 @SETTINGS
 @given(scenario=scenarios())
-def test_random_command_sequences_keep_the_log_invariants(scenario: tuple[int, list[list[Command]]]) -> None:
+def test_random_command_sequences_keep_the_log_invariants(
+    backend: str, scenario: tuple[int, list[list[Command]]]
+) -> None:
     stores, groups = scenario
     with tempfile.TemporaryDirectory(prefix="decklog-prop-") as tmp:
-        asyncio.run(run_scenario(Path(tmp), stores, groups))
+        asyncio.run(run_scenario(factory_maker(backend, Path(tmp)), stores, groups))
 
 
+@BACKENDS
 @SETTINGS
 @given(entries=st.lists(new_entries(), min_size=1, max_size=30))
-def test_the_fold_of_a_read_log_equals_the_state_the_store_kept(entries: list[NewEntry]) -> None:
+def test_the_fold_of_a_read_log_equals_the_state_the_store_kept(backend: str, entries: list[NewEntry]) -> None:
     """One entry per request, sequentially: the cheapest path from random entries to ``get_state == fold``."""
 
     async def run(data_dir: Path) -> None:
-        store = SqliteLogStore(data_dir, topics=("index",))
+        store = await factory_maker(backend, data_dir)().log_store(topics=("index",))
         try:
             await store.append(SCOPE, [NewEntry.make("declared", Actor.human("U1"), {"title": "t"})], create=True)
             for entry in entries:

@@ -1,4 +1,4 @@
-"""The SQLite log store: the LogStore contract, plus what only the embedded backend promises.
+"""The SQLite backend: the storage contract, plus what only the embedded backend promises.
 
 WAL + ``synchronous=FULL`` on the store's own connection, ``BEGIN IMMEDIATE`` for writes, group commit, a
 bounded set of open scope files, and no stray files after a failed first append.
@@ -13,6 +13,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,19 @@ from core.entries import Entry, NewEntry
 from core.errors import NotFound
 from core.ids import ScopeId
 from core.state import ScopeState
-from core.store import LogStore, SqliteLogStore
+from core.store.ports import LogStore, StorageFactory
+from core.store.sqlite.factory import SqliteFactory
+from core.store.sqlite.inbox import SqliteInbox
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.store_contract import (
     SCOPE,
+    TOPICS,
     LogStoreContract,
+    MakeFactory,
     OpenStore,
+    StorageContract,
     assert_gapless_chain,
     declare,
     declared,
@@ -36,43 +44,33 @@ from tests.store_contract import (
     read_all,
 )
 
-TOPICS = ("index", "slack")
 
-
-@pytest.fixture
-async def sqlite_stores(tmp_path: Path) -> AsyncIterator[OpenStore]:
-    made: list[SqliteLogStore] = []
-
-    async def open_store(*, max_open: int | None = None) -> LogStore:
-        options: dict[str, Any] = {} if max_open is None else {"max_open": max_open}
-        store = SqliteLogStore(tmp_path, topics=TOPICS, **options)
-        made.append(store)
-        return store
-
-    yield open_store
-    for store in made:
-        await store.close()
-
-
-class TestSqliteLogStoreContract(LogStoreContract):
+class TestSqliteStorage(StorageContract):
     @pytest.fixture
-    def open_store(self, sqlite_stores: OpenStore) -> OpenStore:
-        return sqlite_stores
+    def make_factory(self, tmp_path: Path) -> MakeFactory:
+        def make(*, max_open: int | None = None) -> StorageFactory:
+            return SqliteFactory(tmp_path) if max_open is None else SqliteFactory(tmp_path, max_open=max_open)
+
+        return make
 
 
 class TestSqliteLogStoreContractOnSpareFiles(LogStoreContract):
-    """The same contract with every scope file handed over from the spares (core/store/spares.py)."""
+    """The log store's contract with every scope file handed over from the spares (core/store/sqlite/spares.py)."""
 
     @pytest.fixture
-    def open_store(self, sqlite_stores: OpenStore) -> OpenStore:
-        async def open_store(**options: Any) -> LogStore:
-            store = await sqlite_stores(**options)
-            assert isinstance(store, SqliteLogStore)
-            store.spares.keep = 12
+    async def open_store(self, tmp_path: Path) -> AsyncIterator[OpenStore]:
+        made: list[SqliteLogStore] = []
+
+        async def open_store(*, max_open: int | None = None) -> LogStore:
+            options: dict[str, Any] = {} if max_open is None else {"max_open": max_open}
+            store = SqliteLogStore(tmp_path, topics=TOPICS, spare_files=12, **options)
             store.spares.fill()
+            made.append(store)
             return store
 
-        return open_store
+        yield open_store
+        for store in made:
+            await store.close()
 
 
 @pytest.fixture
@@ -88,7 +86,7 @@ def scope_path(store: SqliteLogStore, scope: str = SCOPE) -> Path:
 
 def scope_file(store: SqliteLogStore, scope: str = SCOPE) -> Any:
     """The open ``SqliteFile`` of a scope (white-box: these checks are about the SQLite plumbing)."""
-    return store._files[str(ScopeId.parse(scope))].file
+    return store.file_of(scope)
 
 
 # -- durability settings --------------------------------------------------------------------------------------------
@@ -282,15 +280,15 @@ async def test_a_full_cache_closes_idle_files_ahead_of_need_and_off_the_open_loc
         for i in range(20):
             await declare(store, f"incident/s{i}")
             assert store.open_files <= 8
-        await eventually(lambda: not store.cache.closing, what="evicted files closed")
-        assert len(store._files) == 7  # one slot kept free
-        assert list(store._files)[-1] == "incident/s19"  # the least recently used went first
+        await eventually(lambda: store.closing_files == 0, what="evicted files closed")
+        assert len(store.open_scopes) == 7  # one slot kept free
+        assert store.open_scopes[-1] == "incident/s19"  # the least recently used went first
         for i in range(20):
             assert (await store.get_state(f"incident/s{i}")).version == 1
             assert store.open_files <= 8
     finally:
         await store.close()
-    assert not store.cache.closing
+    assert store.closing_files == 0
 
 
 async def test_opening_a_scope_while_every_slot_is_busy_waits_for_a_free_slot(tmp_path: Path) -> None:
@@ -411,7 +409,7 @@ async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(stor
     for a batch staged on the loop's thread (decision 133): its transaction is rolled back there, and the next batch
     starts clean."""
     from core.errors import StorageError
-    from core.store.statements import raw_cursor
+    from core.store.sqlite.statements import raw_cursor
 
     await declare(store)
     file = scope_file(store)
@@ -437,7 +435,7 @@ async def test_a_small_append_batch_is_staged_on_the_loop_and_committed_on_a_wor
 ) -> None:
     """Decision 133: a batch of a few appends runs its statements on the loop's thread (no GIL hand-off per
     statement), and only the COMMIT (the fsync) on a worker; the caller hears back after the commit."""
-    import core.store.log_store as log_store
+    import core.store.sqlite.log_store as log_store
 
     await declare(store)
     threads: set[int] = set()
@@ -490,7 +488,7 @@ async def test_while_another_process_holds_the_write_lock_an_append_waits_on_a_w
 def test_a_begin_that_waits_in_python_gives_up_with_the_busy_error_after_its_bound(tmp_path: Path) -> None:
     """The worker side of a connection whose SQLite busy timeout is 0: it retries while the lock is held, as
     SQLite's own busy handler would, and fails with SQLite's error once its bound has passed."""
-    from core.store.sqlite_engine import begin_waiting
+    from core.store.sqlite.engine import begin_waiting
 
     path = tmp_path / "locked.db"
     holder = sqlite3.connect(path, isolation_level=None)
@@ -513,7 +511,7 @@ async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
     store: SqliteLogStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unbounded read (a summary's thousands of observations) must not hold the event loop (decision 127)."""
-    import core.store.log_store as log_store
+    import core.store.sqlite.log_store as log_store
 
     await declare(store)
     await store.append(SCOPE, [message(f"m{i}") for i in range(log_store.SMALL_READ_ROWS + 5)])
@@ -538,7 +536,7 @@ async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
 async def test_the_outbox_summary_reads_only_pending_and_parked_rows(store: SqliteLogStore) -> None:
     """A storm's scope holds tens of thousands of delivered rows; the summary (run by every sweep) must not scan
     them (decision 128): both counts go over a partial index."""
-    from core.store.statements import compiled
+    from core.store.sqlite.statements import compiled
 
     await declare(store)
     conn = sqlite3.connect(scope_path(store))
@@ -550,3 +548,48 @@ async def test_the_outbox_summary_reads_only_pending_and_parked_rows(store: Sqli
         conn.close()
     summary = await store.outbox_summary(SCOPE)
     assert summary.pending == {"index": 1, "slack": 1} and summary.parked == {}
+
+
+# -- index.db and inbox.db made by older versions ------------------------------------------------------------------
+
+
+async def test_an_index_made_before_forks_were_kept_out_gets_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old" / "index.db"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as conn:  # the scopes table as older decklogs made it
+        conn.execute(
+            "CREATE TABLE scopes (id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, title VARCHAR NOT NULL DEFAULT '', "
+            "status VARCHAR NOT NULL DEFAULT 'reserved', severity INTEGER, services TEXT NOT NULL DEFAULT '[]', "
+            "created_at VARCHAR NOT NULL DEFAULT '', updated_at VARCHAR NOT NULL DEFAULT '', "
+            "resolved_at VARCHAR NOT NULL DEFAULT '', version INTEGER NOT NULL DEFAULT 0, "
+            "thread_channel VARCHAR NOT NULL DEFAULT '', thread_ts VARCHAR NOT NULL DEFAULT '', "
+            "permalink VARCHAR NOT NULL DEFAULT '', pending_approvals INTEGER NOT NULL DEFAULT 0, "
+            "reserved_at FLOAT NOT NULL DEFAULT 0)"
+        )
+        conn.execute("INSERT INTO scopes (id, kind, status) VALUES ('incident/old', 'incident', 'investigating')")
+    with ThreadPoolExecutor(1) as executor:
+        index = SqliteIndex(path, executor)
+        await index.open()
+        try:
+            assert [r.id for r in await index.list_scopes(open_only=True)] == ["incident/old"]
+        finally:
+            await index.close()
+
+
+async def test_an_inbox_db_made_before_parking_gets_its_columns(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "inbox.db") as conn:  # as older decklogs made it, with a pending request
+        conn.execute(
+            "CREATE TABLE inbox (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, source TEXT NOT NULL,"
+            " body TEXT NOT NULL, meta TEXT NOT NULL, received_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,"
+            " done_at REAL)"
+        )
+        conn.execute("INSERT INTO inbox (key, source, body, meta, received_at) VALUES ('old', 'http', '{}', '{}', 1)")
+    inbox = await SqliteInbox.open(tmp_path)
+    try:
+        assert [i.key for i in await inbox.pending()] == ["old"]
+        await inbox.park(key="old", error="boom", attempts=3)
+        assert [p.key for p in await inbox.parked()] == ["old"]
+    finally:
+        await inbox.close()

@@ -24,7 +24,7 @@ from bot.server import DecklogServer
 from bot.settings import Settings
 from core.entries import Actor, NewEntry
 from core.errors import InvalidInput
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually, test_config
 from tests.e2e.test_api import quiet_servers
 from tests.fakes.polling import wait_for_call

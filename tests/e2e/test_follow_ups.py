@@ -16,8 +16,9 @@ from core.alarm import AsyncioAlarm
 from core.entries import Actor, FollowUpSynced, NewEntry
 from core.errors import InvalidInput
 from core.follow_ups import FollowUpsSender, Tracker, parse_follow_up
-from core.outbox import Dispatcher, PermanentFailure, RetryAfter
-from core.store import SqliteLogStore
+from core.outbox.dispatcher import Dispatcher
+from core.outbox.sender import PermanentFailure, RetryAfter
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.fakes.polling import poll_until
 from tests.fakes.trackers import FakeGitHub, FakeJira
 

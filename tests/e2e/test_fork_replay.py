@@ -11,7 +11,7 @@ import pytest
 from adapters.local.slack import FakeSlack
 from core.entries import Actor, Hypothesis, NewEntry
 from core.state import fold_all
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.helpers.serve import BOT_TOKEN, serve_env, start_serve

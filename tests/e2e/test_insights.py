@@ -16,11 +16,12 @@ import pytest
 from bot.server import DecklogServer
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
-from core.index import Index
-from core.index_postgres import PostgresIndex
 from core.insights import compute, percentile, summary
-from core.store import MemoryLogStore
-from core.store import postgres_schema as pg
+from core.store.memory.log_store import MemoryLogStore
+from core.store.ports import IndexPort
+from core.store.postgres import schema as pg
+from core.store.postgres.index import PostgresIndex
+from core.store.sqlite.index import SqliteIndex
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_api import get, quiet_servers
 from tests.unit.test_cli import run
@@ -32,11 +33,11 @@ SHAPE = {"incidents", "open", "resolved", "mtta_seconds", "mttm_seconds", "mttr_
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Index]:
+async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[IndexPort]:
     executor = ThreadPoolExecutor(2)
     engine = None
     if request.param == "sqlite":
-        idx: Index = Index(tmp_path / "index.db", executor)
+        idx: IndexPort = SqliteIndex(tmp_path / "index.db", executor)
     else:
         engine = pg.make_engine(request.getfixturevalue("pg_url"))
         idx = PostgresIndex(engine, executor)
@@ -63,7 +64,7 @@ def status(value: str, actor: Actor = ALICE) -> NewEntry:
     return NewEntry.make("status_changed", actor, {"status": value})
 
 
-async def story(index: Index) -> tuple[MemoryLogStore, ManualClock]:
+async def story(index: IndexPort) -> tuple[MemoryLogStore, ManualClock]:
     """Four incidents and a change; three declared in the last 30 days (times relative to each declaration):
 
     A  SEV1 payments, by alertmanager; alice writes at +120 s, mitigated +600 s, resolved +1200 s
@@ -115,7 +116,7 @@ def test_percentiles_interpolate_between_ranks() -> None:
     assert summary([300.0, 600.0]) == {"p50": 450.0, "p90": 570.0, "mean": 450.0}
 
 
-async def test_milestones_counts_and_breakdowns(index: Index) -> None:
+async def test_milestones_counts_and_breakdowns(index: IndexPort) -> None:
     _log, clock = await story(index)
     body = await compute(index, since_days=30, now=clock.now().timestamp())
     assert set(body) >= SHAPE
@@ -136,7 +137,7 @@ async def test_milestones_counts_and_breakdowns(index: Index) -> None:
     assert everything["incidents"] == 4  # the old one too; the change scope never
 
 
-async def test_a_reopened_incident_is_open_again_and_has_no_resolution(index: Index) -> None:
+async def test_a_reopened_incident_is_open_again_and_has_no_resolution(index: IndexPort) -> None:
     log, clock = await story(index)
     clock.advance(seconds=10)
     await log.append("incident/a", [status("investigating")])
@@ -147,7 +148,7 @@ async def test_a_reopened_incident_is_open_again_and_has_no_resolution(index: In
     assert body["mttm_seconds"]["mean"] == 450.0  # mitigation stays a fact
 
 
-async def test_rebuild_gives_the_same_numbers(index: Index) -> None:
+async def test_rebuild_gives_the_same_numbers(index: IndexPort) -> None:
     log, clock = await story(index)
     now = clock.now().timestamp()
     before = await compute(index, since_days=30, now=now)
@@ -157,7 +158,7 @@ async def test_rebuild_gives_the_same_numbers(index: Index) -> None:
     assert await compute(index, since_days=30, now=now) == before
 
 
-async def test_an_empty_window_has_nulls_not_zeros(index: Index) -> None:
+async def test_an_empty_window_has_nulls_not_zeros(index: IndexPort) -> None:
     body = await compute(index, since_days=7, now=START.timestamp())
     assert body["incidents"] == 0
     assert body["mtta_seconds"] is None and body["mttm_seconds"] is None and body["mttr_seconds"] is None

@@ -30,7 +30,7 @@ from bot.runtime import OUTBOX_TOPICS
 from bot.server import DecklogServer
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import ServerFactory
 from tests.helpers.serve import ROOT
 

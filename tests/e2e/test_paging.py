@@ -18,8 +18,8 @@ from bot.settings import Settings, example_config_path
 from core.actions.executor import ExecutionRequest
 from core.egress import EgressPolicy
 from core.entries import Actor, NewEntry
-from core.outbox import PermanentFailure
-from core.store import SqliteLogStore
+from core.outbox.sender import PermanentFailure
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.fakes.pagerduty import FakePagerDuty
 
 KEY = "R0UTINGKEY0123456789012345678901"

@@ -15,9 +15,9 @@ from adapters.slack import grammar, subcommands
 from adapters.slack.render.header import header
 from bot.server import DecklogServer
 from core.entries import Actor
-from core.index import Index
 from core.service import ScopeService
-from core.store import MemoryLogStore
+from core.store.memory.log_store import MemoryLogStore
+from core.store.sqlite.index import SqliteIndex
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_slack_e2e import ALICE, BOB, CAROL, GENERAL, declare
 from tests.fakes.slack_calls import slack_calls
@@ -28,7 +28,7 @@ ALICE_ACTOR = Actor.human(ALICE, "alice")
 @pytest.fixture
 async def services(tmp_path: Path) -> AsyncIterator[tuple[ScopeService, ScopeService]]:
     executor = ThreadPoolExecutor(2)
-    index = Index(tmp_path / "index.db", executor)
+    index = SqliteIndex(tmp_path / "index.db", executor)
     await index.open()
     store = MemoryLogStore()
     yield ScopeService(store, index), ScopeService(store, index, declarer_role="")

@@ -95,7 +95,7 @@ async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_met
 ) -> None:
     """The sender indexes a header's thread after its post returned (on another replica, later still): a reply in
     that window is routed by the metadata of decklog's own header at the thread's root, not dropped."""
-    from core.index import routes
+    from core.index.tables import routes
 
     fake = server.sandbox
     scope, state = await declare(server)

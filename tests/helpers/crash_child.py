@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.entries import Actor, Entry, NewEntry
-from core.outbox import Dispatcher, RetryPolicy
-from core.store import SqliteLogStore
+from core.outbox.dispatcher import Dispatcher, RetryPolicy
+from core.store.sqlite.log_store import SqliteLogStore
 
 SCOPES = ("incident/crash-a", "incident/crash-b")
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.outbox import Dispatcher
+from core.outbox.dispatcher import Dispatcher
 
 CRASH_EXIT = 86
 

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 
 SECTOR = 512
 SCOPE = "incident/power-loss"

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.local.slack import FakeSlack
 from bot.runtime import OUTBOX_TOPICS
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.helpers.log_view import read_log
 from tests.helpers.mixed_load import CrashRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN, ROOT, serve_env

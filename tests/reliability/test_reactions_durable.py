@@ -19,12 +19,13 @@ from core.alerts import AlertPolicy, AlertRouter
 from core.changes import ChangeLinkSender, ChangeService
 from core.clock import ManualClock
 from core.entries import Actor, Entry
-from core.index import Index
-from core.index_sender import IndexSender
-from core.outbox import Dispatcher
+from core.index.sender import IndexSender
+from core.outbox.dispatcher import Dispatcher
 from core.service import ScopeService
 from core.signals import AlertSignal, ChangeSignal
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 START = datetime(2026, 9, 19, 14, 0, tzinfo=UTC)
@@ -37,7 +38,7 @@ class Process:
     data: Path
     clock: ManualClock
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
     dispatcher: Dispatcher
     changes: ChangeService
@@ -47,7 +48,7 @@ class Process:
     @classmethod
     async def open(cls, data: Path, clock: ManualClock, *, senders: tuple[str, ...] = ("index", "changes")) -> Process:
         store = SqliteLogStore(data, topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
-        index = Index(data / "index.db", store.executor)
+        index = SqliteIndex(data / "index.db", store.executor)
         await index.open()
         service = ScopeService(store, index)
         changes = ChangeService(store, index, service, clock, link_window=timedelta(hours=6))

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from core.entries import Entry
-from core.outbox import Dispatcher
-from core.store.postgres import PostgresLogStore
+from core.outbox.dispatcher import Dispatcher
+from core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")
@@ -73,7 +73,7 @@ def violations(calls: list[tuple[str, int, str]]) -> int:
 
 async def test_two_replicas_deliver_one_scope_in_order_and_once(stores: list[PostgresLogStore]) -> None:
     recording = Recording()
-    dispatchers = [Dispatcher(s, [recording.as_replica(f"r{i}")]) for i, s in enumerate(stores)]
+    dispatchers = [Dispatcher(s, [recording.as_replica(f"r{i}")], cursors=s) for i, s in enumerate(stores)]
     for d in dispatchers:
         d.start()
     await declare(stores[0])
@@ -92,7 +92,7 @@ async def test_two_replicas_deliver_one_scope_in_order_and_once(stores: list[Pos
     assert violations(recording.calls) == 0
     assert Counter(seqs) == Counter(range(1, total + 1))  # each once
     # Both replicas took part: each drained some of it, or one found the cursor held by the other (a drain that keeps
-    # listening to the commit feed may keep the cursor for the whole burst, core/outbox.py).
+    # listening to the commit feed may keep the cursor for the whole burst, core/outbox/dispatcher.py).
     drained = {w for *_x, w in recording.calls}
     assert drained == {"r0", "r1"} or sum(d.claims_lost for d in dispatchers) > 0, (drained, "no competition")
     summary = await stores[1].outbox_summary(SCOPE)
@@ -106,7 +106,7 @@ async def test_a_dead_replicas_cursor_is_taken_over_when_its_lease_runs_out(stor
     # a replica took the cursor and died holding it (its lease runs out on the database clock)
     assert await stores[0].claim_cursor(SCOPE, "slack", "dead", lease_s=0.5)
     recording = Recording()
-    live = Dispatcher(stores[1], [recording.as_replica("live")])
+    live = Dispatcher(stores[1], [recording.as_replica("live")], cursors=stores[1])
     live.start()
     for k in range(5):
         await stores[1].append(SCOPE, [message(f"m{k}")])

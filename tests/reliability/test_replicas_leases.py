@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 
 import pytest
 
 from bot.ops import leased_jobs
 from bot.parts import Job, Provides
-from core.store.postgres import PostgresLogStore
+from core.store.postgres.log_store import PostgresLogStore
 
 
 @pytest.fixture
@@ -45,8 +44,7 @@ async def test_leased_jobs_run_on_one_replica_per_period(store: PostgresLogStore
             ran.append(f"{name}:own")
 
         provided = [Provides(jobs=[Job("summaries", 0.2, sweep), Job("inbox-takeover", 0.2, own)])]
-        rt = SimpleNamespace(store=store, dispatcher=SimpleNamespace(owner=name))
-        leased_jobs(rt, provided)  # type: ignore[arg-type]
+        leased_jobs(store, name, provided)
         return provided
 
     a, b = replica("a"), replica("b")

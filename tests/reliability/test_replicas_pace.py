@@ -1,5 +1,5 @@
 """Many replicas, one database: Slack's per-channel pace holds across replicas. Each post reserves its channel's
-next slot in PostgreSQL (core/store/postgres_pace.py), so posts to one channel from any replica are an interval
+next slot in PostgreSQL (core/store/postgres/pace.py), so posts to one channel from any replica are an interval
 apart and never share a slot; a 429 seen by one replica pushes the slot back for all of them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.slack.pacing import SharedChannelPacer
-from core.store.postgres import PostgresLogStore
-from core.store.postgres_pace import PostgresPaceSlots
+from core.store.postgres.log_store import PostgresLogStore
+from core.store.postgres.pace import PostgresPaceSlots
 
 MINUTE = 60.0  # a long interval: a reservation's wait is k intervals, less the few ms the test took to get there
 

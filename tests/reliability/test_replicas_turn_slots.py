@@ -16,7 +16,7 @@ from core.agents import TurnRuntime
 from core.agents.shared_slots import SharedSlots, SlotLease
 from core.agents.turn_parts import TurnSlots, TurnStats
 from core.entries import Actor, NewEntry
-from core.store.postgres import PostgresLogStore
+from core.store.postgres.log_store import PostgresLogStore
 from tests.conftest import ServerFactory, eventually
 from tests.unit.test_turn_slots import Held
 

@@ -15,8 +15,8 @@ from core.agents import TurnRuntime, TurnScheduler
 from core.agents.agents_sender import AgentsSender
 from core.alarm import AsyncioAlarm
 from core.entries import Actor, NewEntry
-from core.store.due_turns_postgres import PostgresDueTurns
-from core.store.postgres import PostgresLogStore
+from core.store.postgres.due_turns import PostgresDueTurns
+from core.store.postgres.log_store import PostgresLogStore
 from tests.conftest import eventually
 from tests.unit.test_agents import Scripted
 

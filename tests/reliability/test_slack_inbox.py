@@ -15,8 +15,8 @@ import pytest
 from adapters.local.slack import FakeSlack
 from adapters.slack.ids import Action
 from bot.server import DecklogServer
-from core.inbox import InboxItem
-from core.store import SqliteInbox
+from core.store.ports import InboxItem
+from core.store.sqlite.inbox import SqliteInbox
 from tests.conftest import ServerFactory, eventually
 from tests.reliability.test_slack_reliability import _headers, _serve
 

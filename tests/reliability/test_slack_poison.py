@@ -11,8 +11,8 @@ from typing import Any
 
 from bot.server import DecklogServer
 from bot.wiring import Parts
-from core.inbox import InboxItem
-from core.store import SqliteInbox
+from core.store.ports import InboxItem
+from core.store.sqlite.inbox import SqliteInbox
 from tests.conftest import ServerFactory, eventually
 from tests.unit.test_cli import run
 

@@ -18,7 +18,7 @@ from core.agents.reasoner import TurnInput, TurnOutput
 from core.agents.scheduler import TOPIC, WAKE_MEMO
 from core.alarm import AsyncioAlarm
 from core.entries import NewEntry, Question
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.reliability.test_replicas_turns import ALICE, Replica, _no_rows, declare, replica
 from tests.unit.test_agents import Scripted

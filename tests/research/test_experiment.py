@@ -15,7 +15,7 @@ import pytest
 from bot.runtime import Runtime
 from bot.settings import load_settings
 from core.errors import InvalidInput
-from core.outbox import Dispatcher
+from core.outbox.dispatcher import Dispatcher
 from research.experiment import itbench, policy, scenario
 from research.experiment.one import run_one
 from research.experiment.run import Spec

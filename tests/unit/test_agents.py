@@ -28,9 +28,10 @@ from core.agents.triggers import warrants_turn
 from core.alarm import AsyncioAlarm
 from core.clock import ManualClock
 from core.entries import Actor, AgentTurn, Entry, NewEntry
-from core.index import Index
 from core.service import ScopeService
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 SCOPE = "incident/payments-5xx"
@@ -45,7 +46,7 @@ class World:
     dir: Path
     clock: ManualClock
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
 
     async def add(self, kind: str, actor: Actor, payload: dict[str, Any], *, scope: str = SCOPE) -> Entry:
@@ -75,7 +76,7 @@ async def opened_world(tmp_path: Path) -> AsyncIterator[World]:
     """A SQLite log and index on a manual clock (the fixture below; other agent tests open their own)."""
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
-    index = Index(tmp_path / "index.db", store.executor)
+    index = SqliteIndex(tmp_path / "index.db", store.executor)
     await index.open()
     try:
         yield World(tmp_path, clock, store, index, ScopeService(store, index))

@@ -26,12 +26,13 @@ from core.alerts.locks import KeyedLocks
 from core.alerts.summary import AlertItem
 from core.clock import ManualClock
 from core.entries import Actor, Entry, Observation
-from core.index import Index
-from core.index_sender import IndexSender
-from core.outbox import Dispatcher
+from core.index.sender import IndexSender
+from core.outbox.dispatcher import Dispatcher
 from core.service import ScopeService
 from core.signals import AlertSignal
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 SEVERITY = {"alertmanager": {"critical": 1, "Warning": 3}, "PagerDuty": {"P1": 1, "high": 2}}
@@ -41,7 +42,7 @@ SEVERITY = {"alertmanager": {"critical": 1, "Warning": 3}, "PagerDuty": {"P1": 1
 class World:
     clock: ManualClock
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
     dispatcher: Dispatcher
     router: AlertRouter
@@ -88,7 +89,7 @@ def alert(
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
-    index = Index(tmp_path / "index.db", store.executor)
+    index = SqliteIndex(tmp_path / "index.db", store.executor)
     await index.open()
     dispatcher = Dispatcher(store, [IndexSender(index, store)], alarm=AsyncioAlarm())
     dispatcher.start()
@@ -135,7 +136,8 @@ async def test_a_resend_that_changes_nothing_writes_nothing_durable(world: World
     first, _ = await world.send(alert(event_id="ev-1"), alert("fp-other", event_id="ev-9"))
     await world.dispatcher.idle()
     await world.dispatcher.marks.flush()
-    file = world.store._files[first.scope].file
+    file = world.store.file_of(first.scope)
+    assert file is not None
     wal = Path(str(file.path) + "-wal")
 
     def written() -> tuple[int, int]:

@@ -17,10 +17,10 @@ import pytest
 
 from core.entries import Actor, NewEntry
 from core.errors import Conflict, InvalidInput, NotFound, StorageError
-from core.store import SqliteLogStore
-from core.store.backup import backup, restore
 from core.store.chain import ChainKey
-from core.store.readonly import verify_scope_file
+from core.store.sqlite.backup import backup, restore
+from core.store.sqlite.log_store import SqliteLogStore
+from core.store.sqlite.readonly import verify_scope_file
 from tests.unit.test_cli import run
 
 ALICE = Actor.human("U0ALICE", "alice")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from adapters.slack.sender import HeaderRecords
 from core.entries import Actor, NewEntry
-from core.store import MemoryLogStore
+from core.store.memory.log_store import MemoryLogStore
 
 SCOPE = "incident/header"
 ALICE = Actor.human("U0ALICE", "alice")

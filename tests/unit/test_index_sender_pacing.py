@@ -1,4 +1,4 @@
-"""The index sender paces a scope in an alert storm only (core/index_sender.py): a new incident's first batches,
+"""The index sender paces a scope in an alert storm only (core/index/sender.py): a new incident's first batches,
 and any batch with something other than observations, are applied at once; the third observation-only batch in a
 row within the interval waits out the rest of it."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import core.index_sender as index_sender
+import core.index.sender as index_sender
 from core.entries import Actor, NewEntry
-from core.index_sender import IndexSender
-from core.store import MemoryLogStore
+from core.index.sender import IndexSender
+from core.store.memory.log_store import MemoryLogStore
 
 SCOPE = "incident/storm"
 ALICE = Actor.human("U0ALICE", "alice")

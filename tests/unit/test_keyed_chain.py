@@ -20,12 +20,12 @@ from core.entries import Actor, NewEntry, chain_hash
 from core.errors import Conflict
 from core.ids import ScopeId
 from core.state import empty_state, fold
-from core.store import MemoryLogStore, SqliteLogStore
 from core.store.chain import ChainKey, link_hash
-from core.store.memory import MemoryStorage, StateRow, StoredRow
+from core.store.memory.log_store import MemoryLogStore, MemoryStorage, StateRow, StoredRow
 from core.store.ports import LogStore
-from core.store.postgres import PostgresLogStore
-from core.store.statements import row_to_entry
+from core.store.postgres.log_store import PostgresLogStore
+from core.store.rows import row_to_entry
+from core.store.sqlite.log_store import SqliteLogStore
 
 SCOPE = "incident/payments-5xx"
 KEY = "correct horse battery staple"

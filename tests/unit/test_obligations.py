@@ -22,7 +22,7 @@ from core.obligations import (
     release,
 )
 from core.service import ScopeService
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 AGENT = Actor.agent("verify", "verifier")
@@ -32,9 +32,9 @@ AGENT = Actor.agent("verify", "verifier")
 async def env(tmp_path: Path):
     clock = ManualClock()
     store = SqliteLogStore(tmp_path / "data", clock=clock)
-    from core.index import Index
+    from core.store.sqlite.index import SqliteIndex
 
-    index = Index(tmp_path / "data" / "index.db", store.executor)
+    index = SqliteIndex(tmp_path / "data" / "index.db", store.executor)
     await index.open()
     scope = (await ScopeService(store, index).declare(title="Payments 5xx", actor=ALICE)).state.scope
     yield store, clock, scope

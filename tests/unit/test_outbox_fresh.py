@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import core.outbox as outbox
+import core.outbox.dispatcher as outbox
 from core.entries import Actor, Entry, NewEntry
-from core.outbox import Dispatcher, RetryPolicy
-from core.store import SqliteLogStore
+from core.outbox.dispatcher import Dispatcher, RetryPolicy
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 ACTOR = Actor.system("test")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core.agents.recover_proposals import recover_proposals
 from core.entries import Actor, NewEntry
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.unit.test_agents import RecordingProposer
 
 AGENT = Actor.agent("rules", "decklog rules")

@@ -38,7 +38,7 @@ from core.reports.model import (
     TimelineLine,
     TurnTotals,
 )
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.e2e.test_export import scope
 from tests.unit.test_report_templates import cli
 from tests.unit.test_reports import GOLDEN, fixed_ids, report_bytes, store, write_story

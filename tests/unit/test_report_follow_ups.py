@@ -10,7 +10,7 @@ import pytest
 
 from bot.reports import render_report
 from core.entries import Actor
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.unit.test_reports import ALICE, BOB, Story, check_golden, fixed_ids, store
 
 SCOPE = "incident/checkout-502"

@@ -10,7 +10,7 @@ import pytest
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
 from core.reports import ScopeLog, build_report
-from core.store import MemoryLogStore
+from core.store.memory.log_store import MemoryLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 SOURCE = Actor.system("alertmanager")

@@ -16,7 +16,7 @@ from core.agents.scheduler import Due
 from core.clock import ManualClock, iso
 from core.entries import Actor, NewEntry
 from core.state import ScopeState
-from core.store import SqliteLogStore
+from core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 

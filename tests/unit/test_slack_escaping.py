@@ -19,9 +19,9 @@ from adapters.slack.render.lifecycle import lifecycle_reply
 from adapters.slack.render.replies import REPLIES
 from core.entries import Actor, Entry, ProposalMade
 from core.entries.lifecycle import ArchiveNotice, Reminder
-from core.index import ScopeRow
 from core.state import ScopeState
 from core.state.model import ObligationState
+from core.store.ports import ScopeRow
 
 HOSTILE = "<!channel> <@U0BOB> <https://evil.example|click>"
 RAW = ("<!channel>", "<@U0BOB>", "<https://evil.example")

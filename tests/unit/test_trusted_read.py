@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from core.entries import PAYLOADS, Actor, NewEntry, canonical_json, parse_payload, payload_json
 from core.errors import InvalidInput
 from core.state import empty_state
+from core.store.rows import row_to_entry, trusted_row_to_entry
 from core.store.staging import Batch, Lookups, stage
-from core.store.statements import row_to_entry, trusted_row_to_entry
 from tests.contract.test_store_properties import PAYLOADS as DRAWN
 from tests.contract.test_store_properties import SETTINGS, actors
 

@@ -21,8 +21,8 @@ import pytest
 
 from core.entries import Actor, NewEntry
 from core.ids import ScopeId
-from core.store import SqliteLogStore
-from core.store.readonly import verify_scope_file
+from core.store.sqlite.log_store import SqliteLogStore
+from core.store.sqlite.readonly import verify_scope_file
 from tests.unit.test_cli import run
 
 ALICE = Actor.human("U0ALICE", "alice")

@@ -14,7 +14,8 @@ import pytest
 
 from core.entries import Actor, NewEntry, chain_hash
 from core.ids import ScopeId
-from core.store import SqliteLogStore, VerifyReport
+from core.store.ports import VerifyReport
+from core.store.sqlite.log_store import SqliteLogStore
 
 SCOPE = "incident/payments-5xx"
 ALICE = Actor.human("U0ALICE", "alice")

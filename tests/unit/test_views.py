@@ -18,9 +18,10 @@ import pytest
 from core.agents.context import ContextAgents
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
-from core.index import Index
 from core.service import ScopeService
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from core.views import VIEW_NAMES, Part, ViewCache, Views, build_view, compose
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "views"
@@ -36,7 +37,7 @@ DESK = Actor.system("actions")
 @dataclass
 class Story:
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
     clock: ManualClock
 
@@ -56,7 +57,7 @@ class Story:
 async def story(tmp_path: Path) -> AsyncIterator[Story]:
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
-    index = Index(tmp_path / "index.db", store.executor)
+    index = SqliteIndex(tmp_path / "index.db", store.executor)
     await index.open()
     yield Story(store, index, ScopeService(store, index), clock)
     await index.close()

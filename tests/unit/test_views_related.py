@@ -13,9 +13,10 @@ import pytest
 
 from core.clock import ManualClock
 from core.entries import Actor, NewEntry
-from core.index import Index
 from core.service import ScopeService
-from core.store import SqliteLogStore
+from core.store.ports import IndexPort
+from core.store.sqlite.index import SqliteIndex
+from core.store.sqlite.log_store import SqliteLogStore
 from core.views import applied_in, build_view, finding_text
 
 HERE = "incident/payments-5xx"
@@ -27,7 +28,7 @@ ROLLBACK = {"service": "payments", "change": "change/payments-v2"}
 @dataclass
 class Desk:
     store: SqliteLogStore
-    index: Index
+    index: IndexPort
     service: ScopeService
     clock: ManualClock
 
@@ -62,7 +63,7 @@ class Desk:
 async def desk(tmp_path: Path) -> AsyncIterator[Desk]:
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("index",), clock=clock)
-    index = Index(tmp_path / "index.db", store.executor)
+    index = SqliteIndex(tmp_path / "index.db", store.executor)
     await index.open()
     yield Desk(store, index, ScopeService(store, index), clock)
     await index.close()

@@ -7,8 +7,8 @@ from typing import Any
 
 from adapters.slack.ids import Action
 from adapters.slack.render.blocks import Block, button, context, date, esc, section, severity_label
-from core.index import ScopeRow
 from core.insights import times_line
+from core.store.ports import ScopeRow
 
 Pending = list[tuple[ScopeRow, list[tuple[str, str, str]]]]  # (row, [(proposal id, action, risk)])
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from adapters.slack.ids import Action, DeclareField, View
 from adapters.slack.render.blocks import Block, esc, section, severity_options
-from core.index import ScopeRow
+from core.store.ports import ScopeRow
 
 
 def usage(text: str, reason: str = "") -> list[Block]:

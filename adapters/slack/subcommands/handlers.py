@@ -20,10 +20,9 @@ from adapters.slack.render import obligations as render_obligations
 from core.agents.answers import answer_finding
 from core.entries import Actor
 from core.errors import NotFound
-from core.index import Index
 from core.service import ScopeService
 from core.state import ScopeState
-from core.store import LogStore
+from core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger("decklog.slack")
 
@@ -48,7 +47,7 @@ class Call:
     key: str
     service: ScopeService
     store: LogStore
-    index: Index
+    index: IndexPort
     ports: SlackPorts
     scope: str = ""
 

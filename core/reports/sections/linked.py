@@ -16,7 +16,7 @@ from core.reports.model import (
 )
 from core.reports.sections.source import Source, report_entries
 from core.state import fold_all
-from core.store import VerifyReport
+from core.store.ports import VerifyReport
 
 
 def linked(src: Source) -> tuple[LinkedScope, ...]:

@@ -22,7 +22,7 @@ from core.reports.model import (
     Origin,
 )
 from core.state import ScopeState, fold_all
-from core.store import VerifyReport
+from core.store.ports import VerifyReport
 
 EXCLUDED_KINDS = frozenset({"report_exported"})
 # Linked scopes of these kinds have their entries merged into the timeline (a deploy's start and end matter to
