@@ -10,13 +10,13 @@ PORT   ?= 8080
 
 .PHONY: run test check lint format typecheck bench experiment browser monitoring clean
 
-$(VENV)/.runtime: pyproject.toml
+$(VENV)/.runtime: pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip >/dev/null 2>&1 || true
 	$(PIP) install --quiet -e .
 	@touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime pyproject.toml
+$(VENV)/.dev: $(VENV)/.runtime pyproject.toml setup.py
 	$(PIP) install --quiet -e '.[dev,bench]'
 	@touch $@
 
@@ -68,8 +68,10 @@ format: $(VENV)/.dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+## typecheck: mypy sees the product as the installed namespace (decklog.core, …) through a link in build/
 typecheck: $(VENV)/.dev
-	$(VENV)/bin/mypy core bot adapters research
+	@mkdir -p build/mypy && ln -sfn ../.. build/mypy/decklog
+	MYPYPATH=build/mypy $(VENV)/bin/mypy -p decklog.core -p decklog.bot -p decklog.adapters -p research
 
 ## check: lint, format, types, tests — run before every commit
 check: lint typecheck test

@@ -29,7 +29,7 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from core.signals import Link, PayloadError
+from decklog.core.signals import Link, PayloadError
 
 # Caps (characters). Titles are capped by the model itself at 500; we cap first so the model never rejects.
 TITLE_MAX: Final = 500

@@ -36,9 +36,9 @@ from _stats import (
     verdict,
 )
 
-from core.entries import Actor, NewEntry
-from core.store.postgres import schema as pg
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.log_store import PostgresLogStore
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})

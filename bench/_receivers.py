@@ -23,9 +23,9 @@ from aiohttp import web
 
 from bench._blast import Storm, blast_handler
 from bench._stats import Sample
-from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from core.entries import Actor, NewEntry
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.system("generic")
 #: (scope, entry) → the entry's seq once it is durable

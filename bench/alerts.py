@@ -47,10 +47,10 @@ import aiohttp
 from bench._blast import TOKEN, Storm, baseline, blast_from_child, in_scratch
 from bench._receivers import coalesce_baseline, persist_baseline, store_baseline
 from bench._stats import Sample, fmt_ms, fmt_rate, fmt_ratio, markdown_table, median, note, percentile, verdict
-from bot.config import load_config
-from bot.server import DecklogServer, freeze_heap
-from bot.settings import Settings, example_config_path
-from core.alerts import SUMMARY_SOURCE
+from decklog.bot.config import load_config
+from decklog.bot.server import DecklogServer, freeze_heap
+from decklog.bot.settings import Settings, example_config_path
+from decklog.core.alerts import SUMMARY_SOURCE
 from tests.fakes.slack_calls import record_sandbox_calls, slack_calls
 
 OPENING = 500  # the requests that open the storm's incidents (reported apart)

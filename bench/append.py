@@ -51,11 +51,11 @@ from _stats import (
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from core.entries import Actor, NewEntry
-from core.entries.records import actor_json, payload_json
-from core.store.sqlite import schema
-from core.store.sqlite.engine import make_engine
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.entries.records import actor_json, payload_json
+from decklog.core.store.sqlite import schema
+from decklog.core.store.sqlite.engine import make_engine
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 TEXT = "p99 latency on payments-api is 2.3 s since 03:10; rolling back r2026-09-19-4 looks like the safest bet"
 MESSAGE = NewEntry.make("message", Actor.human("U0ALICE", "alice"), {"text": TEXT, "channel": "C0INCIDENT"})

@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _stats import Sample, fmt_rate, fmt_ratio, interleave, markdown_table, median_rate, note, paired_ratio
 
-from core.clock import SystemClock
-from core.entries import Actor, NewEntry, ObligationClaimed
-from core.errors import Conflict, DecklogError, NotFound
-from core.obligations import claim, fulfil, open_obligation
-from core.state import ScopeState
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.clock import SystemClock
+from decklog.core.entries import Actor, NewEntry, ObligationClaimed
+from decklog.core.errors import Conflict, DecklogError, NotFound
+from decklog.core.obligations import claim, fulfil, open_obligation
+from decklog.core.state import ScopeState
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.agent("bench", "bench")
 RAW = "raw sqlite3 single-row commits (WAL, FULL)"

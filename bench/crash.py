@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.helpers.mixed_load import CrashRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN
 

@@ -40,9 +40,9 @@ from bench._stats import (
     paired_ratio,
     verdict,
 )
-from core.entries import Actor, Entry, NewEntry
-from core.outbox.dispatcher import Dispatcher
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 ACTOR = Actor.system("bench")
 SCOPE = "incident/bench"
@@ -166,7 +166,7 @@ async def _replicas(url: str, n: int, *, notify: bool, replicas: int = 3) -> tup
     LISTEN connection and token): commits round-robin on the replicas; commit → sender invoked (latency samples),
     ordering violations, duplicate deliveries. ``notify=False``: the other replicas learn of a commit only by
     their claim retry (the poll), the baseline LISTEN/NOTIFY is measured against."""
-    from core.store.postgres.log_store import PostgresLogStore
+    from decklog.core.store.postgres.log_store import PostgresLogStore
 
     stores = [PostgresLogStore(url, topics=("rec",), notify=notify) for _ in range(replicas)]
     rec = Recorder()

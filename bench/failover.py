@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 
-from adapters.local.slack import FakeSlack
-from core.outbox.dispatcher import CURSOR_LEASE_S
+from decklog.adapters.local.slack import FakeSlack
+from decklog.core.outbox.dispatcher import CURSOR_LEASE_S
 from tests.helpers.balancer import Balancer
 from tests.helpers.pg_view import pending_in
 from tests.helpers.replica_load import Killed, ReplicaRun

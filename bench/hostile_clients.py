@@ -28,7 +28,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.helpers.serve import ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, Served, start_serve
 
 BOMB = gzip.compress(b"a=1&" * 2_000_000, 9)

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.clock import iso
-from core.insights import compute
-from core.state import AlertState, ScopeState
-from core.store.sqlite.index import SqliteIndex
+from decklog.core.clock import iso
+from decklog.core.insights import compute
+from decklog.core.state import AlertState, ScopeState
+from decklog.core.store.sqlite.index import SqliteIndex
 
 SERVICES = ["payments", "search", "checkout", "auth", "api", "db", "cache", "queue"]
 SOURCES = ["alertmanager", "grafana", "datadog", "pagerduty", ""]

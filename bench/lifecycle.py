@@ -25,13 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.clock import ManualClock, iso
-from core.entries import Actor, NewEntry
-from core.lifecycle import LifecycleJob
-from core.reminders import LifecyclePolicy
-from core.state import ScopeState
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.clock import ManualClock, iso
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.lifecycle import LifecycleJob
+from decklog.core.reminders import LifecyclePolicy
+from decklog.core.state import ScopeState
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 WHO = Actor.human("U0ALICE", "alice")

@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PRODUCT = ("core", "adapters", "bot", "prompts", "decklog")
+PRODUCT = ("core", "adapters", "bot", "prompts")
 
 
 def product_file(filename: str) -> str | None:
@@ -88,14 +88,9 @@ async def main() -> None:
     args = parser.parse_args()
     import aiohttp
 
-    try:
-        from decklog.bot.config import DecklogConfig, load_config  # type: ignore[import-not-found]
-        from decklog.bot.server import DecklogServer  # type: ignore[import-not-found]
-        from decklog.bot.settings import Settings, example_config_path  # type: ignore[import-not-found]
-    except ImportError:
-        from bot.config import DecklogConfig, load_config
-        from bot.server import DecklogServer
-        from bot.settings import Settings, example_config_path
+    from decklog.bot.config import DecklogConfig, load_config
+    from decklog.bot.server import DecklogServer
+    from decklog.bot.settings import Settings, example_config_path
 
     data = load_config(example_config_path()).model_dump()
     data["slack"]["pace_per_channel_s"] = 0.0

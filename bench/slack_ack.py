@@ -37,8 +37,8 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.local.slack import FakeSlack, SlackDriver
 from bench._stats import Sample, fmt_ms, markdown_table, median_percentile_ms, note, verdict
+from decklog.adapters.local.slack import FakeSlack, SlackDriver
 from tests.fakes.polling import wait_for
 from tests.fakes.slack_calls import record_calls, slack_calls
 
@@ -73,7 +73,7 @@ def start_decklog(api_url: str, data_dir: str) -> tuple[subprocess.Popen[str], s
             "DECKLOG_LOG_LEVEL": "WARNING",
         }
     )
-    return _spawn([sys.executable, "-m", "bot.cli", "serve"], env)
+    return _spawn([sys.executable, "-m", "decklog.bot.cli", "serve"], env)
 
 
 def start_bare(api_url: str) -> tuple[subprocess.Popen[str], str]:

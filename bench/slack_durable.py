@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.local.slack import FakeSlack, SlackDriver
+from decklog.adapters.local.slack import FakeSlack, SlackDriver
 from tests.helpers.log_view import linked_threads, read_log
 from tests.helpers.serve import ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, start_serve
 

@@ -32,13 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.agents import AgentsSender, TurnInput, TurnOutput, TurnRuntime, TurnScheduler
-from core.alarm import AsyncioAlarm
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.state import fold_all
-from core.store.sqlite.log_store import SqliteLogStore
-from core.views import VIEW_NAMES, ViewCache, build_view
+from decklog.core.agents import AgentsSender, TurnInput, TurnOutput, TurnRuntime, TurnScheduler
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.state import fold_all
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.views import VIEW_NAMES, ViewCache, build_view
 
 SCOPE = "incident/bench"
 PEOPLE = [Actor.human(f"U{i:03d}", name) for i, name in enumerate(["alice", "bob", "carol", "dan", "erin"])]

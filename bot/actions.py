@@ -24,19 +24,19 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from adapters.executors.http import HttpExecutor
-from adapters.executors.pagerduty import PagerDutyExecutor
-from adapters.executors.statuspage import StatuspageExecutor
-from adapters.slack import render
-from adapters.slack.outcomes import SlackDesk
-from bot.config import DecklogConfig, load_config
-from bot.parts import Job, Provides
-from bot.runtime import Runtime
-from bot.settings import Settings, SettingsError, example_config_path
-from core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
-from core.agents.ports import ActionInfo as AgentActionInfo
-from core.egress import EgressPolicy
-from core.entries import (
+from decklog.adapters.executors.http import HttpExecutor
+from decklog.adapters.executors.pagerduty import PagerDutyExecutor
+from decklog.adapters.executors.statuspage import StatuspageExecutor
+from decklog.adapters.slack import render
+from decklog.adapters.slack.outcomes import SlackDesk
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.parts import Job, Provides
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings, SettingsError, example_config_path
+from decklog.core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
+from decklog.core.agents.ports import ActionInfo as AgentActionInfo
+from decklog.core.egress import EgressPolicy
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     Approval,
@@ -46,9 +46,9 @@ from core.entries import (
     ProposalClosed,
     ProposalMade,
 )
-from core.errors import DecklogError
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.errors import DecklogError
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 log = logging.getLogger("decklog.actions")
 

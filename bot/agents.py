@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Gauge, Histogram
 
-from adapters.slack.ask import SlackAsk
-from adapters.slack.progress import SlackProgress
-from bot.parts import Provides
-from bot.runtime import Runtime
-from bot.settings import Settings
-from bot.slack import SlackOut
-from core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
-from core.agents.agents_sender import AgentsSender
-from core.agents.catchup import ModelCatchUp
-from core.agents.shared_slots import SharedSlots
-from core.prompts import PromptLibrary
+from decklog.adapters.slack.ask import SlackAsk
+from decklog.adapters.slack.progress import SlackProgress
+from decklog.bot.parts import Provides
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings
+from decklog.bot.slack import SlackOut
+from decklog.core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
+from decklog.core.agents.agents_sender import AgentsSender
+from decklog.core.agents.catchup import ModelCatchUp
+from decklog.core.agents.shared_slots import SharedSlots
+from decklog.core.prompts import PromptLibrary
 
 if TYPE_CHECKING:
-    from bot.config import AgentsConfig
+    from decklog.bot.config import AgentsConfig
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def turn_delays(settings: Settings, config: AgentsConfig) -> tuple[float, float]
 def build_reasoner(settings: Settings, config: AgentsConfig, *, max_retries: int = 2) -> Reasoner:
     if settings.anthropic_api_key is None:
         return RuleBasedReasoner(idle_nudge_minutes=config.idle_nudge_minutes, **config.rules.reasoner_args())
-    from adapters.anthropic import ClaudeReasoner, build_client
+    from decklog.adapters.anthropic import ClaudeReasoner, build_client
 
     client = build_client(
         api_key=settings.anthropic_api_key.get_secret_value(),
@@ -178,7 +178,7 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
 def build_catchup(rt: Runtime, client: Any, turns: TurnRuntime) -> ModelCatchUp:
     """``catch me up`` with Claude: one request over the joiner view, no tools, at most 600 output tokens, in one
     of the turn runtime's slots."""
-    from adapters.anthropic.catchup import ClaudeSummariser
+    from decklog.adapters.anthropic.catchup import ClaudeSummariser
 
     cfg = rt.config.agents
     summariser = ClaudeSummariser(

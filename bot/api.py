@@ -28,22 +28,22 @@ from typing import Any
 from aiohttp import web
 from pydantic import SecretStr
 
-from bot.parts import Handler, Provides, Route
-from bot.reports import render_report
-from bot.runtime import Runtime
-from bot.settings import Settings, is_loopback_host
-from core.clock import Clock
-from core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
-from core.errors import InvalidInput, NotFound
-from core.ids import SCOPE_KINDS, ScopeId
-from core.insights import DEFAULT_DAYS, parse_days
-from core.insights import compute as compute_insights
-from core.reports import FORMATS, MEDIA_TYPES, filename
-from core.reports.templating import ReportTemplates
-from core.search import SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN, search_incidents
-from core.service import parse_severity
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore, ScopeRow
+from decklog.bot.parts import Handler, Provides, Route
+from decklog.bot.reports import render_report
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings, is_loopback_host
+from decklog.core.clock import Clock
+from decklog.core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.ids import SCOPE_KINDS, ScopeId
+from decklog.core.insights import DEFAULT_DAYS, parse_days
+from decklog.core.insights import compute as compute_insights
+from decklog.core.reports import FORMATS, MEDIA_TYPES, filename
+from decklog.core.reports.templating import ReportTemplates
+from decklog.core.search import SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN, search_incidents
+from decklog.core.service import parse_severity
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore, ScopeRow
 
 PREFIX = "/api/scopes"
 ALLOWED = "GET, HEAD"

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.settings import SettingsError
-from core.egress import parse_rule
-from core.errors import InvalidInput
+from decklog.bot.settings import SettingsError
+from decklog.core.egress import parse_rule
+from decklog.core.errors import InvalidInput
 
 
 class _Section(BaseModel):

@@ -25,9 +25,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from core.outbox.dispatcher import DispatchStats
-from core.reports.sections.findings import findings_counts
-from core.store.ports import IndexPort, LogStore
+from decklog.core.outbox.dispatcher import DispatchStats
+from decklog.core.reports.sections.findings import findings_counts
+from decklog.core.store.ports import IndexPort, LogStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Slack allows 3 s for an ack; the buckets are finest where acks and deliveries usually land.

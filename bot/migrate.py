@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.errors import Conflict, NotFound
-from core.ids import ScopeId
-from core.store.postgres import schema as pg
-from core.store.verify import verify_rows
+from decklog.core.errors import Conflict, NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.verify import verify_rows
 
 ENTRY_COLUMNS = ("seq", "id", "kind", "at", "actor", "payload", "refs", "idempotency_key", "prev_hash", "hash")
 INDEX_COPIES = {

@@ -15,15 +15,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bot.metrics import CONTENT_TYPE, Live, ServerMetrics
-from bot.parts import Job, Provides, Route
-from bot.runtime import Runtime
-from bot.settings import SlackMode
-from bot.slack import SlackIn, SlackOut
-from core.clock import iso
-from core.lifecycle import LifecycleJob
-from core.reminders import DAY_S, LifecyclePolicy
-from core.store.ports import CursorClaims, Leases
+from decklog.bot.metrics import CONTENT_TYPE, Live, ServerMetrics
+from decklog.bot.parts import Job, Provides, Route
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import SlackMode
+from decklog.bot.slack import SlackIn, SlackOut
+from decklog.core.clock import iso
+from decklog.core.lifecycle import LifecycleJob
+from decklog.core.reminders import DAY_S, LifecyclePolicy
+from decklog.core.store.ports import CursorClaims, Leases
 
 log = logging.getLogger("decklog")
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from adapters.slack.sender import EntryUpdater as Updater
-from core.entries import Entry
-from core.outbox.sender import Sender
+from decklog.adapters.slack.sender import EntryUpdater as Updater
+from decklog.core.entries import Entry
+from decklog.core.outbox.sender import Sender
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Stopper = Callable[[], Awaitable[None]]

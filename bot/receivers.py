@@ -46,18 +46,18 @@ from typing import Any, Protocol
 from aiohttp import web
 from pydantic import SecretStr
 
-from adapters.alerts import ALERT_SOURCES
-from adapters.changes import CHANGE_SOURCES, github
-from adapters.payload import header_value
-from bot.parts import Job, Provides, Route
-from bot.runtime import Runtime
-from core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
-from core.changes import ChangeLinkSender, ChangeService
-from core.entries import Entry
-from core.errors import InvalidInput
-from core.follow_ups import FollowUpCloser
-from core.signals import PayloadError, truncate_raw
-from core.store.ports import IndexPort
+from decklog.adapters.alerts import ALERT_SOURCES
+from decklog.adapters.changes import CHANGE_SOURCES, github
+from decklog.adapters.payload import header_value
+from decklog.bot.parts import Job, Provides, Route
+from decklog.bot.runtime import Runtime
+from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
+from decklog.core.changes import ChangeLinkSender, ChangeService
+from decklog.core.entries import Entry
+from decklog.core.errors import InvalidInput
+from decklog.core.follow_ups import FollowUpCloser
+from decklog.core.signals import PayloadError, truncate_raw
+from decklog.core.store.ports import IndexPort
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.agents import build_reasoner, turn_delays
-from bot.settings import Settings
-from core.agents.context import ContextAgents
-from core.agents.reasoner import Reasoner
-from core.agents.rules import RuleBasedReasoner
-from core.agents.runtime import TurnRuntime
-from core.agents.scheduler import TurnScheduler
-from core.errors import InvalidInput, NotFound
-from core.replay import ReplayResult, VirtualAlarm, VirtualClock, replay_scope
+from decklog.bot.agents import build_reasoner, turn_delays
+from decklog.bot.settings import Settings
+from decklog.core.agents.context import ContextAgents
+from decklog.core.agents.reasoner import Reasoner
+from decklog.core.agents.rules import RuleBasedReasoner
+from decklog.core.agents.runtime import TurnRuntime
+from decklog.core.agents.scheduler import TurnScheduler
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.replay import ReplayResult, VirtualAlarm, VirtualClock, replay_scope
 
 EXIT_OK, EXIT_DIFF = 0, 1
 
@@ -51,7 +51,7 @@ class PastIndex:
 
 def pick_reasoner(settings: Settings, name: str) -> Reasoner:
     """``rules``, ``claude`` (needs ANTHROPIC_API_KEY) or ``recorded:DIR`` (not available on this build)."""
-    from bot.config import load_config
+    from decklog.bot.config import load_config
 
     cfg = load_config(settings.resolved_config_path).agents
     if name == "rules":
@@ -71,9 +71,9 @@ def pick_reasoner(settings: Settings, name: str) -> Reasoner:
 
 
 async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner: str, fail_on_diff: bool) -> int:
-    from bot.actions import AgentCatalog, build_catalog, build_policy
-    from bot.runtime import Runtime
-    from core.actions import ActionDesk
+    from decklog.bot.actions import AgentCatalog, build_catalog, build_policy
+    from decklog.bot.runtime import Runtime
+    from decklog.core.actions import ActionDesk
 
     chosen = pick_reasoner(settings, reasoner)  # before anything is opened: a bad choice writes nothing
     clock = VirtualClock(datetime(1970, 1, 1, tzinfo=UTC))

@@ -20,12 +20,12 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.config import DecklogConfig
-from bot.settings import SettingsError
-from core.entries import Actor, NewEntry, ReportExported, ScopeLinked
-from core.errors import InvalidInput, NotFound
-from core.ids import ScopeId
-from core.reports import (
+from decklog.bot.config import DecklogConfig
+from decklog.bot.settings import SettingsError
+from decklog.core.entries import Actor, NewEntry, ReportExported, ScopeLinked
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.reports import (
     Format,
     ReportTemplateError,
     ReportTemplates,
@@ -36,10 +36,10 @@ from core.reports import (
     parse_format,
     render,
 )
-from core.store.ports import LogStore
+from decklog.core.store.ports import LogStore
 
 if TYPE_CHECKING:
-    from bot.runtime import Runtime
+    from decklog.bot.runtime import Runtime
 
 # Destinations that are not file paths.
 NAMED_DESTINATIONS = ("stdout", "slack")
@@ -124,7 +124,7 @@ async def record_export(
 
 async def export_to_slack(rt: Runtime, scope: str, fmt: str, actor: Actor) -> str:
     """Record an export to the scope's Slack thread; the Slack sender uploads it. Returns the reply to show."""
-    from adapters.slack.sender import REPORT_STASH  # here, so that the CLI's export does not load slack_sdk
+    from decklog.adapters.slack.sender import REPORT_STASH  # here, so that the CLI's export does not load slack_sdk
 
     parsed = parse_format(fmt)
     scope = str(ScopeId.parse(scope))

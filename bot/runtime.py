@@ -12,19 +12,19 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import DecklogConfig, load_config
-from bot.reports import report_templates
-from bot.settings import Settings
-from core.agents.triggers import QUIET_KINDS
-from core.alarm import Alarm, AsyncioAlarm
-from core.clock import Clock, SystemClock
-from core.entries import PAYLOADS
-from core.index.sender import IndexSender
-from core.outbox.dispatcher import Dispatcher, RetryPolicy
-from core.reports import ReportTemplates
-from core.service import ScopeService
-from core.store.backend import storage_for
-from core.store.ports import IndexPort, LogStore, StorageFactory
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.reports import report_templates
+from decklog.bot.settings import Settings
+from decklog.core.agents.triggers import QUIET_KINDS
+from decklog.core.alarm import Alarm, AsyncioAlarm
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.entries import PAYLOADS
+from decklog.core.index.sender import IndexSender
+from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy
+from decklog.core.reports import ReportTemplates
+from decklog.core.service import ScopeService
+from decklog.core.store.backend import storage_for
+from decklog.core.store.ports import IndexPort, LogStore, StorageFactory
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from core.alarm import Job
+from decklog.core.alarm import Job
 
 log = logging.getLogger(__name__)
 

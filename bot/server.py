@@ -21,18 +21,18 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.local.slack import FakeSlack
-from bot import diagnostics
-from bot.api import protection_line
-from bot.config import DecklogConfig
-from bot.connections import KEEPALIVE_S, BoundedSite, ConnectionGuard, LoopErrors
-from bot.metrics import ServerMetrics
-from bot.parts import Stopper, Task, http_url
-from bot.runtime import Runtime
-from bot.settings import Settings, SlackMode
-from bot.slack import start_socket_mode
-from bot.wiring import ALL_PARTS, PartName, Parts, build
-from core.clock import Clock
+from decklog.adapters.local.slack import FakeSlack
+from decklog.bot import diagnostics
+from decklog.bot.api import protection_line
+from decklog.bot.config import DecklogConfig
+from decklog.bot.connections import KEEPALIVE_S, BoundedSite, ConnectionGuard, LoopErrors
+from decklog.bot.metrics import ServerMetrics
+from decklog.bot.parts import Stopper, Task, http_url
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings, SlackMode
+from decklog.bot.slack import start_socket_mode
+from decklog.bot.wiring import ALL_PARTS, PartName, Parts, build
+from decklog.core.clock import Clock
 
 log = logging.getLogger("decklog")
 

@@ -44,7 +44,7 @@ def project_root() -> Path:
 def example_config_path() -> Path:
     """The shipped ``decklog.example.toml`` (package data of ``bot``, found in a wheel install as in a checkout):
     the configuration used when ``DECKLOG_CONFIG`` is unset."""
-    return Path(str(resources.files("bot") / "decklog.example.toml"))
+    return Path(str(resources.files("decklog.bot") / "decklog.example.toml"))
 
 
 def is_loopback_host(host: str) -> bool:

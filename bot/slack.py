@@ -26,17 +26,17 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import build_slack_app, build_web_client
-from adapters.slack.deps import SlackDeps
-from adapters.slack.intake import Rejected, SlackIntake
-from adapters.slack.pacing import ChannelPacer, SharedChannelPacer
-from adapters.slack.ports import SlackPorts
-from adapters.slack.runner import CommandRunner
-from adapters.slack.sender import SlackSender
-from bot.parts import Job, Provides, Route, Stopper
-from bot.runtime import Runtime
-from bot.settings import Settings, SlackMode
-from core.store.ports import Inbox
+from decklog.adapters.slack.app import build_slack_app, build_web_client
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.intake import Rejected, SlackIntake
+from decklog.adapters.slack.pacing import ChannelPacer, SharedChannelPacer
+from decklog.adapters.slack.ports import SlackPorts
+from decklog.adapters.slack.runner import CommandRunner
+from decklog.adapters.slack.sender import SlackSender
+from decklog.bot.parts import Job, Provides, Route, Stopper
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings, SlackMode
+from decklog.core.store.ports import Inbox
 
 log = logging.getLogger("decklog")
 

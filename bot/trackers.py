@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import aiohttp
 
-from adapters.trackers.github import GitHubTracker
-from adapters.trackers.jira import JiraTracker
-from bot.parts import Address
-from bot.settings import Settings, is_wildcard_host
-from core.follow_ups import Tracker
+from decklog.adapters.trackers.github import GitHubTracker
+from decklog.adapters.trackers.jira import JiraTracker
+from decklog.bot.parts import Address
+from decklog.bot.settings import Settings, is_wildcard_host
+from decklog.core.follow_ups import Tracker
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from typing import Literal
 
 import aiohttp
 
-from adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
-from adapters.local.sandbox import (
+from decklog.adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
+from decklog.adapters.local.sandbox import (
     LocalPage,
     LocalSlack,
     LocalWants,
@@ -31,25 +31,25 @@ from adapters.local.sandbox import (
     open_local_slack,
     open_world,
 )
-from adapters.slack.app import build_http_session
-from adapters.slack.ports import SlackPorts
-from bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
-from bot.agents import Agents, build_agents
-from bot.api import build_api
-from bot.config import DecklogConfig, load_config
-from bot.metrics import ServerMetrics
-from bot.ops import Ops, build_ops, leased_jobs
-from bot.parts import Address, Provides, Route, Stopper
-from bot.receivers import ReceiversPart, build_receivers
-from bot.reports import SlackExport
-from bot.runtime import Runtime
-from bot.scheduler import SchedulerAlarm
-from bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
-from bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
-from bot.trackers import build_tracker, report_link
-from core.clock import Clock
-from core.follow_ups import FollowUpsSender
-from core.outbox.sender import Sender
+from decklog.adapters.slack.app import build_http_session
+from decklog.adapters.slack.ports import SlackPorts
+from decklog.bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
+from decklog.bot.agents import Agents, build_agents
+from decklog.bot.api import build_api
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.metrics import ServerMetrics
+from decklog.bot.ops import Ops, build_ops, leased_jobs
+from decklog.bot.parts import Address, Provides, Route, Stopper
+from decklog.bot.receivers import ReceiversPart, build_receivers
+from decklog.bot.reports import SlackExport
+from decklog.bot.runtime import Runtime
+from decklog.bot.scheduler import SchedulerAlarm
+from decklog.bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
+from decklog.bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
+from decklog.bot.trackers import build_tracker, report_link
+from decklog.core.clock import Clock
+from decklog.core.follow_ups import FollowUpsSender
+from decklog.core.outbox.sender import Sender
 
 log = logging.getLogger("decklog")
 

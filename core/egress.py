@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

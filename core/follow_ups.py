@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from core.entries import Actor, Entry, FollowUp, FollowUpClosed, FollowUpSynced, NewEntry, parse_payload
-from core.errors import InvalidInput
-from core.outbox.sender import PermanentFailure, RetryAfter
-from core.store.ports import LogStore, SearchHit
+from decklog.core.entries import Actor, Entry, FollowUp, FollowUpClosed, FollowUpSynced, NewEntry, parse_payload
+from decklog.core.errors import InvalidInput
+from decklog.core.outbox.sender import PermanentFailure, RetryAfter
+from decklog.core.store.ports import LogStore, SearchHit
 
 TRACKER_LABEL = "incident-follow-up"
 _DUE = re.compile(r"(?:^|\s)due\s+(\S+)\s*$", re.IGNORECASE)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.entries import Actor, Entry, Forked, NewEntry
-from core.errors import Conflict, InvalidInput, StorageError
-from core.ids import ScopeId
-from core.state import ScopeState, empty_state, fold
-from core.store.ports import IndexPort, LogStore
+from decklog.core.entries import Actor, Entry, Forked, NewEntry
+from decklog.core.errors import Conflict, InvalidInput, StorageError
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState, empty_state, fold
+from decklog.core.store.ports import IndexPort, LogStore
 
 FORK_ACTOR = Actor(type="system", id="decklog:fork", name="decklog fork")
 

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 
 SCOPE_KINDS = ("incident", "change")
 _KIND = r"[a-z][a-z0-9_-]{0,31}"

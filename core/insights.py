@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from core.clock import iso
-from core.errors import InvalidInput
-from core.store.ports import IndexPort, Milestones
+from decklog.core.clock import iso
+from decklog.core.errors import InvalidInput
+from decklog.core.store.ports import IndexPort, Milestones
 
 MAX_DAYS = 3650
 DEFAULT_DAYS = 30
@@ -107,7 +107,7 @@ def times_line(body: dict[str, Any]) -> str:
     """MTTA / MTTM / MTTR in the words and the rounding of the report's milestones (``core.reports.text.duration``,
     whole seconds cut, never rounded up), so that an incident's MTTA here reads as its report's "first human
     response"."""
-    from core.reports.text import duration  # here: reading the numbers need not load the reports
+    from decklog.core.reports.text import duration  # here: reading the numbers need not load the reports
 
     parts = []
     for label, key in (("MTTA", "mtta_seconds"), ("MTTM", "mttm_seconds"), ("MTTR", "mttr_seconds")):

@@ -28,12 +28,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from core.clock import Clock, iso, parse_iso
-from core.entries import Actor, NewEntry
-from core.entries.lifecycle import ArchiveNotice, ChannelArchive
-from core.reminders import Due, LifecyclePolicy, follow_up_reminder_due, status_reminder_due
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore, ScopeRow
+from decklog.core.clock import Clock, iso, parse_iso
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive
+from decklog.core.reminders import Due, LifecyclePolicy, follow_up_reminder_due, status_reminder_due
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore, ScopeRow
 
 log = logging.getLogger(__name__)
 

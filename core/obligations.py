@@ -25,8 +25,8 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from core.clock import iso, parse_iso
-from core.entries import (
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import (
     Actor,
     FenceRejected,
     FollowUp,
@@ -38,9 +38,9 @@ from core.entries import (
     ObligationOpened,
     ObligationReleased,
 )
-from core.entries.lifecycle import Reminder
-from core.errors import Conflict, NotFound, StaleFence
-from core.state import ObligationState, ScopeState
+from decklog.core.entries.lifecycle import Reminder
+from decklog.core.errors import Conflict, NotFound, StaleFence
+from decklog.core.state import ObligationState, ScopeState
 
 #: How many open obligations a resolve notice names in its text (its buttons: adapters/slack/render/obligations.py).
 NAMED_AT_RESOLVE = 10

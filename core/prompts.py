@@ -43,7 +43,7 @@ class PromptLibrary:
     @classmethod
     def shipped(cls) -> PromptLibrary:
         """The prompts that ship with decklog (the ``prompts`` package data, editable or wheel install alike)."""
-        return cls(Path(str(resources.files("prompts"))))
+        return cls(Path(str(resources.files("decklog.prompts"))))
 
     def source(self, name: str) -> str:
         """The raw text of ``name`` (``turn`` → ``<root>/turn.md``)."""

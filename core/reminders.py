@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from core.clock import iso, parse_iso
-from core.entries import FollowUp, FollowUpClosed, Payload
-from core.entries.lifecycle import Reminder
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import FollowUp, FollowUpClosed, Payload
+from decklog.core.entries.lifecycle import Reminder
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 DAY_S = 86_400.0
 DEFAULT_STATUS_UPDATE_S: Mapping[int, float] = {1: 30 * 60.0, 2: 60 * 60.0}

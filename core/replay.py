@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.agents.scheduler import TurnScheduler
-from core.entries import Entry, NewEntry
-from core.fork import check_seq, fork_scope
-from core.store.ports import IndexPort, LogStore
+from decklog.core.agents.scheduler import TurnScheduler
+from decklog.core.entries import Entry, NewEntry
+from decklog.core.fork import check_seq, fork_scope
+from decklog.core.store.ports import IndexPort, LogStore
 
 #: Kinds that the world (people, alert sources, change feeds) records, re-delivered by a replay.
 WORLD_KINDS = frozenset(

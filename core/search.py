@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.errors import InvalidInput
-from core.index.text import search_words
-from core.store.ports import IndexPort
+from decklog.core.errors import InvalidInput
+from decklog.core.index.text import search_words
+from decklog.core.store.ports import IndexPort
 
 _ALNUM_PAIR = re.compile(r"[^\W_]{2}")  # a word worth looking for: two letters or digits in a row
 SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN = 10, 50, 200

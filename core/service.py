@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.entries import (
+from decklog.core.entries import (
     INCIDENT_STATUSES,
     Actor,
     Declared,
@@ -23,12 +23,12 @@ from core.entries import (
     StatusChanged,
     parse_payload,
 )
-from core.entries.registry import invalid_input
-from core.errors import Conflict, InvalidInput, NotFound
-from core.ids import SCOPE_KINDS, ScopeId, slugify
-from core.obligations import keep_as_follow_up, left_open
-from core.state import ScopeState
-from core.store.ports import AppendResult, IndexPort, LogStore
+from decklog.core.entries.registry import invalid_input
+from decklog.core.errors import Conflict, InvalidInput, NotFound
+from decklog.core.ids import SCOPE_KINDS, ScopeId, slugify
+from decklog.core.obligations import keep_as_follow_up, left_open
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import AppendResult, IndexPort, LogStore
 
 ROLE_NAMES = ("commander", "comms", "ops", "scribe", "lead", "liaison")
 

@@ -15,22 +15,22 @@ from typing import Any
 
 import aiohttp
 
-from adapters.local.services import FakeDeployService
-from adapters.slack.outcomes import SlackDesk
-from bot.actions import build_executor
-from core.actions import ActionDesk, ApproverPolicy, Catalog
-from core.actions.runner import Checkpoint, Runner
-from core.clock import Clock, SystemClock
-from core.egress import EgressPolicy
-from core.entries import Actor, Entry, NewEntry
-from core.index.sender import IndexSender
-from core.obligations import open_obligation
-from core.outbox.dispatcher import Dispatcher
-from core.service import ScopeService
-from core.state import ScopeState
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.local.services import FakeDeployService
+from decklog.adapters.slack.outcomes import SlackDesk
+from decklog.bot.actions import build_executor
+from decklog.core.actions import ActionDesk, ApproverPolicy, Catalog
+from decklog.core.actions.runner import Checkpoint, Runner
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.egress import EgressPolicy
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.index.sender import IndexSender
+from decklog.core.obligations import open_obligation
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.service import ScopeService
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 BOB = Actor.human("U0BOB", "bob")

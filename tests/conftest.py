@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from bot.config import DecklogConfig, load_config
-from bot.server import DecklogServer
-from bot.settings import Settings, example_config_path
-from bot.wiring import ALL_PARTS, PartName, Parts
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings, example_config_path
+from decklog.bot.wiring import ALL_PARTS, PartName, Parts
 from tests.fakes.slack_calls import record_sandbox_calls
 
 T = TypeVar("T")

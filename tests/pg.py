@@ -25,7 +25,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from core.store.postgres import schema as pg
+from decklog.core.store.postgres import schema as pg
 
 LOCAL_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock, iso
-from core.entries import Actor, Entry, NewEntry
-from core.errors import Conflict, InvalidInput, NotFound
-from core.ids import ScopeId
-from core.state import ScopeState, fold_all
-from core.store.memory.log_store import MemoryLogStore
-from core.store.ports import ERROR_MAX, Inbox, IndexPort, LogStore, StorageFactory
+from decklog.core.clock import ManualClock, iso
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.errors import Conflict, InvalidInput, NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState, fold_all
+from decklog.core.store.memory.log_store import MemoryLogStore
+from decklog.core.store.ports import ERROR_MAX, Inbox, IndexPort, LogStore, StorageFactory
 
 OpenStore = Callable[..., Awaitable[LogStore]]
 OpenIndex = Callable[[], Awaitable[IndexPort]]
@@ -941,7 +941,7 @@ class IndexContract(FactoryFixtures):
         """Issue 31: a fork copies its source's thread, messages and alerts; applied after the source (the CLI's fork)
         or before it (a rebuild in any order), it takes none of the source's routes or fingerprints, and it is listed
         but never offered as an open incident."""
-        from core.fork import copies
+        from decklog.core.fork import copies
 
         log = MemoryLogStore()
         await declare_scope(log, "incident/a", "A", services=["api"])

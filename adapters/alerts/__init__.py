@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from adapters.alerts import alertmanager, datadog, generic, grafana, pagerduty
-from adapters.payload import header_value
-from core.signals import AlertSignal
+from decklog.adapters.alerts import alertmanager, datadog, generic, grafana, pagerduty
+from decklog.adapters.payload import header_value
+from decklog.core.signals import AlertSignal
 
 AlertParser = Callable[[object], list[AlertSignal]]
 SignatureVerifier = Callable[[str, bytes, str | None], bool]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anthropic
 
-from adapters.anthropic.reasoner import ClaudeReasoner, describe_error
+from decklog.adapters.anthropic.reasoner import ClaudeReasoner, describe_error
 
 
 def build_client(

@@ -11,10 +11,10 @@ from typing import Any
 
 import anthropic
 
-from adapters.anthropic.reasoner import _usage, describe_error, usage_cost
-from core.agents.catchup import Summary, SummaryError
-from core.agents.reasoner import Usage
-from core.prompts import PromptLibrary
+from decklog.adapters.anthropic.reasoner import _usage, describe_error, usage_cost
+from decklog.core.agents.catchup import Summary, SummaryError
+from decklog.core.agents.reasoner import Usage
+from decklog.core.prompts import PromptLibrary
 
 SYSTEM = "You summarise an incident's shared record for a responder who just joined. Be brief and factual."
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import anthropic
 
-from core.agents.reasoner import ReasonerError, TurnInput, TurnOutput, Usage
-from core.agents.tools import ToolBox
-from core.prompts import PromptLibrary
+from decklog.core.agents.reasoner import ReasonerError, TurnInput, TurnOutput, Usage
+from decklog.core.agents.tools import ToolBox
+from decklog.core.prompts import PromptLibrary
 
 _SUMMARY = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)
 TASKS = {

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from adapters.changes import generic, github
-from adapters.payload import header_value
-from core.signals import ChangeSignal
+from decklog.adapters.changes import generic, github
+from decklog.adapters.payload import header_value
+from decklog.core.signals import ChangeSignal
 
 ChangeParser = Callable[[object, str | None], list[ChangeSignal]]
 SignatureVerifier = Callable[[str, bytes, str | None], bool]

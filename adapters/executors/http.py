@@ -22,14 +22,14 @@ from urllib.parse import quote
 
 import aiohttp
 
-from core.actions.executor import (
+from decklog.core.actions.executor import (
     ExecutionOutcome,
     ExecutionRequest,
     ReconcileOutcome,
     digest_bytes,
     digest_json,
 )
-from core.egress import EgressPolicy, EgressRefusal, check
+from decklog.core.egress import EgressPolicy, EgressRefusal, check
 
 MAX_RECORDED_BYTES = 64 * 1024
 

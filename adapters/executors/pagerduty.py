@@ -23,12 +23,12 @@ from typing import Any
 
 import aiohttp
 
-from adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
-from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome
-from core.egress import EgressPolicy, check
-from core.entries import ActionResult, Entry, StatusChanged
-from core.outbox.sender import PermanentFailure, RetryAfter
-from core.store.ports import LogStore
+from decklog.adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
+from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome
+from decklog.core.egress import EgressPolicy, check
+from decklog.core.entries import ActionResult, Entry, StatusChanged
+from decklog.core.outbox.sender import PermanentFailure, RetryAfter
+from decklog.core.store.ports import LogStore
 
 SEVERITIES = ("critical", "error", "warning", "info")
 

@@ -22,9 +22,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
-from adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
-from core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
-from core.egress import EgressPolicy, check
+from decklog.adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
+from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
+from decklog.core.egress import EgressPolicy, check
 
 
 def page_base(url: str, page_id: str) -> tuple[str, str]:

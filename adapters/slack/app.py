@@ -10,8 +10,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.deps import SlackDeps
-from adapters.slack.listeners import register_all
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.listeners import register_all
 
 
 def build_web_client(

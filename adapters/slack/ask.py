@@ -17,11 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from adapters.slack.ports import Where
-from core.agents.runtime import TurnRuntime
-from core.entries import Actor, Message, NewEntry, Question
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.adapters.slack.ports import Where
+from decklog.core.agents.runtime import TurnRuntime
+from decklog.core.entries import Actor, Message, NewEntry, Question
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

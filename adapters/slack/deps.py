@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.ports import SlackPorts
-from adapters.slack.runner import CommandRunner
-from core.entries import Actor
-from core.service import ScopeService
-from core.store.ports import IndexPort, LogStore
+from decklog.adapters.slack.ports import SlackPorts
+from decklog.adapters.slack.runner import CommandRunner
+from decklog.core.entries import Actor
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort, LogStore
 
 
 @dataclass

@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.errors import InvalidInput
-from core.service import parse_severity
+from decklog.core.errors import InvalidInput
+from decklog.core.service import parse_severity
 
 SCOPE_TOKEN = re.compile(r"^(?:incident|change)/[A-Za-z0-9][A-Za-z0-9._-]*$")
 USER_TOKEN = re.compile(r"^<@([UW][A-Z0-9]+)(?:\|([^>]*))?>$")
@@ -218,7 +218,7 @@ def catchup_args(rest: list[str]) -> dict[str, str]:
 
 def follow_up_args(rest: list[str]) -> dict[str, str]:
     """``follow-up <text> [@owner] [due YYYY-MM-DD]`` → text, owner, due (validated: a bad date is a usage error)."""
-    from core.follow_ups import parse_follow_up
+    from decklog.core.follow_ups import parse_follow_up
 
     try:
         p = parse_follow_up(" ".join(rest))

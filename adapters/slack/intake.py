@@ -47,10 +47,10 @@ from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-from adapters.slack.deps import SlackDeps
-from adapters.slack.listeners.errors import OUTCOME, Outcome
-from adapters.slack.listeners.views import validation_errors
-from core.store.ports import Inbox, InboxItem
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.listeners.errors import OUTCOME, Outcome
+from decklog.adapters.slack.listeners.views import validation_errors
+from decklog.core.store.ports import Inbox, InboxItem
 
 log = logging.getLogger("decklog.slack.intake")
 

@@ -18,10 +18,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
-from adapters.slack.ports import Where
-from adapters.slack.request import ACTOR, FAILED, KEY, MESSAGE, SCOPE, WHERE, Req
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.ids import ACCEPT_REACTIONS, DISMISS_REACTIONS, PIN_REACTIONS
+from decklog.adapters.slack.ports import Where
+from decklog.adapters.slack.request import ACTOR, FAILED, KEY, MESSAGE, SCOPE, WHERE, Req
 
 Step = Callable[[Req], Awaitable[None]]
 BoltMiddleware = Callable[..., Awaitable[Any]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
-from core.actions.outcomes import (
+from decklog.core.actions.outcomes import (
     ActionInfo,
     CompensationKind,
     CompensationOutcome,
@@ -18,7 +18,7 @@ from core.actions.outcomes import (
     DecisionOutcome,
     Proposed,
 )
-from core.entries import Actor
+from decklog.core.entries import Actor
 
 
 def decision_text(o: DecisionOutcome) -> str:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 
-from core.store.ports import PaceSlots
+from decklog.core.store.ports import PaceSlots
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.entries import Actor
+from decklog.core.entries import Actor
 
 
 @dataclass(frozen=True)

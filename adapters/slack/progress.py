@@ -18,11 +18,11 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render
-from adapters.slack.ids import WORKING_REACTION
-from core.entries import AgentTurn, Answer, Entry, Question
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.adapters.slack import render
+from decklog.adapters.slack.ids import WORKING_REACTION
+from decklog.core.entries import AgentTurn, Answer, Entry, Question
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.ports import Where
-from core.entries import Actor
+from decklog.adapters.slack.ports import Where
+from decklog.core.entries import Actor
 
 # Bolt context keys the middleware (adapters/slack/middleware.py) fill in for the listeners.
 ACTOR = "decklog_actor"

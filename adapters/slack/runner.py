@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from adapters.slack import render
-from adapters.slack.grammar import Command
-from adapters.slack.ports import SlackPorts, Where
-from adapters.slack.subcommands import Call, Reply, lookup
-from core.entries import Actor
-from core.errors import InvalidInput, NotFound
-from core.service import ScopeService
-from core.store.ports import IndexPort, LogStore
+from decklog.adapters.slack import render
+from decklog.adapters.slack.grammar import Command
+from decklog.adapters.slack.ports import SlackPorts, Where
+from decklog.adapters.slack.subcommands import Call, Reply, lookup
+from decklog.core.entries import Actor
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort, LogStore
 
 
 class CommandRunner:

@@ -37,17 +37,17 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render
-from adapters.slack.pacing import ChannelPacer
-from adapters.slack.render.header import pointer
-from adapters.slack.render.lifecycle import lifecycle_reply
-from core.alarm import Alarm
-from core.entries import Actor, Entry, Message, NewEntry, Observation, ReportExported, ThreadLinked
-from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from core.index.keys import route_key
-from core.outbox.sender import LeaseFence, LeaseLost, PermanentFailure, RetryAfter
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
+from decklog.adapters.slack import render
+from decklog.adapters.slack.pacing import ChannelPacer
+from decklog.adapters.slack.render.header import pointer
+from decklog.adapters.slack.render.lifecycle import lifecycle_reply
+from decklog.core.alarm import Alarm
+from decklog.core.entries import Actor, Entry, Message, NewEntry, Observation, ReportExported, ThreadLinked
+from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
+from decklog.core.index.keys import route_key
+from decklog.core.outbox.sender import LeaseFence, LeaseLost, PermanentFailure, RetryAfter
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import aiohttp
 
-from adapters.trackers.http import request_json
-from core.follow_ups import TRACKER_LABEL, FiledIssue, IssueDraft
+from decklog.adapters.trackers.http import request_json
+from decklog.core.follow_ups import TRACKER_LABEL, FiledIssue, IssueDraft
 
 MAX_PAGES = 10
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from core.follow_ups import TrackerError
+from decklog.core.follow_ups import TrackerError
 
 PERMANENT = (400, 401, 403, 404, 410, 422)
 

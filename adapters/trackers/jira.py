@@ -18,8 +18,8 @@ from typing import Literal
 
 import aiohttp
 
-from adapters.trackers.http import request_json
-from core.follow_ups import TRACKER_LABEL, FiledIssue, IssueDraft
+from decklog.adapters.trackers.http import request_json
+from decklog.core.follow_ups import TRACKER_LABEL, FiledIssue, IssueDraft
 
 
 def marker_label(marker: str) -> str:

@@ -4,7 +4,7 @@ Bad input → one clear line on stderr, a non-zero exit (2 for usage, 1 for a re
 and nothing written: arguments are validated before the data directory is touched.
 
 The parser is bot/cli/parser.py; the commands: bot/cli/scopes.py (one scope's log), verify.py, operations.py
-(the data directory, serve, demo); bot/cli/common.py what they share. ``python -m bot.cli`` runs ``main``.
+(the data directory, serve, demo); bot/cli/common.py what they share. ``python -m decklog.bot.cli`` runs ``main``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.cli.common import (
+from decklog.bot.cli.common import (
     EXIT_FAILED,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -28,7 +28,7 @@ from bot.cli.common import (
     data_location,
     storage_problem,
 )
-from bot.cli.operations import (
+from decklog.bot.cli.operations import (
     cmd_backup,
     cmd_demo,
     cmd_doctor,
@@ -38,8 +38,8 @@ from bot.cli.operations import (
     cmd_restore,
     cmd_serve,
 )
-from bot.cli.parser import UsageError, build_parser
-from bot.cli.scopes import (
+from decklog.bot.cli.parser import UsageError, build_parser
+from decklog.bot.cli.scopes import (
     cmd_append,
     cmd_declare,
     cmd_export,
@@ -49,11 +49,11 @@ from bot.cli.scopes import (
     cmd_state,
     cmd_timeline,
 )
-from bot.cli.verify import cmd_verify
-from bot.config import load_config
-from bot.settings import Settings, SettingsError, load_settings
-from core.entries.registry import invalid_input
-from core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
+from decklog.bot.cli.verify import cmd_verify
+from decklog.bot.config import load_config
+from decklog.bot.settings import Settings, SettingsError, load_settings
+from decklog.core.entries.registry import invalid_input
+from decklog.core.errors import Conflict, DecklogError, Forbidden, InvalidInput, NotFound
 
 __all__ = [
     "COMMANDS",

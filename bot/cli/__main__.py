@@ -1,7 +1,7 @@
-"""``python -m bot.cli``: the ``decklog`` command."""
+"""``python -m decklog.bot.cli``: the ``decklog`` command."""
 
 import sys
 
-from bot.cli import main
+from decklog.bot.cli import main
 
 sys.exit(main())

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from bot.settings import Settings
-from core.entries import Actor
-from core.errors import NotFound, StorageError
-from core.ids import ScopeId
-from core.index.keys import route_key
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor
+from decklog.core.errors import NotFound, StorageError
+from decklog.core.ids import ScopeId
+from decklog.core.index.keys import route_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 EXIT_UNAVAILABLE = 69  # sysexits' EX_UNAVAILABLE: the database (or the data directory) cannot be used
@@ -68,7 +68,7 @@ class opened_runtime:
         self.rt: Any = None
 
     async def __aenter__(self) -> Any:
-        from bot.runtime import Runtime
+        from decklog.bot.runtime import Runtime
 
         self.rt = await Runtime.open(self.settings)
         self.rt.dispatcher.start()
@@ -122,7 +122,7 @@ def write_atomically(path: Path, body: bytes) -> None:
 
 
 def log_chain_key(settings: Settings) -> Any:
-    from core.store.chain import ChainKey
+    from decklog.core.store.chain import ChainKey
 
     return ChainKey.of(settings.log_key.get_secret_value() if settings.log_key else None)
 

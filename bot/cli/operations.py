@@ -9,7 +9,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.cli.common import (
+from decklog.bot.cli.common import (
     EXIT_OK,
     data_exists,
     data_location,
@@ -18,13 +18,13 @@ from bot.cli.common import (
     package_version,
     reindex_all,
 )
-from bot.cli.parser import UsageError
-from bot.settings import Settings
-from core.errors import NotFound
+from decklog.bot.cli.parser import UsageError
+from decklog.bot.settings import Settings
+from decklog.core.errors import NotFound
 
 
 async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
-    from core.store.sqlite.backup import backup
+    from decklog.core.store.sqlite.backup import backup
 
     manifest = backup(Path(settings.data_dir), args.dest, key=log_chain_key(settings), version=package_version())
     scopes = [f for f in manifest["files"] if "scope" in f]
@@ -35,7 +35,7 @@ async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
-    from core.store.sqlite.backup import restore
+    from decklog.core.store.sqlite.backup import restore
 
     count = restore(args.src, Path(settings.data_dir), key=log_chain_key(settings))
     print(f"restored {count} scopes from {args.src} into {settings.data_dir}; every scope verifies")
@@ -44,8 +44,8 @@ async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
 
 def _doctor_actions(settings: Settings) -> None:
     """The actions that are never proposed here, and why (an executor not configured)."""
-    from bot.actions import build_catalog, unavailable_actions
-    from bot.config import load_config
+    from decklog.bot.actions import build_catalog, unavailable_actions
+    from decklog.bot.config import load_config
 
     for name, why, example in unavailable_actions(build_catalog(settings, load_config(settings.resolved_config_path))):
         print(f"action {name}: unavailable, never proposed: {why}" + (" (an example action)" if example else ""))
@@ -76,7 +76,7 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{len(scopes)} scopes{where}; {pending_total} pending, {parked_total} parked outbox rows")
         if args.retry:
             print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
-        from bot.ops import doctor_inbox  # issue 31: parked (poison) Slack requests
+        from decklog.bot.ops import doctor_inbox  # issue 31: parked (poison) Slack requests
 
         for line in await doctor_inbox(rt, retry=args.retry):
             print(line)
@@ -95,12 +95,12 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
-    from core.insights import compute, parse_days, render_text
+    from decklog.core.insights import compute, parse_days, render_text
 
     days = parse_days(args.since, field="--since")
     now = datetime.now(UTC).timestamp()
     if not data_exists(settings):
-        from core.insights import insights
+        from decklog.core.insights import insights
 
         body = insights([], since_days=days, now=now)
     else:
@@ -116,8 +116,8 @@ async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.migrate import describe, migrate
-    from core.store.postgres.schema import is_postgres_url
+    from decklog.bot.migrate import describe, migrate
+    from decklog.core.store.postgres.schema import is_postgres_url
 
     if not is_postgres_url(args.to):
         raise UsageError("--to must be a postgresql:// or postgresql+psycopg:// URL")
@@ -128,7 +128,7 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.server import serve_forever
+    from decklog.bot.server import serve_forever
 
     if settings.database_url:
         probe_database(settings.database_url)
@@ -140,7 +140,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def probe_database(url: str) -> None:
     """Connect once before anything starts, so that a database that cannot be used stops ``serve`` with its one
     line (bot/cli/common.py ``storage_problem``) before the sandbox or any part has logged a word."""
-    from core.store.postgres.schema import make_engine
+    from decklog.core.store.postgres.schema import make_engine
 
     engine = make_engine(url, pool_size=1)
     try:
@@ -151,7 +151,7 @@ def probe_database(url: str) -> None:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.demo import run_demo
+    from decklog.bot.demo import run_demo
 
     code: int = asyncio.run(run_demo(settings, data_dir=args.data_dir))
     return code

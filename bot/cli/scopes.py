@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli.common import (
+from decklog.bot.cli.common import (
     EXIT_OK,
     cli_actor,
     data_exists,
@@ -20,12 +20,12 @@ from bot.cli.common import (
     require_data,
     write_atomically,
 )
-from bot.cli.parser import UsageError
-from bot.settings import Settings
-from core.clock import iso
-from core.entries import parse_payload
-from core.ids import ScopeId
-from core.service import parse_severity
+from decklog.bot.cli.parser import UsageError
+from decklog.bot.settings import Settings
+from decklog.core.clock import iso
+from decklog.core.entries import parse_payload
+from decklog.core.ids import ScopeId
+from decklog.core.service import parse_severity
 
 
 async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
@@ -107,7 +107,7 @@ async def cmd_timeline(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     scope = str(ScopeId.parse(args.scope))
     require_data(settings, scope)
-    from bot.reports import record_export, render_report
+    from decklog.bot.reports import record_export, render_report
 
     async with opened_runtime(settings) as rt:
         body, digest, fmt = await render_report(rt.store, scope, args.format, templates=rt.reports)
@@ -125,7 +125,7 @@ async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
-    from core.fork import state_at
+    from decklog.core.fork import state_at
 
     scope = str(ScopeId.parse(args.scope))
     require_data(settings, scope)
@@ -136,7 +136,7 @@ async def cmd_state(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_fork(settings: Settings, args: argparse.Namespace) -> int:
-    from core.fork import fork_scope
+    from decklog.core.fork import fork_scope
 
     scope = str(ScopeId.parse(args.scope))
     new = str(ScopeId.parse(args.new_scope)) if args.new_scope else None
@@ -150,7 +150,7 @@ async def cmd_fork(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.replay_cli import run_replay
+    from decklog.bot.replay_cli import run_replay
 
     scope = str(ScopeId.parse(args.scope))
     require_data(settings, scope)

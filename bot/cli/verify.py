@@ -8,17 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli.common import EXIT_FAILED, EXIT_OK, data_location, log_chain_key, require_data
-from bot.cli.parser import UsageError
-from bot.settings import Settings
-from core.errors import NotFound
-from core.ids import ScopeId
+from decklog.bot.cli.common import EXIT_FAILED, EXIT_OK, data_location, log_chain_key, require_data
+from decklog.bot.cli.parser import UsageError
+from decklog.bot.settings import Settings
+from decklog.core.errors import NotFound
+from decklog.core.ids import ScopeId
 
 
 async def cmd_verify(settings: Settings, args: argparse.Namespace) -> int:
     """Read-only: scope files are opened with SQLite ``mode=ro``/``immutable`` or a private copy
     (core/store/sqlite/readonly.py); no index, no dispatcher, nothing written into the data directory."""
-    from core.store.sqlite.readonly import verify_scope_file
+    from decklog.core.store.sqlite.readonly import verify_scope_file
 
     if args.all == bool(args.scope):
         raise UsageError("name one SCOPE, or --all")
@@ -47,9 +47,9 @@ def _verify_said(scope: str, report: Any, key: Any) -> int:
 async def _verify_database(settings: Settings, scope: str | None) -> int:
     """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
     with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
-    from core.store.audit import index_problems, index_tables_of
-    from core.store.postgres import schema as pg
-    from core.store.postgres.log_store import PostgresLogStore
+    from decklog.core.store.audit import index_problems, index_tables_of
+    from decklog.core.store.postgres import schema as pg
+    from decklog.core.store.postgres.log_store import PostgresLogStore
 
     assert settings.database_url is not None
     log_key = settings.log_key.get_secret_value() if settings.log_key else None
@@ -82,7 +82,7 @@ async def _verify_database(settings: Settings, scope: str | None) -> int:
 
 
 async def _verify_all(settings: Settings, key: Any) -> int:
-    from core.store.audit import audit
+    from decklog.core.store.audit import audit
 
     data_dir = Path(settings.data_dir)
     if not data_dir.is_dir():

@@ -15,7 +15,7 @@ The story's steps are in ``story.py``, what it sends in ``payloads.py``, the pri
 ``transcript.py`` and the entry point in ``entry.py``.
 """
 
-from bot.demo.entry import demo_config, demo_settings, run_demo
-from bot.demo.story import Demo, StepFailed
+from decklog.bot.demo.entry import demo_config, demo_settings, run_demo
+from decklog.bot.demo.story import Demo, StepFailed
 
 __all__ = ["Demo", "StepFailed", "demo_config", "demo_settings", "run_demo"]

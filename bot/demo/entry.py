@@ -7,10 +7,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.config import DecklogConfig, load_config
-from bot.demo.story import SCOPE, Demo, StepFailed
-from bot.server import DecklogServer
-from bot.settings import Settings
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.demo.story import SCOPE, Demo, StepFailed
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
 
 __all__ = ["demo_config", "demo_settings", "run_demo"]
 

@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from bot.demo.payloads import alert, change
-from bot.demo.transcript import render
-from bot.server import DecklogServer
-from core.errors import NotFound
-from core.state import ScopeState
+from decklog.bot.demo.payloads import alert, change
+from decklog.bot.demo.transcript import render
+from decklog.bot.server import DecklogServer
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
 
 __all__ = ["ALERTS", "CHANGE", "SCOPE", "Demo", "StepFailed"]
 
@@ -180,7 +180,7 @@ class Demo:
         self.done("report exported")
 
     async def report_file(self, directory: Path) -> tuple[Path, str]:
-        from bot.reports import record_export, render_report
+        from decklog.bot.reports import record_export, render_report
 
         body, digest, fmt = await render_report(self.rt.store, SCOPE, "md", templates=self.rt.reports)
         directory.mkdir(parents=True, exist_ok=True)

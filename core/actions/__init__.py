@@ -4,12 +4,12 @@ Nothing here performs I/O of its own except through ports: the log store, and ``
 (``adapters/executors/``). See ``ActionDesk`` for the entry points.
 """
 
-from core.actions.catalog import ActionSpec, Catalog, CompensationSpec, ExecutorSpec
-from core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
-from core.actions.context import GroupResolver
-from core.actions.desk import ActionDesk
-from core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
-from core.actions.outcomes import (
+from decklog.core.actions.catalog import ActionSpec, Catalog, CompensationSpec, ExecutorSpec
+from decklog.core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
+from decklog.core.actions.context import GroupResolver
+from decklog.core.actions.desk import ActionDesk
+from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
+from decklog.core.actions.outcomes import (
     ActionInfo,
     CompensationKind,
     CompensationOutcome,
@@ -19,9 +19,9 @@ from core.actions.outcomes import (
     SweepReport,
     Verified,
 )
-from core.actions.policy import ApproverPolicy
-from core.actions.run_authority import RunAuthority, idempotency_key
-from core.actions.runner import Runner, RunReport
+from decklog.core.actions.policy import ApproverPolicy
+from decklog.core.actions.run_authority import RunAuthority, idempotency_key
+from decklog.core.actions.runner import Runner, RunReport
 
 __all__ = [
     "CONDITIONS",

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.actions.catalog import ActionSpec
-from core.actions.conditions import CheckResult, Evidence, describe_drift, evaluate, inputs_digest
-from core.actions.context import APPROVALS, DeskContext, new_proposal_id
-from core.actions.outcomes import DecisionKind, DecisionOutcome
-from core.actions.policy import approvals_required, may_approve, may_deny
-from core.actions.proposals import Proposals
-from core.clock import parse_iso
-from core.entries import Actor, Approval, ApprovalRefused, NewEntry, ProposalClosed, ProposalMade
-from core.errors import NotFound
-from core.state import ProposalState, ScopeState
-from core.store.ports import AppendResult
+from decklog.core.actions.catalog import ActionSpec
+from decklog.core.actions.conditions import CheckResult, Evidence, describe_drift, evaluate, inputs_digest
+from decklog.core.actions.context import APPROVALS, DeskContext, new_proposal_id
+from decklog.core.actions.outcomes import DecisionKind, DecisionOutcome
+from decklog.core.actions.policy import approvals_required, may_approve, may_deny
+from decklog.core.actions.proposals import Proposals
+from decklog.core.clock import parse_iso
+from decklog.core.entries import Actor, Approval, ApprovalRefused, NewEntry, ProposalClosed, ProposalMade
+from decklog.core.errors import NotFound
+from decklog.core.state import ProposalState, ScopeState
+from decklog.core.store.ports import AppendResult
 
 
 class Approvals:

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.actions import params as p
-from core.actions.conditions import CONDITIONS
-from core.entries import Risk
-from core.errors import InvalidInput, NotFound
+from decklog.core.actions import params as p
+from decklog.core.actions.conditions import CONDITIONS
+from decklog.core.entries import Risk
+from decklog.core.errors import InvalidInput, NotFound
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _NAME = r"^[a-z][a-z0-9_]{0,63}$"

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.actions.context import DeskContext
-from core.actions.outcomes import CompensationKind, CompensationOutcome
-from core.actions.proposals import Proposals
-from core.entries import ActionResult, ActionStarted, Actor, EffectCompensated
-from core.errors import InvalidInput, NotFound
+from decklog.core.actions.context import DeskContext
+from decklog.core.actions.outcomes import CompensationKind, CompensationOutcome
+from decklog.core.actions.proposals import Proposals
+from decklog.core.entries import ActionResult, ActionStarted, Actor, EffectCompensated
+from decklog.core.errors import InvalidInput, NotFound
 
 
 class Compensations:

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.entries import canonical_json
-from core.state import ScopeState
+from decklog.core.entries import canonical_json
+from decklog.core.state import ScopeState
 
 Inputs = dict[str, Any]
 RELATED_RUNS = "not_run_in_related_incident"  # the condition that reads other incidents' runs

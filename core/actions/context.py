@@ -9,19 +9,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.actions.catalog import Catalog
-from core.actions.conditions import RELATED_RUNS, ChangeFact, Evidence, RelatedRun
-from core.actions.policy import ApproverPolicy
-from core.clock import Clock
-from core.entries import Actor
-from core.errors import NotFound
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
-from core.views.cache import ViewCache
-from core.views.reader import Reader
-from core.views.related import related_actions, target_of
+from decklog.core.actions.catalog import Catalog
+from decklog.core.actions.conditions import RELATED_RUNS, ChangeFact, Evidence, RelatedRun
+from decklog.core.actions.policy import ApproverPolicy
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.views.cache import ViewCache
+from decklog.core.views.reader import Reader
+from decklog.core.views.related import related_actions, target_of
 
-log = logging.getLogger("core.actions.desk")
+log = logging.getLogger("decklog.core.actions.desk")
 
 GroupResolver = Callable[[str], Awaitable[frozenset[str]]]  # Slack user group id → its members' user ids
 APPROVALS = Actor.system("approvals")

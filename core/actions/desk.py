@@ -20,28 +20,28 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from core.actions.approvals import Approvals, withdraw
-from core.actions.catalog import Catalog
-from core.actions.compensation import Compensations
-from core.actions.conditions import Evidence
-from core.actions.context import DeskContext, GroupResolver
-from core.actions.executor import Executor
-from core.actions.outcomes import (
+from decklog.core.actions.approvals import Approvals, withdraw
+from decklog.core.actions.catalog import Catalog
+from decklog.core.actions.compensation import Compensations
+from decklog.core.actions.conditions import Evidence
+from decklog.core.actions.context import DeskContext, GroupResolver
+from decklog.core.actions.executor import Executor
+from decklog.core.actions.outcomes import (
     ActionInfo,
     CompensationOutcome,
     DecisionOutcome,
     SweepReport,
     Verified,
 )
-from core.actions.policy import ApproverPolicy
-from core.actions.proposals import Proposals
-from core.actions.runner import Checkpoint, EvidenceSource, Runner, RunReport
-from core.actions.sweep import Sweeper
-from core.actions.verifier import Verifier
-from core.clock import Clock
-from core.entries import Actor
-from core.state import ScopeState
-from core.store.ports import IndexPort, Leases, LogStore
+from decklog.core.actions.policy import ApproverPolicy
+from decklog.core.actions.proposals import Proposals
+from decklog.core.actions.runner import Checkpoint, EvidenceSource, Runner, RunReport
+from decklog.core.actions.sweep import Sweeper
+from decklog.core.actions.verifier import Verifier
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, Leases, LogStore
 
 
 class RunnerFactory(Protocol):

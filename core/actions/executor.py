@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from core.entries import canonical_json
+from decklog.core.entries import canonical_json
 
 Outcome = Literal["applied", "refused", "failed", "uncertain"]
 ReconcileStatus = Literal["applied", "not_applied", "unknown"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from core.actions.runner import RunReport
+from decklog.core.actions.runner import RunReport
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from core.entries import canonical_json
-from core.errors import InvalidInput
+from decklog.core.entries import canonical_json
+from decklog.core.errors import InvalidInput
 
 ParamType = Literal["string", "integer", "number", "boolean"]
 Scalar = str | int | float | bool

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.state import ProposalState
+from decklog.core.state import ProposalState
 
 ProposalStatus = Literal["waiting_for_approval", "approved", "denied"]
 R4_REASON = "R4 actions are never run by decklog and are not offered for approval"

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from core.actions import params as pm
-from core.actions.catalog import ActionSpec
-from core.actions.conditions import CheckResult, Evidence, evaluate, inputs_digest
-from core.actions.context import DeskContext, new_proposal_id
-from core.actions.outcomes import Proposed
-from core.actions.policy import R4_REASON, approvals_required, initial_status
-from core.clock import iso
-from core.entries import Actor, NewEntry, ProposalClosed, ProposalMade
-from core.errors import Conflict, Forbidden, NotFound
-from core.obligations import open_obligation
-from core.state import ScopeState
+from decklog.core.actions import params as pm
+from decklog.core.actions.catalog import ActionSpec
+from decklog.core.actions.conditions import CheckResult, Evidence, evaluate, inputs_digest
+from decklog.core.actions.context import DeskContext, new_proposal_id
+from decklog.core.actions.outcomes import Proposed
+from decklog.core.actions.policy import R4_REASON, approvals_required, initial_status
+from decklog.core.clock import iso
+from decklog.core.entries import Actor, NewEntry, ProposalClosed, ProposalMade
+from decklog.core.errors import Conflict, Forbidden, NotFound
+from decklog.core.obligations import open_obligation
+from decklog.core.state import ScopeState
 
 
 @dataclass(frozen=True)

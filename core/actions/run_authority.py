@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.actions.executor import ExecutionRequest
+from decklog.core.actions.executor import ExecutionRequest
 
 
 def new_run_id() -> str:

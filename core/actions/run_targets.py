@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from core.store.ports import Leases
-from core.views.related import target_of
+from decklog.core.store.ports import Leases
+from decklog.core.views.related import target_of
 
-log = logging.getLogger("core.actions.runner")
+log = logging.getLogger("decklog.core.actions.runner")
 
 LEASE_S = 30.0  # longer than a start takes (reads and one append); a holder that died frees it when it runs out
 WAIT_S = 5.0

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
-from core.actions.catalog import ActionSpec, Catalog
-from core.actions.conditions import RELATED_RUNS, Evidence, evaluate, failing
-from core.actions.executor import ExecutionRequest, Executor, ReconcileOutcome
-from core.actions.run_authority import RunAuthority, new_run_id
-from core.actions.run_targets import TargetGate
-from core.clock import Clock, iso, parse_iso
-from core.entries import (
+from decklog.core.actions.catalog import ActionSpec, Catalog
+from decklog.core.actions.conditions import RELATED_RUNS, Evidence, evaluate, failing
+from decklog.core.actions.executor import ExecutionRequest, Executor, ReconcileOutcome
+from decklog.core.actions.run_authority import RunAuthority, new_run_id
+from decklog.core.actions.run_targets import TargetGate
+from decklog.core.clock import Clock, iso, parse_iso
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     Actor,
@@ -43,12 +43,12 @@ from core.entries import (
     ObligationReleased,
     ProposalClosed,
 )
-from core.errors import Conflict, NotFound, StaleFence
-from core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
-from core.state import ObligationState, ProposalState, RunState, ScopeState
-from core.store.ports import AppendResult, Leases, LogStore
+from decklog.core.errors import Conflict, NotFound, StaleFence
+from decklog.core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
+from decklog.core.state import ObligationState, ProposalState, RunState, ScopeState
+from decklog.core.store.ports import AppendResult, Leases, LogStore
 
-log = logging.getLogger("core.actions.runner")
+log = logging.getLogger("decklog.core.actions.runner")
 
 RUNNER = Actor.system("runner")
 DESK_PURPOSES = ("action", "compensation")  # obligations the desk opened for one proposal only

@@ -7,14 +7,14 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 
-from core.actions.context import APPROVALS, DeskContext, log
-from core.actions.outcomes import SweepReport, Verified
-from core.actions.runner import RunReport
-from core.clock import iso, parse_iso
-from core.entries import NewEntry, ProposalClosed
-from core.errors import DecklogError, NotFound
-from core.obligations import expire_leases, lease_live
-from core.state import ScopeState
+from decklog.core.actions.context import APPROVALS, DeskContext, log
+from decklog.core.actions.outcomes import SweepReport, Verified
+from decklog.core.actions.runner import RunReport
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import NewEntry, ProposalClosed
+from decklog.core.errors import DecklogError, NotFound
+from decklog.core.obligations import expire_leases, lease_live
+from decklog.core.state import ScopeState
 
 Execute = Callable[..., Awaitable[RunReport]]  # ActionDesk.execute(scope, proposal_id, *, receipt=…)
 Verify = Callable[..., Awaitable[list[Verified]]]  # ActionDesk.verify(scope, *, due_only=…)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from core.clock import parse_iso
-from core.state import ObligationState, ScopeState
+from decklog.core.clock import parse_iso
+from decklog.core.state import ObligationState, ScopeState
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import secrets
 
-from core.actions.context import VERIFIER, DeskContext
-from core.actions.outcomes import Verified
-from core.actions.verification import Verdict, judge
-from core.clock import parse_iso
-from core.entries import NewEntry, ObligationFulfilled, Verification
-from core.errors import Conflict, NotFound, StaleFence
-from core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
-from core.state import ObligationState, ScopeState
+from decklog.core.actions.context import VERIFIER, DeskContext
+from decklog.core.actions.outcomes import Verified
+from decklog.core.actions.verification import Verdict, judge
+from decklog.core.clock import parse_iso
+from decklog.core.entries import NewEntry, ObligationFulfilled, Verification
+from decklog.core.errors import Conflict, NotFound, StaleFence
+from decklog.core.obligations import check_fence, claim, lease_live, open_obligation, reject_stale
+from decklog.core.state import ObligationState, ScopeState
 
 
 class Verifier:

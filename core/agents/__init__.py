@@ -9,10 +9,10 @@
 - ``ports``: ``Proposer`` and ``ActionCatalogView`` (the action desk plugs in there).
 """
 
-from core.agents.agents_sender import AgentsSender
-from core.agents.context import ContextAgents
-from core.agents.ports import ActionCatalogView, ActionInfo, EmptyCatalog, Proposer, SuggestingProposer
-from core.agents.reasoner import (
+from decklog.core.agents.agents_sender import AgentsSender
+from decklog.core.agents.context import ContextAgents
+from decklog.core.agents.ports import ActionCatalogView, ActionInfo, EmptyCatalog, Proposer, SuggestingProposer
+from decklog.core.agents.reasoner import (
     HypothesisIntent,
     ObligationIntent,
     ProposalIntent,
@@ -24,10 +24,10 @@ from core.agents.reasoner import (
     Usage,
     VerificationIntent,
 )
-from core.agents.rules import RuleBasedReasoner
-from core.agents.runtime import TurnRaced, TurnResult, TurnRuntime
-from core.agents.scheduler import TurnScheduler
-from core.agents.tools import ToolBox, ToolResult
+from decklog.core.agents.rules import RuleBasedReasoner
+from decklog.core.agents.runtime import TurnRaced, TurnResult, TurnRuntime
+from decklog.core.agents.scheduler import TurnScheduler
+from decklog.core.agents.tools import ToolBox, ToolResult
 
 __all__ = [
     "ActionCatalogView",

@@ -7,12 +7,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.agents.scheduler import TOPIC
-from core.agents.triggers import warranting
-from core.entries import Entry, Question
+from decklog.core.agents.scheduler import TOPIC
+from decklog.core.agents.triggers import warranting
+from decklog.core.entries import Entry, Question
 
 if TYPE_CHECKING:
-    from core.agents.scheduler import TurnScheduler
+    from decklog.core.agents.scheduler import TurnScheduler
 
 log = logging.getLogger(__name__)
 

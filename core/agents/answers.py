@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.entries import (
+from decklog.core.entries import (
     Actor,
     FindingAnswer,
     Hypothesis,
@@ -21,10 +21,10 @@ from core.entries import (
     ObligationFulfilled,
     ObligationOpened,
 )
-from core.errors import Conflict, InvalidInput, NotFound
-from core.obligations import claim
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.errors import Conflict, InvalidInput, NotFound
+from decklog.core.obligations import claim
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 VERDICTS = {"hypothesis": ("confirmed", "ruled_out"), "obligation_opened": ("taken", "done")}
 HUMAN_LEASE_S = 4 * 3600.0

@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.agents.reasoner import ReasonerError, Usage
-from core.agents.turn_parts import TurnSlots, TurnStats
-from core.clock import Clock
-from core.entries import Actor, AgentTurn, NewEntry
-from core.store.ports import LogStore
-from core.views import build_view
-from core.views.catchup import catch_up
+from decklog.core.agents.reasoner import ReasonerError, Usage
+from decklog.core.agents.turn_parts import TurnSlots, TurnStats
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor, AgentTurn, NewEntry
+from decklog.core.store.ports import LogStore
+from decklog.core.views import build_view
+from decklog.core.views.catchup import catch_up
 
 VIEW = "joiner"
 

@@ -18,11 +18,11 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from core.clock import Clock, SystemClock, parse_iso
-from core.entries import Actor, NewEntry, Observation
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
-from core.views import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, change_json, clip
+from decklog.core.clock import Clock, SystemClock, parse_iso
+from decklog.core.entries import Actor, NewEntry, Observation
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.views import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, change_json, clip
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.entries import Actor, NewEntry, Suggestion
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.entries import Actor, NewEntry, Suggestion
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 
 @dataclass(frozen=True)

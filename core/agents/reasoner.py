@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from core.state import ScopeState
+from decklog.core.state import ScopeState
 
 if TYPE_CHECKING:
-    from core.agents.ports import ActionInfo
-    from core.agents.tools import ToolBox
-    from core.views import View
+    from decklog.core.agents.ports import ActionInfo
+    from decklog.core.agents.tools import ToolBox
+    from decklog.core.views import View
 
 VerificationOutcome = Literal["verified", "failed", "inconclusive"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.agents.ports import Proposer
-from core.entries import Actor, NewEntry
-from core.errors import Conflict, NotFound
-from core.store.ports import LogStore
+from decklog.core.agents.ports import Proposer
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.errors import Conflict, NotFound
+from decklog.core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from core.agents.reasoner import (
+from decklog.core.agents.reasoner import (
     HypothesisIntent,
     ObligationIntent,
     ProposalIntent,
@@ -40,9 +40,9 @@ from core.agents.reasoner import (
     TurnOutput,
     VerificationIntent,
 )
-from core.clock import parse_iso
-from core.obligations import new_obligation_id
-from core.views import applied_in, finding_text
+from decklog.core.clock import parse_iso
+from decklog.core.obligations import new_obligation_id
+from decklog.core.views import applied_in, finding_text
 
 DEFAULT_ROLLBACK_ACTION = "rollback_deploy"  # the defaults of [agents.rules] (bot/config.py RulesConfig)
 DEFAULT_STATUS_ACTION = "status_page_update"

@@ -35,22 +35,22 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from core.agents import turn_parts as parts
-from core.agents.context import ContextAgents
-from core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer, TurnProgress
-from core.agents.reasoner import Reasoner, ReasonerError, TurnInput, TurnOutput
-from core.agents.tools import ToolBox
-from core.agents.triggers import QUIET_KINDS, only_agents, warranting
-from core.agents.turn_fences import Fences, claim_verified, release_fences
-from core.agents.turn_parts import TurnRaced, TurnResult, TurnStats, TurnViews, ask_key, failed_output, quietly
-from core.agents.turn_record import TurnFacts, turn_entries
-from core.clock import Clock, SystemClock
-from core.entries import PAYLOADS as ENTRY_KINDS
-from core.entries import Actor, AgentTurn, Entry, NewEntry, Question
-from core.errors import InvalidInput, NotFound
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
-from core.views import DEFAULT_BUDGET, ViewCache
+from decklog.core.agents import turn_parts as parts
+from decklog.core.agents.context import ContextAgents
+from decklog.core.agents.ports import ActionCatalogView, Proposer, SuggestingProposer, TurnProgress
+from decklog.core.agents.reasoner import Reasoner, ReasonerError, TurnInput, TurnOutput
+from decklog.core.agents.tools import ToolBox
+from decklog.core.agents.triggers import QUIET_KINDS, only_agents, warranting
+from decklog.core.agents.turn_fences import Fences, claim_verified, release_fences
+from decklog.core.agents.turn_parts import TurnRaced, TurnResult, TurnStats, TurnViews, ask_key, failed_output, quietly
+from decklog.core.agents.turn_record import TurnFacts, turn_entries
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.entries import PAYLOADS as ENTRY_KINDS
+from decklog.core.entries import Actor, AgentTurn, Entry, NewEntry, Question
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.views import DEFAULT_BUDGET, ViewCache
 
 log = logging.getLogger(__name__)
 

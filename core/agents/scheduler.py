@@ -44,15 +44,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.agents.recover_proposals import recover_proposals
-from core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
-from core.agents.triggers import warranting
-from core.alarm import KEYS_KEPT, Alarm
-from core.clock import Clock, SystemClock, parse_iso
-from core.entries import Entry, Question
-from core.errors import NotFound
-from core.state import ScopeState
-from core.store.ports import DueTurns
+from decklog.core.agents.recover_proposals import recover_proposals
+from decklog.core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
+from decklog.core.agents.triggers import warranting
+from decklog.core.alarm import KEYS_KEPT, Alarm
+from decklog.core.clock import Clock, SystemClock, parse_iso
+from decklog.core.entries import Entry, Question
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import DueTurns
 
 log = logging.getLogger(__name__)
 

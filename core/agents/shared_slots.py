@@ -22,7 +22,7 @@ import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from core.store.ports import Leases
+from decklog.core.store.ports import Leases
 
 log = logging.getLogger(__name__)
 

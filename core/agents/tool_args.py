@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.entries import Entry
-from core.views import brief, clip
+from decklog.core.entries import Entry
+from decklog.core.views import brief, clip
 
 
 class ToolInputError(Exception):

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.views import VIEW_NAMES
+from decklog.core.views import VIEW_NAMES
 
 ToolStatus = Literal["success", "no_data", "error"]
 PURPOSES = ("task", "rollback", "verification", "follow_up", "compensation")

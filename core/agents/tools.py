@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from core.agents.reasoner import HypothesisIntent, ObligationIntent, ProposalIntent, SuggestionIntent
-from core.agents.tool_args import ToolInputError, full_entry, int_arg, num_arg, short_input, text_arg
-from core.agents.tool_specs import (
+from decklog.core.agents.reasoner import HypothesisIntent, ObligationIntent, ProposalIntent, SuggestionIntent
+from decklog.core.agents.tool_args import ToolInputError, full_entry, int_arg, num_arg, short_input, text_arg
+from decklog.core.agents.tool_specs import (
     MAX_READ,
     PURPOSES,
     SPECS,
@@ -28,14 +28,14 @@ from core.agents.tool_specs import (
     no_data,
     ok,
 )
-from core.obligations import new_obligation_id
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
-from core.views import VIEW_NAMES, change_json, header, obligation_json
+from decklog.core.obligations import new_obligation_id
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.views import VIEW_NAMES, change_json, header, obligation_json
 
 if TYPE_CHECKING:
-    from core.agents.ports import ActionInfo
-    from core.agents.reasoner import ViewReader
+    from decklog.core.agents.ports import ActionInfo
+    from decklog.core.agents.reasoner import ViewReader
 
 __all__ = ["SPECS", "Collected", "ToolBox", "ToolResult", "ToolSpec", "ToolStatus", "error", "no_data", "ok"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.entries import Entry, ObligationOpened
+from decklog.core.entries import Entry, ObligationOpened
 
 QUIET_KINDS = frozenset(
     {

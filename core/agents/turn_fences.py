@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.agents.reasoner import TurnOutput
-from core.clock import Clock
-from core.entries import Actor, NewEntry, ObligationClaimed
-from core.errors import Conflict, NotFound
-from core.obligations import claim, release
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.agents.reasoner import TurnOutput
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor, NewEntry, ObligationClaimed
+from decklog.core.errors import Conflict, NotFound
+from decklog.core.obligations import claim, release
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.agents.reasoner import TurnOutput
-from core.agents.shared_slots import SharedSlots
-from core.errors import Conflict
-from core.state import ScopeState
-from core.store.ports import LogStore
-from core.views import ScopeListing, View, ViewCache, build_view
+from decklog.core.agents.reasoner import TurnOutput
+from decklog.core.agents.shared_slots import SharedSlots
+from decklog.core.errors import Conflict
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
+from decklog.core.views import ScopeListing, View, ViewCache, build_view
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.agents.reasoner import TurnInput, TurnOutput
-from core.entries import Actor, AgentTurn, Answer, NewEntry, Suggestion, Verification
-from core.errors import Conflict, InvalidInput, NotFound
-from core.obligations import fulfil, open_obligation
-from core.state import ScopeState
+from decklog.core.agents.reasoner import TurnInput, TurnOutput
+from decklog.core.entries import Actor, AgentTurn, Answer, NewEntry, Suggestion, Verification
+from decklog.core.errors import Conflict, InvalidInput, NotFound
+from decklog.core.obligations import fulfil, open_obligation
+from decklog.core.state import ScopeState
 
 TEXT_MAX = 3000
 FINDING_KINDS = ("hypothesis", "suggestion", "obligation_opened")  # what a turn finds (each names its turn)

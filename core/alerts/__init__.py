@@ -7,9 +7,9 @@
 Vendor payloads never get here: ``adapters/alerts`` turns them into ``core.signals.AlertSignal``.
 """
 
-from core.alerts.caches import RateLimiter
-from core.alerts.router import AlertRouter
-from core.alerts.rules import (
+from decklog.core.alerts.caches import RateLimiter
+from decklog.core.alerts.router import AlertRouter
+from decklog.core.alerts.rules import (
     ALERTS_ACTOR,
     SUMMARY_SOURCE,
     AlertOutcome,
@@ -18,7 +18,7 @@ from core.alerts.rules import (
     map_severity,
     notification_key,
 )
-from core.alerts.summary import AlertSummarizer, is_alert, summarise
+from decklog.core.alerts.summary import AlertSummarizer, is_alert, summarise
 
 __all__ = [
     "ALERTS_ACTOR",

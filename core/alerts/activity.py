@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from core.alerts.caches import Recent
-from core.clock import Clock, parse_iso
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
+from decklog.core.alerts.caches import Recent
+from decklog.core.clock import Clock, parse_iso
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
 
 
 class Activity:

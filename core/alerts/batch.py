@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.alerts.rules import (
+from decklog.core.alerts.rules import (
     ALERTS_ACTOR,
     SUMMARY_SOURCE,
     TITLE_MAX,
@@ -23,9 +23,9 @@ from core.alerts.rules import (
     map_severity,
     notification_key,
 )
-from core.entries import Actor, NewEntry, Observation, ScopeLinked, SeverityChanged, Suggestion
-from core.signals import AlertSignal
-from core.state import ScopeState
+from decklog.core.entries import Actor, NewEntry, Observation, ScopeLinked, SeverityChanged, Suggestion
+from decklog.core.signals import AlertSignal
+from decklog.core.state import ScopeState
 
 #: Labels that name a service explicitly: alerts of one notification that differ in them go to separate incidents.
 SERVICE_LABELS = ("service", "service.name")

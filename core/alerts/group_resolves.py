@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from core.alerts.batch import all_clear, in_family
-from core.entries import Actor, NewEntry, Observation
-from core.errors import NotFound
-from core.state import AlertState, ScopeState
-from core.store.ports import LogStore
+from decklog.core.alerts.batch import all_clear, in_family
+from decklog.core.entries import Actor, NewEntry, Observation
+from decklog.core.errors import NotFound
+from decklog.core.state import AlertState, ScopeState
+from decklog.core.store.ports import LogStore
 
 VISIT_MAX = 500  # incidents looked at for one resolved group (a split notification's are linked to one parent)
 

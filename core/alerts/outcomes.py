@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.alerts.batch import Chosen, Prepared
-from core.alerts.rules import AlertOutcome, Outcome
-from core.entries import Entry
+from decklog.core.alerts.batch import Chosen, Prepared
+from decklog.core.alerts.rules import AlertOutcome, Outcome
+from decklog.core.entries import Entry
 
 Indexed = list[tuple[int, AlertOutcome]]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from core.alerts.batch import source_name
-from core.clock import Clock
-from core.entries import Actor, NewEntry, Observation
-from core.errors import NotFound
-from core.service import ScopeService
-from core.store.ports import IndexPort, LogStore, RouteLocks
+from decklog.core.alerts.batch import source_name
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor, NewEntry, Observation
+from decklog.core.errors import NotFound
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort, LogStore, RouteLocks
 
 REFUSED_EVERY = timedelta(minutes=10)  # at most one refusal entry per source in this long
 RECENT_READ = 50  # the incident's last observations looked at for the last refusal recorded

@@ -29,25 +29,25 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from core.alerts import batch, outcomes, rules
-from core.alerts.activity import Activity
-from core.alerts.batch import Chosen, Part, Prepared
-from core.alerts.caches import Recent
-from core.alerts.group_resolves import GroupResolves
-from core.alerts.locks import KeyedLocks
-from core.alerts.refusals import Refusals
-from core.alerts.rules import AlertOutcome, AlertPolicy
-from core.alerts.splits import Family, SplitLinks, parent_link
-from core.alerts.storms import Storms
-from core.clock import Clock
-from core.entries import Actor, Entry, NewEntry
-from core.errors import NotFound
-from core.ids import slugify
-from core.index.keys import group_fingerprint
-from core.service import ScopeService
-from core.signals import AlertSignal
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks, quick
+from decklog.core.alerts import batch, outcomes, rules
+from decklog.core.alerts.activity import Activity
+from decklog.core.alerts.batch import Chosen, Part, Prepared
+from decklog.core.alerts.caches import Recent
+from decklog.core.alerts.group_resolves import GroupResolves
+from decklog.core.alerts.locks import KeyedLocks
+from decklog.core.alerts.refusals import Refusals
+from decklog.core.alerts.rules import AlertOutcome, AlertPolicy
+from decklog.core.alerts.splits import Family, SplitLinks, parent_link
+from decklog.core.alerts.storms import Storms
+from decklog.core.clock import Clock
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.errors import NotFound
+from decklog.core.ids import slugify
+from decklog.core.index.keys import group_fingerprint
+from decklog.core.service import ScopeService
+from decklog.core.signals import AlertSignal
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks, quick
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from core.clock import iso
-from core.entries import Actor, NewEntry, Observation, Suggestion
-from core.signals import AlertSignal
-from core.state import ScopeState
+from decklog.core.clock import iso
+from decklog.core.entries import Actor, NewEntry, Observation, Suggestion
+from decklog.core.signals import AlertSignal
+from decklog.core.state import ScopeState
 
 #: ``Observation.source`` of the per-minute summaries (``core.alerts.summary``).
 SUMMARY_SOURCE = "decklog:alerts"

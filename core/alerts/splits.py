@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.alerts.batch import link_entry, source_name
-from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
-from core.entries import NewEntry, Observation, ScopeLinked
-from core.errors import NotFound
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.alerts.batch import link_entry, source_name
+from decklog.core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
+from decklog.core.entries import NewEntry, Observation, ScopeLinked
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 SPLIT_FROM = "split_from"  # a child's link to its parent
 SPLIT_INTO = "split_into"  # the parent's link to each child

@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-from core.alerts import rules
-from core.alerts.caches import RateLimiter
-from core.store.ports import IndexPort, RateCounter
+from decklog.core.alerts import rules
+from decklog.core.alerts.caches import RateLimiter
+from decklog.core.store.ports import IndexPort, RateCounter
 
 
 class Storms:

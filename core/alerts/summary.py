@@ -24,13 +24,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from core.alarm import Alarm
-from core.alerts.caches import Recent
-from core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
-from core.entries import Entry, NewEntry, Observation
-from core.errors import NotFound
-from core.state import ScopeState
-from core.store.ports import LogStore
+from decklog.core.alarm import Alarm
+from decklog.core.alerts.caches import Recent
+from decklog.core.alerts.rules import ALERTS_ACTOR, SUMMARY_SOURCE
+from decklog.core.entries import Entry, NewEntry, Observation
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 made of in the log (pure functions), and ``links.py`` is the ``changes`` outbox sender that makes the links a
 declaration implies (``ChangeLinkSender``). The rest of decklog imports these names from ``core.changes``."""
 
-from core.changes.facts import (
+from decklog.core.changes.facts import (
     CHANGES_ACTOR,
     ChangeFacts,
     ChangeOutcome,
@@ -19,8 +19,8 @@ from core.changes.facts import (
     short_version,
     touched_paths,
 )
-from core.changes.links import ChangeLinkSender
-from core.changes.service import ChangeService
+from decklog.core.changes.links import ChangeLinkSender
+from decklog.core.changes.service import ChangeService
 
 __all__ = [
     "CHANGES_ACTOR",

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from core.clock import iso, parse_iso
-from core.entries import Actor, Entry, Observation
-from core.ids import ScopeId
-from core.signals import ChangeSignal, Commit
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import Actor, Entry, Observation
+from decklog.core.ids import ScopeId
+from decklog.core.signals import ChangeSignal, Commit
 
 CHANGES_ACTOR = Actor.system("decklog:changes")
 EVIDENCE_SOURCE = "change"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.alerts.splits import SplitLinks
-from core.changes.facts import incident_alert_time
-from core.changes.service import ChangeService
-from core.entries import Declared, Entry
-from core.store.ports import LogStore
+from decklog.core.alerts.splits import SplitLinks
+from decklog.core.changes.facts import incident_alert_time
+from decklog.core.changes.service import ChangeService
+from decklog.core.entries import Declared, Entry
+from decklog.core.store.ports import LogStore
 
 TOPIC = "changes"
 DECLARATION_READ = 8  # the declaration and the entries committed with it (an alert-opened incident's first alert)

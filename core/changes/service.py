@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from core.changes.facts import (
+from decklog.core.changes.facts import (
     CHANGES_ACTOR,
     EVIDENCE_SOURCE,
     REGISTRY_MAX,
@@ -41,13 +41,13 @@ from core.changes.facts import (
     change_title,
     evidence_text,
 )
-from core.clock import Clock, parse_iso
-from core.entries import Actor, Declared, NewEntry, Observation
-from core.errors import DecklogError, NotFound
-from core.service import ScopeService
-from core.signals import ChangeSignal
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
+from decklog.core.clock import Clock, parse_iso
+from decklog.core.entries import Actor, Declared, NewEntry, Observation
+from decklog.core.errors import DecklogError, NotFound
+from decklog.core.service import ScopeService
+from decklog.core.signals import ChangeSignal
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger(__name__)
 

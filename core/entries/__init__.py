@@ -14,7 +14,7 @@ Everything is importable from ``core.entries``.
 
 from __future__ import annotations
 
-from core.entries.actions import (
+from decklog.core.entries.actions import (
     ActionResult,
     ActionStarted,
     Approval,
@@ -24,7 +24,7 @@ from core.entries.actions import (
     ProposalMade,
     Verification,
 )
-from core.entries.agents import (
+from decklog.core.entries.agents import (
     AgentTurn,
     Answer,
     DeliveryFailed,
@@ -35,8 +35,8 @@ from core.entries.agents import (
     Suggestion,
     SuggestionFeedback,
 )
-from core.entries.base import CHANGE_STATUSES, INCIDENT_STATUSES, Actor, ActorType, Payload, Risk
-from core.entries.frame import (
+from decklog.core.entries.base import CHANGE_STATUSES, INCIDENT_STATUSES, Actor, ActorType, Payload, Risk
+from decklog.core.entries.frame import (
     TITLE_MAX,
     Constraint,
     Decision,
@@ -54,7 +54,7 @@ from core.entries.frame import (
     StatusChanged,
     ThreadLinked,
 )
-from core.entries.obligations import (
+from decklog.core.entries.obligations import (
     FenceRejected,
     FollowUp,
     FollowUpClosed,
@@ -66,9 +66,17 @@ from core.entries.obligations import (
     ObligationOpened,
     ObligationReleased,
 )
-from core.entries.records import Entry, NewEntry, actor_json, canonical_json, chain_hash, payload_json, trusted_entry
-from core.entries.registry import PAYLOADS, parse_payload, trusted_payload
-from core.entries.render import render_text
+from decklog.core.entries.records import (
+    Entry,
+    NewEntry,
+    actor_json,
+    canonical_json,
+    chain_hash,
+    payload_json,
+    trusted_entry,
+)
+from decklog.core.entries.registry import PAYLOADS, parse_payload, trusted_payload
+from decklog.core.entries.render import render_text
 
 __all__ = [
     "CHANGE_STATUSES",

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from core.entries.base import Payload, Risk
+from decklog.core.entries.base import Payload, Risk
 
 
 class ProposalMade(Payload):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from core.entries.base import Payload
+from decklog.core.entries.base import Payload
 
 
 class Suggestion(Payload):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from core.entries.base import Payload, _severity
+from decklog.core.entries.base import Payload, _severity
 
 #: The longest title a scope may have (an alert's longer title is cut to it, core/alerts/rules.py).
 TITLE_MAX = 300

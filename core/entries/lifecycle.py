@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from core.entries.base import Payload
+from decklog.core.entries.base import Payload
 
 
 class ArchiveNotice(Payload):

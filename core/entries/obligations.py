@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from core.entries.base import Payload, _due
+from decklog.core.entries.base import Payload, _due
 
 
 class ObligationOpened(Payload):

@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from core.clock import iso
-from core.entries.base import Actor, Payload
-from core.entries.registry import parse_payload
-from core.entries.render import render_text
+from decklog.core.clock import iso
+from decklog.core.entries.base import Actor, Payload
+from decklog.core.entries.registry import parse_payload
+from decklog.core.entries.render import render_text
 
 
 class NewEntry(BaseModel):

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.entries.actions import (
+from decklog.core.entries.actions import (
     ActionResult,
     ActionStarted,
     Approval,
@@ -17,7 +17,7 @@ from core.entries.actions import (
     ProposalMade,
     Verification,
 )
-from core.entries.agents import (
+from decklog.core.entries.agents import (
     AgentTurn,
     Answer,
     DeliveryFailed,
@@ -28,8 +28,8 @@ from core.entries.agents import (
     Suggestion,
     SuggestionFeedback,
 )
-from core.entries.base import Payload
-from core.entries.frame import (
+from decklog.core.entries.base import Payload
+from decklog.core.entries.frame import (
     Constraint,
     Decision,
     Declared,
@@ -46,8 +46,8 @@ from core.entries.frame import (
     StatusChanged,
     ThreadLinked,
 )
-from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from core.entries.obligations import (
+from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
+from decklog.core.entries.obligations import (
     FenceRejected,
     FollowUp,
     FollowUpClosed,
@@ -59,7 +59,7 @@ from core.entries.obligations import (
     ObligationOpened,
     ObligationReleased,
 )
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 
 PAYLOADS: dict[str, type[Payload]] = {
     "declared": Declared,

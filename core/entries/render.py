@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.entries.actions import (
+from decklog.core.entries.actions import (
     ActionResult,
     ActionStarted,
     Approval,
@@ -18,7 +18,7 @@ from core.entries.actions import (
     ProposalMade,
     Verification,
 )
-from core.entries.agents import (
+from decklog.core.entries.agents import (
     AgentTurn,
     Answer,
     DeliveryFailed,
@@ -29,8 +29,8 @@ from core.entries.agents import (
     Suggestion,
     SuggestionFeedback,
 )
-from core.entries.base import Actor, Payload
-from core.entries.frame import (
+from decklog.core.entries.base import Actor, Payload
+from decklog.core.entries.frame import (
     Constraint,
     Decision,
     Declared,
@@ -47,8 +47,8 @@ from core.entries.frame import (
     StatusChanged,
     ThreadLinked,
 )
-from core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from core.entries.obligations import (
+from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
+from decklog.core.entries.obligations import (
     FenceRejected,
     FollowUp,
     FollowUpClosed,

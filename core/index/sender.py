@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from core.entries import Entry
-from core.store.ports import IndexPort
+from decklog.core.entries import Entry
+from decklog.core.store.ports import IndexPort
 
 #: Only these kinds may be held back (``IndexSender.interval``): the index's view of an alert storm may lag by a
 #: fraction of a second. Everything else (a declaration's inbound id, a thread's route, a message) goes at once.

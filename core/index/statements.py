@@ -21,15 +21,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.clock import parse_iso
-from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
-from core.errors import Conflict
-from core.ids import ScopeId
-from core.index.keys import group_fingerprint, route_key
-from core.index.tables import DERIVED, fingerprints, inbound, milestones, routes, scopes, subscriptions
-from core.index.text import searchable_text
-from core.state import ScopeState
-from core.store.ports import Milestones, ScopeRow
+from decklog.core.clock import parse_iso
+from decklog.core.entries import Entry, Evidence, Message, Observation, ThreadLinked
+from decklog.core.errors import Conflict
+from decklog.core.ids import ScopeId
+from decklog.core.index.keys import group_fingerprint, route_key
+from decklog.core.index.tables import DERIVED, fingerprints, inbound, milestones, routes, scopes, subscriptions
+from decklog.core.index.text import searchable_text
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import Milestones, ScopeRow
 
 #: The index's own position in each scope (how far ``apply`` has read).
 INDEX_SUBSCRIBER = "index"

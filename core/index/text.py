@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from core.entries import Entry, Observation
+from decklog.core.entries import Entry, Observation
 
 
 def searchable_text(entry: Entry) -> str:

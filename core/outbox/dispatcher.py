@@ -41,12 +41,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.alarm import Alarm, AsyncioAlarm
-from core.entries import Entry
-from core.errors import NotFound
-from core.outbox.marks import DoneMarks
-from core.outbox.sender import LeaseLost, OneByOne, PermanentFailure, RetryAfter, Sender
-from core.store.ports import CursorClaims, DeliveryStore, OutboxItem
+from decklog.core.alarm import Alarm, AsyncioAlarm
+from decklog.core.entries import Entry
+from decklog.core.errors import NotFound
+from decklog.core.outbox.marks import DoneMarks
+from decklog.core.outbox.sender import LeaseLost, OneByOne, PermanentFailure, RetryAfter, Sender
+from decklog.core.store.ports import CursorClaims, DeliveryStore, OutboxItem
 
 log = logging.getLogger(__name__)
 

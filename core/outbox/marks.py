@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from core.store.ports import Outbox
+from decklog.core.store.ports import Outbox
 
 log = logging.getLogger(__name__)
 

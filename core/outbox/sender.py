@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from core.entries import Entry
+from decklog.core.entries import Entry
 
 
 class Sender(Protocol):

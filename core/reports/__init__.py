@@ -16,12 +16,12 @@ import hashlib
 import json
 from typing import Literal, get_args
 
-from core.errors import InvalidInput
-from core.reports.as_html import render_html
-from core.reports.as_markdown import render_markdown
-from core.reports.build import EXCLUDED_KINDS, ScopeLog, build_report, report_entries
-from core.reports.model import Report
-from core.reports.templating import ReportTemplateError, ReportTemplates
+from decklog.core.errors import InvalidInput
+from decklog.core.reports.as_html import render_html
+from decklog.core.reports.as_markdown import render_markdown
+from decklog.core.reports.build import EXCLUDED_KINDS, ScopeLog, build_report, report_entries
+from decklog.core.reports.model import Report
+from decklog.core.reports.templating import ReportTemplateError, ReportTemplates
 
 Format = Literal["md", "json", "html"]
 FORMATS: tuple[Format, ...] = get_args(Format)

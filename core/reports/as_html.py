@@ -8,8 +8,8 @@ templates as the helper ``timeline_chart(report)`` (core/reports/templating.py).
 
 from __future__ import annotations
 
-from core.reports.model import Report
-from core.reports.templating import ReportTemplates
+from decklog.core.reports.model import Report
+from decklog.core.reports.templating import ReportTemplates
 
 
 def render_html(r: Report, templates: ReportTemplates | None = None) -> str:

@@ -6,8 +6,8 @@ Markdown or HTML written by anyone who can append); only http(s) URLs become lin
 
 from __future__ import annotations
 
-from core.reports.model import Report
-from core.reports.templating import ReportTemplates
+from decklog.core.reports.model import Report
+from decklog.core.reports.templating import ReportTemplates
 
 
 def render_markdown(r: Report, templates: ReportTemplates | None = None) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.reports.model import Report
-from core.reports.sections import (
+from decklog.core.reports.model import Report
+from decklog.core.reports.sections import (
     actions,
     compensations,
     findings,
@@ -26,7 +26,7 @@ from core.reports.sections import (
     questions,
     timeline,
 )
-from core.reports.sections.source import (
+from decklog.core.reports.sections.source import (
     EXCLUDED_KINDS,
     MERGED_KINDS,
     ScopeLog,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from core.reports import text as t
-from core.reports.chart_canvas import WIDTH, Canvas, Scale, seconds, utc
-from core.reports.chart_lanes import (
+from decklog.core.reports import text as t
+from decklog.core.reports.chart_canvas import WIDTH, Canvas, Scale, seconds, utc
+from decklog.core.reports.chart_lanes import (
     MAX_ACTION_LANES,
     MAX_ALERT_LANES,
     action_lanes,
@@ -24,7 +24,7 @@ from core.reports.chart_lanes import (
     milestone_lane,
     severity_lane,
 )
-from core.reports.chart_shapes import (
+from decklog.core.reports.chart_shapes import (
     ALERT_FILL,
     ALERT_LINE,
     CONNECTOR,
@@ -42,7 +42,7 @@ from core.reports.chart_shapes import (
     num,
     text_width,
 )
-from core.reports.model import Report
+from decklog.core.reports.model import Report
 
 LEGEND_ROW = 18.0
 

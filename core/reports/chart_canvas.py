@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from core.clock import parse_iso
-from core.reports.chart_shapes import (
+from decklog.core.clock import parse_iso
+from decklog.core.reports.chart_shapes import (
     CONNECTOR,
     GRID,
     INK,

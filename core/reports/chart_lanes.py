@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.reports import text as t
-from core.reports.chart_canvas import LANE_H, Canvas, seconds, utc
-from core.reports.chart_shapes import (
+from decklog.core.reports import text as t
+from decklog.core.reports.chart_canvas import LANE_H, Canvas, seconds, utc
+from decklog.core.reports.chart_shapes import (
     ALERT_FILL,
     ALERT_LINE,
     CONNECTOR,
@@ -24,7 +24,7 @@ from core.reports.chart_shapes import (
     outcome_class,
     text_width,
 )
-from core.reports.model import ActionLine, AlertLine, Milestone, RunLine, SeverityStep, VerificationLine
+from decklog.core.reports.model import ActionLine, AlertLine, Milestone, RunLine, SeverityStep, VerificationLine
 
 MAX_ALERT_LANES = 8
 ALERT_BINS = 60

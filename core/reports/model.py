@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from core.entries import Actor
-from core.reports.model_actions import (
+from decklog.core.entries import Actor
+from decklog.core.reports.model_actions import (
     ActionLine,
     ApprovalLine,
     CompensationLine,
@@ -20,8 +20,8 @@ from core.reports.model_actions import (
     RunLine,
     VerificationLine,
 )
-from core.reports.model_base import Model as _Model
-from core.reports.model_base import Origin
+from decklog.core.reports.model_base import Model as _Model
+from decklog.core.reports.model_base import Origin
 
 __all__ = [
     "FORMAT_VERSION",

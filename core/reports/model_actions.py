@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from core.entries import Actor
-from core.reports.model_base import Model as _Model
-from core.reports.model_base import Origin
+from decklog.core.entries import Actor
+from decklog.core.reports.model_base import Model as _Model
+from decklog.core.reports.model_base import Origin
 
 
 class ApprovalLine(_Model):

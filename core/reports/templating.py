@@ -23,10 +23,10 @@ import jinja2
 from jinja2 import meta
 from markupsafe import Markup
 
-from core.errors import DecklogError
-from core.reports import text as t
-from core.reports.chart import timeline_chart
-from core.reports.model import Report
+from decklog.core.errors import DecklogError
+from decklog.core.reports import text as t
+from decklog.core.reports.chart import timeline_chart
+from decklog.core.reports.model import Report
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 CONTEXT = frozenset({"report"})

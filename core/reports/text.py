@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.clock import parse_iso
-from core.entries import Actor
+from decklog.core.clock import parse_iso
+from decklog.core.entries import Actor
 
 STATUS_WORDS = {
     "waiting_for_approval": "waiting for approval",

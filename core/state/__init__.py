@@ -1,8 +1,8 @@
 """A scope's derived state: its shapes (``core/state/model.py``) and the pure fold that builds them from the log
 (``core/state/folding.py``). The rest of decklog imports these names from ``core.state``."""
 
-from core.state.folding import NOT_A_RESPONSE, fold, fold_all
-from core.state.model import (
+from decklog.core.state.folding import NOT_A_RESPONSE, fold, fold_all
+from decklog.core.state.model import (
     OMITTED_WHEN_EMPTY,
     AlertState,
     ObligationState,

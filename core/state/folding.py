@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     AgentTurn,
@@ -40,7 +40,7 @@ from core.entries import (
     SuggestionFeedback,
     ThreadLinked,
 )
-from core.state.model import (
+from decklog.core.state.model import (
     AlertState,
     ObligationState,
     ProposalState,

@@ -21,15 +21,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.entries import Entry
-from core.errors import InvalidInput
-from core.ids import ScopeId
-from core.state import ScopeState
-from core.store.chain import ChainKey
-from core.store.rows import row_to_entry
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.readonly import EntryRow, StateRow, entry_rows, read_sqlite, table_names, verify_scope_file
-from core.store.verify import NO_ENTRIES
+from decklog.core.entries import Entry
+from decklog.core.errors import InvalidInput
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.rows import row_to_entry
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.readonly import (
+    EntryRow,
+    StateRow,
+    entry_rows,
+    read_sqlite,
+    table_names,
+    verify_scope_file,
+)
+from decklog.core.store.verify import NO_ENTRIES
 
 SCOPE_COLUMNS = ("kind", "title", "status", "severity")
 

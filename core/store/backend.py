@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.store.ports import StorageFactory
+from decklog.core.store.ports import StorageFactory
 
 
 def storage_for(*, database_url: str | None, data_dir: Path, log_key: str | bytes | None = None) -> StorageFactory:
     """The factory of the configured backend (nothing is opened yet)."""
     if database_url:
-        from core.store.postgres.factory import PostgresFactory  # psycopg is loaded only for a database
+        from decklog.core.store.postgres.factory import PostgresFactory  # psycopg is loaded only for a database
 
         return PostgresFactory(database_url, log_key=log_key)
-    from core.store.sqlite.factory import SqliteFactory
+    from decklog.core.store.sqlite.factory import SqliteFactory
 
     return SqliteFactory(data_dir, log_key=log_key)

@@ -20,8 +20,8 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from core.entries import canonical_json, chain_hash
-from core.errors import Conflict
+from decklog.core.entries import canonical_json, chain_hash
+from decklog.core.errors import Conflict
 
 KEYED_PREFIX = "hmac:"
 KEY_SETTING = "DECKLOG_LOG_KEY"

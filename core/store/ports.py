@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from core.alarm import Alarm
-from core.clock import Clock
-from core.entries import Entry, NewEntry
-from core.ids import ScopeId
-from core.state import ScopeState
+from decklog.core.alarm import Alarm
+from decklog.core.clock import Clock
+from decklog.core.entries import Entry, NewEntry
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState
 
 Decide = Callable[[ScopeState], Sequence[NewEntry]]
 D = TypeVar("D", bound=Decide)
@@ -669,6 +669,6 @@ def notify_listeners(listeners: Sequence[Listener], scope: str, entries: tuple[E
         try:
             listener(scope, entries)
         except Exception:
-            logging.getLogger("core.store").exception(
+            logging.getLogger("decklog.core.store").exception(
                 "a log listener failed on %s (the append itself committed)", scope
             )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.clock import parse_iso
-from core.entries import Actor, Entry, parse_payload, trusted_entry, trusted_payload
+from decklog.core.clock import parse_iso
+from decklog.core.entries import Actor, Entry, parse_payload, trusted_entry, trusted_payload
 
 
 def row_to_entry(scope: str, row: Any) -> Entry:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.clock import iso, parse_iso
-from core.entries import Entry, NewEntry, actor_json, canonical_json, payload_json, trusted_entry
-from core.errors import Conflict, InvalidInput, NotFound
-from core.state import ScopeState, fold
-from core.store.chain import ChainKey, key_for_append, link_hash
-from core.store.ports import AppendResult, Decide
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import Entry, NewEntry, actor_json, canonical_json, payload_json, trusted_entry
+from decklog.core.errors import Conflict, InvalidInput, NotFound
+from decklog.core.state import ScopeState, fold
+from decklog.core.store.chain import ChainKey, key_for_append, link_hash
+from decklog.core.store.ports import AppendResult, Decide
 
 # The stored entries a backend finds for a request key (the key itself and ``key#n``) or for entry keys.
 ByRequestKey = Callable[[str], list[Entry]]

@@ -11,11 +11,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from core.errors import InvalidInput
-from core.state import empty_state, fold
-from core.store.chain import KEY_SETTING, ChainKey, key_id_of, link_hash
-from core.store.ports import VerifyReport
-from core.store.rows import row_to_entry
+from decklog.core.errors import InvalidInput
+from decklog.core.state import empty_state, fold
+from decklog.core.store.chain import KEY_SETTING, ChainKey, key_id_of, link_hash
+from decklog.core.store.ports import VerifyReport
+from decklog.core.store.rows import row_to_entry
 
 #: A scope file without a single entry: a declaration that never committed (its process died after the file was
 #: put in place). Nothing of it was acknowledged; `decklog verify --all` and `reindex` pass over it.

@@ -24,18 +24,18 @@ repeatedly (the agent runtime) holds one :class:`Views` — or one :class:`ViewC
 
 from __future__ import annotations
 
-from core.state import ScopeState
-from core.store.ports import LogStore
-from core.views.action import action, pick_obligation
-from core.views.cache import ViewCache
-from core.views.compose import DEFAULT_BUDGET, VIEW_NAMES, Part, View, compose, plural
-from core.views.investigation import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, investigation
-from core.views.joiner import TIMELINE_KINDS, joiner
-from core.views.reader import Reader, ScopeListing
-from core.views.related import FINDING, applied_in, finding_text, target_of
-from core.views.shapes import at_text, brief, change_json, clip, header, obligation_json, who
-from core.views.triage import triage
-from core.views.verification import verification
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore
+from decklog.core.views.action import action, pick_obligation
+from decklog.core.views.cache import ViewCache
+from decklog.core.views.compose import DEFAULT_BUDGET, VIEW_NAMES, Part, View, compose, plural
+from decklog.core.views.investigation import CONTEXT_MEMO_KEY, CONTEXT_MEMO_TOPIC, CONTEXT_SOURCE, investigation
+from decklog.core.views.joiner import TIMELINE_KINDS, joiner
+from decklog.core.views.reader import Reader, ScopeListing
+from decklog.core.views.related import FINDING, applied_in, finding_text, target_of
+from decklog.core.views.shapes import at_text, brief, change_json, clip, header, obligation_json, who
+from decklog.core.views.triage import triage
+from decklog.core.views.verification import verification
 
 
 async def build_view(

@@ -4,12 +4,12 @@ when none ran)."""
 
 from __future__ import annotations
 
-from core.entries import ActionResult, ActionStarted, AgentTurn, Approval, Entry, ProposalClosed, ProposalMade
-from core.state import ObligationState, ScopeState
-from core.views.compose import Part
-from core.views.reader import Reader
-from core.views.related import related_actions, target_of
-from core.views.shapes import alert_items, compact, header, obligation_json, proposal_items, with_evidence
+from decklog.core.entries import ActionResult, ActionStarted, AgentTurn, Approval, Entry, ProposalClosed, ProposalMade
+from decklog.core.state import ObligationState, ScopeState
+from decklog.core.views.compose import Part
+from decklog.core.views.reader import Reader
+from decklog.core.views.related import related_actions, target_of
+from decklog.core.views.shapes import alert_items, compact, header, obligation_json, proposal_items, with_evidence
 
 _HISTORY_KINDS = ("proposal", "proposal_closed", "approval", "action_started", "action_result")
 

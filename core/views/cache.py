@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.entries import Entry
-from core.views.shapes import render_brief
+from decklog.core.entries import Entry
+from decklog.core.views.shapes import render_brief
 
 
 @dataclass

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.clock import parse_iso
-from core.views.compose import View
+from decklog.core.clock import parse_iso
+from decklog.core.views.compose import View
 
 RECENT_MINUTES = 30
 _LIST = 3  # items per list in the text

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.entries import Declared, Entry, FindingAnswer, Hypothesis, Observation, ScopeLinked
-from core.errors import NotFound
-from core.state import ScopeState
-from core.views.compose import Part
-from core.views.reader import Reader, listed
-from core.views.related import related_actions
-from core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json, with_evidence
+from decklog.core.entries import Declared, Entry, FindingAnswer, Hypothesis, Observation, ScopeLinked
+from decklog.core.errors import NotFound
+from decklog.core.state import ScopeState
+from decklog.core.views.compose import Part
+from decklog.core.views.reader import Reader, listed
+from decklog.core.views.related import related_actions
+from decklog.core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json, with_evidence
 
 CONTEXT_SOURCE = "agent:context"  # observations appended by the context agents (core/agents/context.py)
 CONTEXT_MEMO_TOPIC = "agents"  # sender-memo topic where the context agents remember the seqs they appended

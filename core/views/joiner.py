@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.views.compose import Part
-from core.views.reader import Reader, listed
-from core.views.shapes import alert_items, alert_summary, clip, header, obligation_json, proposal_items, roles
+from decklog.core.views.compose import Part
+from decklog.core.views.reader import Reader, listed
+from decklog.core.views.shapes import alert_items, alert_summary, clip, header, obligation_json, proposal_items, roles
 
 # Kinds a newcomer's timeline shows (bookkeeping such as agent_turn or thread_linked is left out on purpose).
 TIMELINE_KINDS = (

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from core.entries import Entry
-from core.state import ScopeState
-from core.store.ports import LogStore, ScopeRow
-from core.views.cache import Tail, ViewCache
-from core.views.compose import Part
-from core.views.shapes import TEXT_CLIP
+from decklog.core.entries import Entry
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore, ScopeRow
+from decklog.core.views.cache import Tail, ViewCache
+from decklog.core.views.compose import Part
+from decklog.core.views.shapes import TEXT_CLIP
 
 ALL_KINDS: tuple[str, ...] = ()  # a group of no kinds means every kind
 _REFRESH_MAX = 200  # at most this many new entries are read to refresh remembered tails; more: read afresh

@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.clock import iso, parse_iso
-from core.entries import ActionResult, ActionStarted, EffectCompensated, Entry
-from core.errors import NotFound
-from core.views.reader import Reader
-from core.views.shapes import at_text
+from decklog.core.clock import iso, parse_iso
+from decklog.core.entries import ActionResult, ActionStarted, EffectCompensated, Entry
+from decklog.core.errors import NotFound
+from decklog.core.views.reader import Reader
+from decklog.core.views.shapes import at_text
 
 WINDOW = timedelta(hours=6)  # the agents' change window (core/agents/runtime.py ``change_window_hours``)
 CO_OCCURRING = timedelta(hours=1)

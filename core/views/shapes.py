@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from core.entries import Actor, Entry, Observation
-from core.state import ObligationState, ScopeState
-from core.store.ports import ScopeRow
+from decklog.core.entries import Actor, Entry, Observation
+from decklog.core.state import ObligationState, ScopeState
+from decklog.core.store.ports import ScopeRow
 
 if TYPE_CHECKING:
-    from core.views.cache import ViewCache
+    from decklog.core.views.cache import ViewCache
 
 TEXT_CLIP = 200
 

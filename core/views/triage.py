@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.entries import Entry, ProposalMade, Suggestion
-from core.views.compose import Part
-from core.views.reader import Reader, listed
-from core.views.shapes import alert_items, alert_summary, at_text, compact, header, obligation_json
+from decklog.core.entries import Entry, ProposalMade, Suggestion
+from decklog.core.views.compose import Part
+from decklog.core.views.reader import Reader, listed
+from decklog.core.views.shapes import alert_items, alert_summary, at_text, compact, header, obligation_json
 
 HUMAN_MESSAGES = 10  # the latest messages people wrote that triage shows (older ones: an omission line)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.entries import ActionResult, ActionStarted, Decision, Entry, Observation, Verification
-from core.views.action import pick_obligation
-from core.views.compose import Part
-from core.views.reader import Reader
-from core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json
+from decklog.core.entries import ActionResult, ActionStarted, Decision, Entry, Observation, Verification
+from decklog.core.views.action import pick_obligation
+from decklog.core.views.compose import Part
+from decklog.core.views.reader import Reader
+from decklog.core.views.shapes import alert_items, alert_summary, clip, compact, header, obligation_json
 
 
 async def verification(r: Reader, obligation_id: str | None) -> list[Part]:

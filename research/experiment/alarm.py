@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from core.alarm import Job
-from core.clock import ManualClock
+from decklog.core.alarm import Job
+from decklog.core.clock import ManualClock
 
 
 class VirtualAlarm:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.actions.catalog import Catalog
-from core.actions.conditions import CONDITIONS
+from decklog.core.actions.catalog import Catalog
+from decklog.core.actions.conditions import CONDITIONS
 from research.experiment.scenario import Scenario
 
 WORLD_URL = "DECKLOG_EXPERIMENT_WORLD_URL"

@@ -13,8 +13,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, NoReturn
 
-from core.errors import InvalidInput
-from core.views import DEFAULT_BUDGET
+from decklog.core.errors import InvalidInput
+from decklog.core.views import DEFAULT_BUDGET
 from research.experiment import itbench, scenario
 from research.experiment.run import ARMS, FAULTS, Spec
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from adapters.executors.http import HttpExecutor
-from bot.runtime import Runtime
-from core.actions import ActionDesk, ApproverPolicy, RunAuthority, Runner
+from decklog.adapters.executors.http import HttpExecutor
+from decklog.bot.runtime import Runtime
+from decklog.core.actions import ActionDesk, ApproverPolicy, RunAuthority, Runner
 from research.experiment import catalog as scenario_catalog
 from research.experiment import desk_hands
 from research.experiment.fenceless import FencelessRunner

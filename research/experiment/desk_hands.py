@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from core.actions.executor import ExecutionRequest
-from core.actions.run_authority import RunAuthority, idempotency_key, new_run_id
-from core.actions.runner import RunReport
-from core.entries import Actor, NewEntry
-from core.errors import Conflict, NotFound
+from decklog.core.actions.executor import ExecutionRequest
+from decklog.core.actions.run_authority import RunAuthority, idempotency_key, new_run_id
+from decklog.core.actions.runner import RunReport
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.errors import Conflict, NotFound
 from research.experiment.scenario import action_key
 
 if TYPE_CHECKING:
-    from core.actions import ActionDesk
+    from decklog.core.actions import ActionDesk
     from research.experiment.run import Run
 
 APPROVER = Actor.human("U0APPROVER", "scripted-approver")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from core.obligations import lease_live
+from decklog.core.obligations import lease_live
 from research.experiment import desk_hands
 from research.experiment.desk_hands import deliver_resolutions
 from research.experiment.hands import LEASE

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing_extensions import override
 
-from core.actions.executor import Executor
-from core.actions.run_authority import RunAuthority
-from core.actions.runner import Runner
-from core.state import ObligationState, ScopeState
+from decklog.core.actions.executor import Executor
+from decklog.core.actions.run_authority import RunAuthority
+from decklog.core.actions.runner import Runner
+from decklog.core.state import ObligationState, ScopeState
 
 
 class FencelessRunner(Runner):

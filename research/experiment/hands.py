@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.agents.runtime import TurnResult
-from core.entries import Actor, NewEntry
+from decklog.core.agents.runtime import TurnResult
+from decklog.core.entries import Actor, NewEntry
 from research.experiment import desk_hands
 from research.experiment.reasoner import HOLD, NOTES, RESOLVE
 

@@ -32,13 +32,13 @@ from typing import Any
 import anthropic
 from aiohttp import web
 
-from adapters.anthropic.reasoner import ClaudeReasoner
-from core.agents.reasoner import TurnInput
-from core.agents.tools import ToolBox
-from core.clock import Clock
-from core.prompts import PromptLibrary
-from core.store.ports import LogStore
-from core.views import View
+from decklog.adapters.anthropic.reasoner import ClaudeReasoner
+from decklog.core.agents.reasoner import TurnInput
+from decklog.core.agents.tools import ToolBox
+from decklog.core.clock import Clock
+from decklog.core.prompts import PromptLibrary
+from decklog.core.store.ports import LogStore
+from decklog.core.views import View
 from research.experiment import policy
 
 _VIEW = re.compile(r"<view>\n(.*)\n</view>", re.S)

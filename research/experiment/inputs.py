@@ -15,9 +15,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot.receivers import build_receivers
-from bot.runtime import Runtime
-from core.entries import Actor
+from decklog.bot.receivers import build_receivers
+from decklog.bot.runtime import Runtime
+from decklog.core.entries import Actor
 from research.experiment.slack_door import SlackDoor
 
 TOKEN = "experiment-alert-token"

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 from research.experiment.scenario import Scenario, parse_scenario
 
 READ_ONLY = (" get ", " describe ", " logs ", " top ")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.entries import Entry
+from decklog.core.entries import Entry
 from research.experiment.scenario import Scenario, action_key
 
 

@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.actions import AgentCatalog
-from bot.agents import turn_delays
-from bot.config import DecklogConfig, load_config
-from bot.runtime import Runtime
-from bot.settings import Settings, load_settings
-from core.clock import ManualClock
-from core.entries import Entry
+from decklog.bot.actions import AgentCatalog
+from decklog.bot.agents import turn_delays
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings, load_settings
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Entry
 from research.experiment import desk_hands, policy
 from research.experiment.desk import ExperimentDesk, attach_desk
 from research.experiment.drive import drive

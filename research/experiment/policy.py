@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from core.views import finding_text, target_of
+from decklog.core.views import finding_text, target_of
 
 SYSTEM = (
     "You coordinate one incident. Lines: TOOLS, EVIDENCE, HYPOTHESIS, OBLIGATION, DENIED, APPLIED, UNCERTAIN, "

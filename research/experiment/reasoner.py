@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from core.agents.reasoner import TurnInput, TurnOutput, Usage
-from core.agents.tool_specs import MAX_READ
-from core.agents.tools import ToolBox
-from core.clock import parse_iso
-from core.views import FINDING
+from decklog.core.agents.reasoner import TurnInput, TurnOutput, Usage
+from decklog.core.agents.tool_specs import MAX_READ
+from decklog.core.agents.tools import ToolBox
+from decklog.core.clock import parse_iso
+from decklog.core.views import FINDING
 from research.experiment import policy
 from research.experiment.scenario import Scenario, action_key
 from research.experiment.view import header, payload_lines

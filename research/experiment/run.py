@@ -20,14 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.actions import ActionDesk
-from core.agents.runtime import TurnResult
-from core.clock import ManualClock
-from core.entries import Actor, Entry, NewEntry
-from core.obligations import lease_live
-from core.outbox.dispatcher import Dispatcher
-from core.store.ports import LogStore
-from core.views import DEFAULT_BUDGET
+from decklog.core.actions import ActionDesk
+from decklog.core.agents.runtime import TurnResult
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.obligations import lease_live
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.ports import LogStore
+from decklog.core.views import DEFAULT_BUDGET
 from research.experiment.hands import after_turn
 from research.experiment.scenario import Scenario
 from research.experiment.view import Cost, Folded, entry_lines, header, state_lines

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 
 
 class _M(BaseModel):

@@ -25,8 +25,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from core.agents.agents_sender import AgentsSender
-from core.agents.scheduler import TurnScheduler
+from decklog.core.agents.agents_sender import AgentsSender
+from decklog.core.agents.scheduler import TurnScheduler
 from research.experiment.alarm import VirtualAlarm
 
 if TYPE_CHECKING:

@@ -26,19 +26,19 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adapters.local.sandbox import LocalSlack, open_local_slack
-from adapters.local.slack import DriverResponse, Message
-from adapters.local.slack.server import Handler
-from adapters.slack.app import build_http_session
-from adapters.slack.ids import Action
-from adapters.slack.outcomes import SlackDesk
-from adapters.slack.ports import SlackPorts
-from bot.actions import ProposalMessages
-from bot.parts import Route
-from bot.runtime import Runtime
-from bot.slack import SlackEndpoint, SlackIn, build_slack_in, build_slack_out
-from core.actions import ActionDesk
-from core.entries import Actor
+from decklog.adapters.local.sandbox import LocalSlack, open_local_slack
+from decklog.adapters.local.slack import DriverResponse, Message
+from decklog.adapters.local.slack.server import Handler
+from decklog.adapters.slack.app import build_http_session
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.outcomes import SlackDesk
+from decklog.adapters.slack.ports import SlackPorts
+from decklog.bot.actions import ProposalMessages
+from decklog.bot.parts import Route
+from decklog.bot.runtime import Runtime
+from decklog.bot.slack import SlackEndpoint, SlackIn, build_slack_in, build_slack_out
+from decklog.core.actions import ActionDesk
+from decklog.core.entries import Actor
 
 STOP_GRACE_S = 3.0
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.agents.ports import ActionCatalogView
-from core.agents.runtime import TurnResult, TurnRuntime
-from core.entries import Actor
-from core.store.ports import IndexPort
+from decklog.core.agents.ports import ActionCatalogView
+from decklog.core.agents.runtime import TurnResult, TurnRuntime
+from decklog.core.entries import Actor
+from decklog.core.store.ports import IndexPort
 from research.experiment.hands import LEASE
 from research.experiment.reasoner import ScriptedReasoner
 from research.experiment.run import Killed

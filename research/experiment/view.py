@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.entries import Entry
+from decklog.core.entries import Entry
 from research.experiment.scenario import Scenario, action_key
 
 PRICES = {"input": 3.0, "output": 15.0, "cache_read": 0.30, "cache_write": 3.75}  # $ per million tokens

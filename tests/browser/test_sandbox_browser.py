@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from adapters.local.sandbox.environment import SAMPLE_SERVICE
-from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
-from bot.server import DecklogServer
+from decklog.adapters.local.sandbox.environment import SAMPLE_SERVICE
+from decklog.adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 
 pytestmark = pytest.mark.browser

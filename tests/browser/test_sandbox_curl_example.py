@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.server import DecklogServer
+from decklog.bot.server import DecklogServer
 from tests.browser.test_sandbox_browser import Sandbox, browser  # noqa: F401 - the browser fixture
 from tests.conftest import eventually
 from tests.fakes.slack_calls import slack_calls

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core.store.memory.factory import MemoryFactory
-from core.store.memory.log_store import MemoryStorage
-from core.store.ports import StorageFactory
-from core.store.postgres.factory import PostgresFactory
-from core.store.sqlite.factory import SqliteFactory
+from decklog.core.store.memory.factory import MemoryFactory
+from decklog.core.store.memory.log_store import MemoryStorage
+from decklog.core.store.ports import StorageFactory
+from decklog.core.store.postgres.factory import PostgresFactory
+from decklog.core.store.sqlite.factory import SqliteFactory
 
 BACKENDS = ("sqlite", "postgresql", "memory")
 

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from core.alarm import AsyncioAlarm
-from core.alerts import AlertPolicy, AlertRouter
-from core.index.sender import IndexSender
-from core.outbox.dispatcher import Dispatcher
-from core.service import ScopeService
-from core.signals import AlertSignal
-from core.store.postgres.index import PostgresIndex
-from core.store.postgres.locks import AdvisoryLocks, libpq_url, lock_id
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.postgres.rates import PostgresRateCounter
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.alerts import AlertPolicy, AlertRouter
+from decklog.core.index.sender import IndexSender
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.service import ScopeService
+from decklog.core.signals import AlertSignal
+from decklog.core.store.postgres.index import PostgresIndex
+from decklog.core.store.postgres.locks import AdvisoryLocks, libpq_url, lock_id
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.rates import PostgresRateCounter
 
 
 @dataclass

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from core.entries import Entry
-from core.outbox.dispatcher import Dispatcher
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.postgres.notify import PAYLOAD_MAX, decode, encode
+from decklog.core.entries import Entry
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.notify import PAYLOAD_MAX, decode, encode
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")

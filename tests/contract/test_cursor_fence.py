@@ -18,14 +18,14 @@ import psycopg
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.local.slack import FakeSlackServer
-from adapters.slack.pacing import ChannelPacer
-from adapters.slack.sender import SlackSender
-from core.outbox import dispatcher as dispatching
-from core.outbox.dispatcher import Dispatcher
-from core.store.postgres import schema as pg
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.sqlite.index import SqliteIndex
+from decklog.adapters.local.slack import FakeSlackServer
+from decklog.adapters.slack.pacing import ChannelPacer
+from decklog.adapters.slack.sender import SlackSender
+from decklog.core.outbox import dispatcher as dispatching
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.sqlite.index import SqliteIndex
 from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.store_contract import SCOPE, declare
 

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import pytest
 import sqlalchemy as sa
 
-from core.entries import Entry
-from core.outbox import dispatcher as dispatching
-from core.outbox.dispatcher import Dispatcher
-from core.store.ports import CursorClaim
-from core.store.postgres import schema as pg
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.entries import Entry
+from decklog.core.outbox import dispatcher as dispatching
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.ports import CursorClaim
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.index.tables import fingerprints
-from core.store.memory.log_store import MemoryLogStore
-from core.store.ports import IndexPort, StorageFactory
-from core.store.postgres import schema as pg
-from core.store.postgres.factory import PostgresFactory
-from core.store.sqlite.factory import SqliteFactory
+from decklog.core.index.tables import fingerprints
+from decklog.core.store.memory.log_store import MemoryLogStore
+from decklog.core.store.ports import IndexPort, StorageFactory
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.factory import PostgresFactory
+from decklog.core.store.sqlite.factory import SqliteFactory
 from tests.store_contract import declare_scope, feed, obs
 
 Query = Callable[[Callable[[Any], Any]], Any]

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.common import reindex_all
-from bot.runtime import Runtime
-from bot.settings import Settings
-from core.entries import Actor, NewEntry
-from core.index.keys import group_fingerprint
+from decklog.bot.cli.common import reindex_all
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.index.keys import group_fingerprint
 
 GROUP = '{}/{}:{alertname="HighLatency", cluster="eu-1"}'
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from core.actions import run_targets
-from core.actions.run_targets import TargetGate
-from core.store.ports import StorageFactory
+from decklog.core.actions import run_targets
+from decklog.core.actions.run_targets import TargetGate
+from decklog.core.store.ports import StorageFactory
 
 PARAMS = {"service": "payments", "change": "change/r2026-09-19-4"}
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.schema import CreateTable
 
-from core.entries import Actor
-from core.ids import ScopeId
-from core.store.sqlite import schema as t
-from core.store.sqlite.log_store import SqliteLogStore
-from core.store.sqlite.spares import STALE_S, SpareFiles
+from decklog.core.entries import Actor
+from decklog.core.ids import ScopeId
+from decklog.core.store.sqlite import schema as t
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.spares import STALE_S, SpareFiles
 from tests.conftest import ServerFactory, eventually
 from tests.store_contract import SCOPE, declare, message, read_all
 

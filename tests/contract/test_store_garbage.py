@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import Actor, NewEntry
-from core.state import ScopeState
-from core.store.sqlite.log_store import SqliteLogStore
-from core.store.staging import Batch, Lookups
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.state import ScopeState
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.staging import Batch, Lookups
 
 ALICE = Actor.human("U0ALICE", "alice")
 

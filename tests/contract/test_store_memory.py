@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.store.memory.factory import MemoryFactory
-from core.store.memory.log_store import MemoryLogStore, MemoryStorage
-from core.store.ports import CommitFeed, DeliveryStore, EntryLog, Outbox, SenderMemos, StorageFactory
+from decklog.core.store.memory.factory import MemoryFactory
+from decklog.core.store.memory.log_store import MemoryLogStore, MemoryStorage
+from decklog.core.store.ports import CommitFeed, DeliveryStore, EntryLog, Outbox, SenderMemos, StorageFactory
 from tests.store_contract import TOPICS, MakeFactory, StorageContract, declare, message
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import Conflict, NotFound
-from core.store.sqlite.file import SqliteFile
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.errors import Conflict, NotFound
+from decklog.core.store.sqlite.file import SqliteFile
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.store_contract import declared, message
 
 TOPICS = ("index", "slack")

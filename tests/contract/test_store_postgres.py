@@ -9,12 +9,12 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from core.errors import Conflict, NotFound
-from core.store.ports import StorageFactory
-from core.store.postgres import schema as pg
-from core.store.postgres.factory import PostgresFactory
-from core.store.postgres.inbox import PostgresInbox
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.errors import Conflict, NotFound
+from decklog.core.store.ports import StorageFactory
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.factory import PostgresFactory
+from decklog.core.store.postgres.inbox import PostgresInbox
+from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import BODY, SCOPE, TOPICS, MakeFactory, StorageContract, declare, message, read_all
 
 

@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core.entries import INCIDENT_STATUSES, Actor, Entry, NewEntry
-from core.errors import Conflict, InvalidInput
-from core.state import ScopeState, fold_all
-from core.store.memory.factory import MemoryFactory
-from core.store.memory.log_store import MemoryStorage
-from core.store.ports import AppendResult, LogStore, StorageFactory
-from core.store.sqlite.factory import SqliteFactory
+from decklog.core.entries import INCIDENT_STATUSES, Actor, Entry, NewEntry
+from decklog.core.errors import Conflict, InvalidInput
+from decklog.core.state import ScopeState, fold_all
+from decklog.core.store.memory.factory import MemoryFactory
+from decklog.core.store.memory.log_store import MemoryStorage
+from decklog.core.store.ports import AppendResult, LogStore, StorageFactory
+from decklog.core.store.sqlite.factory import SqliteFactory
 
 SCOPE = "incident/prop"
 BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "memory"])

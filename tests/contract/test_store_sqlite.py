@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from core.entries import Entry, NewEntry
-from core.errors import NotFound
-from core.ids import ScopeId
-from core.state import ScopeState
-from core.store.ports import LogStore, StorageFactory
-from core.store.sqlite.factory import SqliteFactory
-from core.store.sqlite.inbox import SqliteInbox
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Entry, NewEntry
+from decklog.core.errors import NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import LogStore, StorageFactory
+from decklog.core.store.sqlite.factory import SqliteFactory
+from decklog.core.store.sqlite.inbox import SqliteInbox
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.store_contract import (
     SCOPE,
@@ -408,8 +408,8 @@ async def test_a_database_error_in_a_cursor_statement_fails_the_whole_batch(stor
     SQLAlchemy error is: every request of the batch fails with ``StorageError`` and nothing of it commits. The same
     for a batch staged on the loop's thread (decision 133): its transaction is rolled back there, and the next batch
     starts clean."""
-    from core.errors import StorageError
-    from core.store.sqlite.statements import raw_cursor
+    from decklog.core.errors import StorageError
+    from decklog.core.store.sqlite.statements import raw_cursor
 
     await declare(store)
     file = scope_file(store)
@@ -435,7 +435,7 @@ async def test_a_small_append_batch_is_staged_on_the_loop_and_committed_on_a_wor
 ) -> None:
     """Decision 133: a batch of a few appends runs its statements on the loop's thread (no GIL hand-off per
     statement), and only the COMMIT (the fsync) on a worker; the caller hears back after the commit."""
-    import core.store.sqlite.log_store as log_store
+    import decklog.core.store.sqlite.log_store as log_store
 
     await declare(store)
     threads: set[int] = set()
@@ -488,7 +488,7 @@ async def test_while_another_process_holds_the_write_lock_an_append_waits_on_a_w
 def test_a_begin_that_waits_in_python_gives_up_with_the_busy_error_after_its_bound(tmp_path: Path) -> None:
     """The worker side of a connection whose SQLite busy timeout is 0: it retries while the lock is held, as
     SQLite's own busy handler would, and fails with SQLite's error once its bound has passed."""
-    from core.store.sqlite.engine import begin_waiting
+    from decklog.core.store.sqlite.engine import begin_waiting
 
     path = tmp_path / "locked.db"
     holder = sqlite3.connect(path, isolation_level=None)
@@ -511,7 +511,7 @@ async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
     store: SqliteLogStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unbounded read (a summary's thousands of observations) must not hold the event loop (decision 127)."""
-    import core.store.sqlite.log_store as log_store
+    import decklog.core.store.sqlite.log_store as log_store
 
     await declare(store)
     await store.append(SCOPE, [message(f"m{i}") for i in range(log_store.SMALL_READ_ROWS + 5)])
@@ -536,7 +536,7 @@ async def test_a_long_read_runs_on_a_worker_and_a_short_one_may_run_on_the_loop(
 async def test_the_outbox_summary_reads_only_pending_and_parked_rows(store: SqliteLogStore) -> None:
     """A storm's scope holds tens of thousands of delivered rows; the summary (run by every sweep) must not scan
     them (decision 128): both counts go over a partial index."""
-    from core.store.sqlite.statements import compiled
+    from decklog.core.store.sqlite.statements import compiled
 
     await declare(store)
     conn = sqlite3.connect(scope_path(store))

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from adapters.local.services import FakeDeployService
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
-from adapters.slack.outcomes import SlackDesk
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.actions import ActionDesk
-from core.entries import Actor, NewEntry
-from core.obligations import open_obligation
-from core.state import ScopeState
+from decklog.adapters.local.services import FakeDeployService
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.outcomes import SlackDesk
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.actions import ActionDesk
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.obligations import open_obligation
+from decklog.core.state import ScopeState
 from tests.conftest import eventually, test_config
 
 ALICE, BOB = "U0ALICE", "U0BOB"

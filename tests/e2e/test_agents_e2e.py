@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.slack.ids import Action
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.entries import Actor, Entry, NewEntry
-from core.errors import NotFound
+from decklog.adapters.slack.ids import Action
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.errors import NotFound
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.slack_calls import slack_calls
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from bot.server import DecklogServer
-from core.agents import TurnInput, TurnOutput
-from core.errors import NotFound
+from decklog.adapters.local.slack import FakeSlack
+from decklog.bot.server import DecklogServer
+from decklog.core.agents import TurnInput, TurnOutput
+from decklog.core.errors import NotFound
 from tests.conftest import ServerFactory, eventually
 from tests.fakes.anthropic_api import Delay, FakeAnthropic, Reply
 from tests.fakes.slack_calls import record_calls, slack_calls
@@ -155,7 +155,7 @@ def _serve(data_dir: Path, slack_url: str, anthropic_url: str) -> tuple[subproce
         "DECKLOG_LOG_LEVEL": "WARNING",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve"],
+        [sys.executable, "-m", "decklog.bot.cli", "serve"],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

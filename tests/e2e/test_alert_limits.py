@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from bot.server import DecklogServer
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.slack_calls import slack_calls
 from tests.helpers.monitoring import kube_alert

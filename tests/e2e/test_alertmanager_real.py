@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.server import DecklogServer
-from core.alerts.splits import SPLIT_FROM, SPLIT_INTO
-from core.entries import Entry, Observation, ScopeLinked
-from core.state import ScopeState
+from decklog.bot.server import DecklogServer
+from decklog.core.alerts.splits import SPLIT_FROM, SPLIT_INTO
+from decklog.core.entries import Entry, Observation, ScopeLinked
+from decklog.core.state import ScopeState
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.slack_calls import slack_calls
 from tests.helpers.monitoring import ALERTMANAGER, Alertmanager, firing, kube_alert, require_binary, resolved, webhook

@@ -16,11 +16,11 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from adapters.alerts import ALERT_SOURCES
-from bot.server import DecklogServer
-from core.alerts import SUMMARY_SOURCE
-from core.entries import Entry
-from core.errors import NotFound
+from decklog.adapters.alerts import ALERT_SOURCES
+from decklog.bot.server import DecklogServer
+from decklog.core.alerts import SUMMARY_SOURCE
+from decklog.core.entries import Entry
+from decklog.core.errors import NotFound
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.slack_calls import slack_calls
 

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.server import DecklogServer
-from bot.settings import Settings
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
 from tests.conftest import test_config
 
 TOKEN = "fuzz-token"

@@ -16,10 +16,10 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from pydantic import SecretStr
 
-from bot.api import ScopesApi
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.entries import Actor, NewEntry
+from decklog.bot.api import ScopesApi
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor, NewEntry
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.slack_calls import record_sandbox_calls
 
@@ -433,7 +433,7 @@ async def test_with_a_token_a_proxied_request_with_the_bearer_is_answered(
 
 
 def test_the_start_up_line_says_how_the_api_is_protected(tmp_path: Path) -> None:
-    from bot.api import protection_line
+    from decklog.bot.api import protection_line
 
     open_line = protection_line(Settings(data_dir=tmp_path))
     assert "DECKLOG_API_TOKEN is not set" in open_line and "loopback" in open_line and "proxy" in open_line

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from adapters.changes import CHANGE_SOURCES
-from bot.server import DecklogServer
-from core.entries import Actor
+from decklog.adapters.changes import CHANGE_SOURCES
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_alerts_e2e import TOKEN, alerts_server, entries, generic, post, replies, thread_of
 

@@ -13,11 +13,11 @@ from typing import Any
 import anthropic
 import pytest
 
-from adapters.anthropic import ClaudeReasoner
-from bot.settings import project_root
-from core.agents import ActionInfo, TurnRuntime
-from core.entries import AgentTurn
-from core.prompts import PromptLibrary
+from decklog.adapters.anthropic import ClaudeReasoner
+from decklog.bot.settings import project_root
+from decklog.core.agents import ActionInfo, TurnRuntime
+from decklog.core.entries import AgentTurn
+from decklog.core.prompts import PromptLibrary
 from tests.conftest import eventually
 from tests.fakes.anthropic_api import (
     Delay,

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def decklog(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "decklog.bot.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
     )
 
 

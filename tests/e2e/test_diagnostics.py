@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.helpers.serve import BOT_TOKEN, start_serve
 
 

@@ -11,16 +11,16 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.executors.http import HttpExecutor
-from adapters.executors.statuspage import StatuspageExecutor
-from adapters.local.services import FakeDeployService, FakeStatuspage
-from bot.actions import build_catalog, build_egress
-from bot.config import DecklogConfig, load_config
-from bot.server import DecklogServer
-from bot.settings import Settings, SettingsError
-from core.actions import ExecutionRequest
-from core.egress import EgressPolicy, check, parse_rule
-from core.errors import InvalidInput
+from decklog.adapters.executors.http import HttpExecutor
+from decklog.adapters.executors.statuspage import StatuspageExecutor
+from decklog.adapters.local.services import FakeDeployService, FakeStatuspage
+from decklog.bot.actions import build_catalog, build_egress
+from decklog.bot.config import DecklogConfig, load_config
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings, SettingsError
+from decklog.core.actions import ExecutionRequest
+from decklog.core.egress import EgressPolicy, check, parse_rule
+from decklog.core.errors import InvalidInput
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
 from tests.conftest import test_config
 

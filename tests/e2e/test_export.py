@@ -16,15 +16,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
-from bot.reports import export_to_slack
-from bot.runtime import OUTBOX_TOPICS
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.entries import Actor, NewEntry
-from core.errors import InvalidInput
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
+from decklog.bot.reports import export_to_slack
+from decklog.bot.runtime import OUTBOX_TOPICS
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.errors import InvalidInput
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually, test_config
 from tests.e2e.test_api import quiet_servers
 from tests.fakes.polling import wait_for_call
@@ -182,7 +182,7 @@ async def _first_scope(server: DecklogServer) -> str | None:
 
 
 async def _thread(server: DecklogServer, scope: str) -> Any:
-    from core.errors import NotFound
+    from decklog.core.errors import NotFound
 
     try:
         state = await server.runtime.store.get_state(scope)

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
-from adapters.slack.listeners.actions import on_follow_up
-from adapters.slack.request import ACTOR, KEY, Req
-from bot.reports import read_logs
-from bot.server import DecklogServer
-from core.entries import Actor, FollowUp
-from core.errors import NotFound
-from core.reports import build_report
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.listeners.actions import on_follow_up
+from decklog.adapters.slack.request import ACTOR, KEY, Req
+from decklog.bot.reports import read_logs
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor, FollowUp
+from decklog.core.errors import NotFound
+from decklog.core.reports import build_report
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_loop_e2e import ALICE, BOB, GENERAL, ephemerals
 from tests.fakes.trackers import FakeGitHub

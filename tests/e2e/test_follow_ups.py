@@ -9,16 +9,16 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.trackers.github import GitHubTracker
-from adapters.trackers.jira import JiraTracker
-from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from core.alarm import AsyncioAlarm
-from core.entries import Actor, FollowUpSynced, NewEntry
-from core.errors import InvalidInput
-from core.follow_ups import FollowUpsSender, Tracker, parse_follow_up
-from core.outbox.dispatcher import Dispatcher
-from core.outbox.sender import PermanentFailure, RetryAfter
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.trackers.github import GitHubTracker
+from decklog.adapters.trackers.jira import JiraTracker
+from decklog.bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.entries import Actor, FollowUpSynced, NewEntry
+from decklog.core.errors import InvalidInput
+from decklog.core.follow_ups import FollowUpsSender, Tracker, parse_follow_up
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.outbox.sender import PermanentFailure, RetryAfter
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.fakes.polling import poll_until
 from tests.fakes.trackers import FakeGitHub, FakeJira
 
@@ -182,7 +182,7 @@ async def test_rate_limits_retry_later_and_bad_config_parks(store: SqliteLogStor
 
 
 async def test_github_422_is_permanent(http: Any) -> None:
-    from core.follow_ups import IssueDraft, TrackerError
+    from decklog.core.follow_ups import IssueDraft, TrackerError
 
     async with FakeGitHub() as gh:
         tracker = GitHubTracker(http, repo="acme/shop", token="ghp_test", api_url=gh.base_url)
@@ -223,8 +223,8 @@ async def poll_until_async(store: SqliteLogStore) -> int:
 
 
 def test_the_slack_row_parses_and_refuses_with_usage() -> None:
-    from adapters.slack.grammar import UsageError, follow_up_args
-    from adapters.slack.subcommands.table import TABLE
+    from decklog.adapters.slack.grammar import UsageError, follow_up_args
+    from decklog.adapters.slack.subcommands.table import TABLE
 
     assert "follow-up" in [row.name for row in TABLE]
     assert follow_up_args(["page", "the", "db", "team", "<@U9>", "due", "2027-02-01"]) == {

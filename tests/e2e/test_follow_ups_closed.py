@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.server import DecklogServer
-from core.entries import Actor, FollowUpClosed, FollowUpSynced
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor, FollowUpClosed, FollowUpSynced
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_alerts_e2e import TOKEN, post
 from tests.e2e.test_changes_e2e import github_signature

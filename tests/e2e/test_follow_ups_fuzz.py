@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.entries import Actor
+from decklog.core.entries import Actor
 from tests.e2e.test_alerts_fuzz import FUZZ, Live, _mutate, check, json_values, live
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "changes" / "github" / "issues" / "issues_closed.json"

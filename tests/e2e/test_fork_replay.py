@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from core.entries import Actor, Hypothesis, NewEntry
-from core.state import fold_all
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.local.slack import FakeSlack
+from decklog.core.entries import Actor, Hypothesis, NewEntry
+from decklog.core.state import fold_all
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.helpers.serve import BOT_TOKEN, serve_env, start_serve

@@ -7,7 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from bot.server import DecklogServer
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 from tests.unit.test_cli import run
 
@@ -19,7 +19,7 @@ async def _texts(server: DecklogServer, scope: str) -> list[str]:
 
 
 async def _thread_of(server: DecklogServer, scope: str) -> object:
-    from core.errors import NotFound
+    from decklog.core.errors import NotFound
 
     try:
         return (await server.runtime.store.get_state(scope)).thread

@@ -28,9 +28,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.local.slack import FakeSlack
-from adapters.local.slack.signing import signed_headers
-from bot.server import DecklogServer
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack.signing import signed_headers
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 from tests.helpers.serve import ALERT_TOKEN, ALICE, BOT_TOKEN, GENERAL, SIGNING_SECRET, Served, start_serve
 
@@ -246,7 +246,7 @@ async def test_more_idle_connections_than_the_file_limit_leave_the_server_answer
 async def test_idle_and_slow_header_connections_are_closed(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bot.server.KEEPALIVE_S", 0.5)
+    monkeypatch.setattr("decklog.bot.server.KEEPALIVE_S", 0.5)
     server = await make_server()
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     silent = await asyncio.open_connection(host, int(port))
@@ -265,7 +265,7 @@ async def test_idle_and_slow_header_connections_are_closed(
 async def test_a_slow_slack_body_is_408_and_a_slow_body_elsewhere_is_cut(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bot.slack.SLACK_BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("decklog.bot.slack.SLACK_BODY_TIMEOUT_S", 0.5)
     server = await make_server(alert_token="t0ken")
     server.connections.body_timeout = 1.0
     host, port = server.url.removeprefix("http://").rsplit(":", 1)

@@ -13,15 +13,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.server import DecklogServer
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.insights import compute, percentile, summary
-from core.store.memory.log_store import MemoryLogStore
-from core.store.ports import IndexPort
-from core.store.postgres import schema as pg
-from core.store.postgres.index import PostgresIndex
-from core.store.sqlite.index import SqliteIndex
+from decklog.bot.server import DecklogServer
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.insights import compute, percentile, summary
+from decklog.core.store.memory.log_store import MemoryLogStore
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.index import PostgresIndex
+from decklog.core.store.sqlite.index import SqliteIndex
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_api import get, quiet_servers
 from tests.unit.test_cli import run

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.entries.lifecycle import ChannelArchive
-from core.errors import NotFound
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.entries.lifecycle import ChannelArchive
+from decklog.core.errors import NotFound
 from tests.conftest import eventually, test_config
 from tests.e2e.test_slack_e2e import ALICE, GENERAL
 from tests.fakes.slack_calls import record_sandbox_calls, slack_calls

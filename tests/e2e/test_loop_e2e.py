@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.local.services import FakeStatuspage
-from adapters.slack.ids import Action
-from bot.reports import read_logs
-from bot.server import DecklogServer
-from core.entries import Entry
-from core.reports import build_report, render
-from core.views import build_view
+from decklog.adapters.local.services import FakeStatuspage
+from decklog.adapters.slack.ids import Action
+from decklog.bot.reports import read_logs
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Entry
+from decklog.core.reports import build_report, render
+from decklog.core.views import build_view
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_agents_e2e import ALERTS_CHANNEL, CHANGE, entries, incident, posted_for
 from tests.fakes.slack_calls import slack_calls
@@ -144,7 +144,7 @@ async def _scrape(server: DecklogServer) -> str:
 
 
 def _alert(fingerprint: str) -> Any:
-    from core.entries import Actor, NewEntry
+    from decklog.core.entries import Actor, NewEntry
 
     payload = {
         "text": "p99 latency above 2s",
@@ -172,7 +172,7 @@ async def test_run_status_page_update_validates_parks_and_is_approved(make_serve
             "executor": {"type": "http", "url": "http://127.0.0.1:9"},
         },
     ]
-    from bot.config import DecklogConfig
+    from decklog.bot.config import DecklogConfig
 
     async with FakeStatuspage() as statuspage:
         server = await make_server(

@@ -26,11 +26,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.runtime import OUTBOX_TOPICS
-from bot.server import DecklogServer
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.runtime import OUTBOX_TOPICS
+from decklog.bot.server import DecklogServer
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import ServerFactory
 from tests.helpers.serve import ROOT
 

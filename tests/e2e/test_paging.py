@@ -10,16 +10,16 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
-from bot.actions import build_catalog, build_egress, build_executor
-from bot.config import load_config
-from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from bot.settings import Settings, example_config_path
-from core.actions.executor import ExecutionRequest
-from core.egress import EgressPolicy
-from core.entries import Actor, NewEntry
-from core.outbox.sender import PermanentFailure
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
+from decklog.bot.actions import build_catalog, build_egress, build_executor
+from decklog.bot.config import load_config
+from decklog.bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
+from decklog.bot.settings import Settings, example_config_path
+from decklog.core.actions.executor import ExecutionRequest
+from decklog.core.egress import EgressPolicy
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.outbox.sender import PermanentFailure
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.fakes.pagerduty import FakePagerDuty
 
 KEY = "R0UTINGKEY0123456789012345678901"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.server import DecklogServer
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.errors import NotFound
+from decklog.bot.server import DecklogServer
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.errors import NotFound
 from tests.conftest import eventually
 from tests.e2e.test_lifecycle import ALICE_ACTOR, DAY, Make, kinds, servers
 from tests.e2e.test_slack_e2e import ALICE, BOB, GENERAL

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from adapters.local.services import FakeDeployService
-from adapters.slack.ids import Action
-from bot.reports import read_logs
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.entries import Actor, FollowUp
-from core.reports import build_report
+from decklog.adapters.local.services import FakeDeployService
+from decklog.adapters.slack.ids import Action
+from decklog.bot.reports import read_logs
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.entries import Actor, FollowUp
+from decklog.core.reports import build_report
 from tests.conftest import eventually, test_config
 
 ALICE, BOB = "U0ALICE", "U0BOB"

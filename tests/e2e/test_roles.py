@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import grammar, subcommands
-from adapters.slack.render.header import header
-from bot.server import DecklogServer
-from core.entries import Actor
-from core.service import ScopeService
-from core.store.memory.log_store import MemoryLogStore
-from core.store.sqlite.index import SqliteIndex
+from decklog.adapters.slack import grammar, subcommands
+from decklog.adapters.slack.render.header import header
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor
+from decklog.core.service import ScopeService
+from decklog.core.store.memory.log_store import MemoryLogStore
+from decklog.core.store.sqlite.index import SqliteIndex
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_slack_e2e import ALICE, BOB, CAROL, GENERAL, declare
 from tests.fakes.slack_calls import slack_calls

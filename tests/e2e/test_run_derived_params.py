@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.server import DecklogServer
-from bot.settings import Settings
-from core.entries import ProposalMade
-from core.errors import NotFound
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.core.entries import ProposalMade
+from decklog.core.errors import NotFound
 from tests.conftest import eventually, test_config
 from tests.fakes.pagerduty import FakePagerDuty
 

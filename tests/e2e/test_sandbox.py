@@ -13,15 +13,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.local.sandbox import SandboxPage
-from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
-from adapters.local.services import FakeDeployService
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action, DeclareField
-from bot.parts import Provides, Route
-from bot.server import DecklogServer
-from bot.settings import Settings
-from bot.wiring import Parts
+from decklog.adapters.local.sandbox import SandboxPage
+from decklog.adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, installed
+from decklog.adapters.local.services import FakeDeployService
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action, DeclareField
+from decklog.bot.parts import Provides, Route
+from decklog.bot.server import DecklogServer
+from decklog.bot.settings import Settings
+from decklog.bot.wiring import Parts
 from tests.conftest import ServerFactory, eventually, test_config
 
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -432,8 +432,8 @@ async def test_sample_alert_opens_an_incident_through_the_receiver(server: Deckl
 
 
 async def test_samples_go_to_the_receivers_with_the_token_in_their_real_formats(tmp_path: Path, http: Any) -> None:
-    from adapters.alerts import ALERT_SOURCES
-    from adapters.changes import CHANGE_SOURCES
+    from decklog.adapters.alerts import ALERT_SOURCES
+    from decklog.adapters.changes import CHANGE_SOURCES
 
     received: list[tuple[str, str, Any]] = []
 

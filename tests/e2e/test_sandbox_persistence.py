@@ -12,14 +12,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.local.sandbox import SandboxPersistence
-from adapters.local.sandbox.persistence import DEPLOYS_FILE, WORKSPACE_FILE, sandbox_dir
-from adapters.local.services import FakeDeployService, FakeStatuspage
-from adapters.local.slack import FakeSlack, FakeSlackWorkspace, Identity, Message, workspace_snapshot
-from adapters.local.slack.ids import parse_ts
-from bot.server import DecklogServer
-from core.actions.executor import ExecutionRequest
-from core.entries import Actor
+from decklog.adapters.local.sandbox import SandboxPersistence
+from decklog.adapters.local.sandbox.persistence import DEPLOYS_FILE, WORKSPACE_FILE, sandbox_dir
+from decklog.adapters.local.services import FakeDeployService, FakeStatuspage
+from decklog.adapters.local.slack import FakeSlack, FakeSlackWorkspace, Identity, Message, workspace_snapshot
+from decklog.adapters.local.slack.ids import parse_ts
+from decklog.bot.server import DecklogServer
+from decklog.core.actions.executor import ExecutionRequest
+from decklog.core.entries import Actor
 from tests.conftest import ServerFactory, eventually
 from tests.e2e.test_sandbox import as_the_page
 from tests.fakes.slack_calls import slack_calls
@@ -347,7 +347,7 @@ def test_the_deploy_service_round_trip_is_exact() -> None:
 async def test_the_sandbox_runs_a_status_page_the_statuspage_action_can_use(
     make_server: ServerFactory, http: Any
 ) -> None:
-    from bot.actions import build_catalog, build_executor
+    from decklog.bot.actions import build_catalog, build_executor
 
     server = await make_server()
     env = server.parts.page.page.env

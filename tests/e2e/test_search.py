@@ -13,8 +13,8 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
-from bot.server import DecklogServer
-from core.entries import Actor, NewEntry
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor, NewEntry
 from tests.conftest import eventually
 from tests.e2e.test_api import get, quiet_servers
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import aiohttp
 
-from adapters.slack.runner import CommandRunner
-from bot.server import DecklogServer
-from core.entries import Actor, NewEntry
+from decklog.adapters.slack.runner import CommandRunner
+from decklog.bot.server import DecklogServer
+from decklog.core.entries import Actor, NewEntry
 from tests.conftest import ServerFactory, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ async def test_check_mark_and_cross_reactions_answer_a_suggestion(server: Decklo
     scope = "incident/reaction-feedback"
 
     async def thread() -> Any:
-        from core.errors import NotFound
+        from decklog.core.errors import NotFound
 
         try:
             return (await server.runtime.store.get_state(scope)).thread

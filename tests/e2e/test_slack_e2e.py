@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
-from bot.server import DecklogServer
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 from tests.fakes.polling import wait_for_call
 from tests.fakes.slack_calls import slack_calls
@@ -42,7 +42,7 @@ async def _first_scope(server: DecklogServer) -> str | None:
 
 
 async def _thread(server: DecklogServer, scope: str) -> Any:
-    from core.errors import NotFound
+    from decklog.core.errors import NotFound
 
     try:
         state = await server.runtime.store.get_state(scope)
@@ -95,7 +95,7 @@ async def test_a_reply_before_the_thread_is_indexed_is_routed_by_the_headers_met
 ) -> None:
     """The sender indexes a header's thread after its post returned (on another replica, later still): a reply in
     that window is routed by the metadata of decklog's own header at the thread's root, not dropped."""
-    from core.index.tables import routes
+    from decklog.core.index.tables import routes
 
     fake = server.sandbox
     scope, state = await declare(server)
@@ -328,6 +328,6 @@ async def test_every_entry_reply_carries_the_entry_id_in_metadata(make_server: S
 
 
 def _agent() -> Any:
-    from core.entries import Actor
+    from decklog.core.entries import Actor
 
     return Actor.agent("rules", "rule-based reasoner")

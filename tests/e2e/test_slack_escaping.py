@@ -15,8 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from adapters.local.slack import FakeSlack
-from bot.server import DecklogServer
+from decklog.adapters.local.slack import FakeSlack
+from decklog.bot.server import DecklogServer
 from tests.conftest import ServerFactory, eventually
 from tests.fakes.slack_calls import slack_calls
 

@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("core", "adapters", "bot", "prompts", "pyproject.toml", "README.md")
+SOURCES = ("core", "adapters", "bot", "prompts", "pyproject.toml", "setup.py", "README.md")
 SHIPPED = (
-    "bot/decklog.example.toml",
-    "prompts/turn.md",
-    "prompts/partials/role.md",
-    "adapters/local/sandbox/index.html",
-    "adapters/local/sandbox/sandbox.js",
-    "adapters/local/sandbox/sandbox.css",
-    "core/reports/templates/report.md.j2",
+    "decklog/bot/decklog.example.toml",
+    "decklog/prompts/turn.md",
+    "decklog/prompts/partials/role.md",
+    "decklog/adapters/local/sandbox/index.html",
+    "decklog/adapters/local/sandbox/sandbox.js",
+    "decklog/adapters/local/sandbox/sandbox.css",
+    "decklog/core/reports/templates/report.md.j2",
 )
 
 
@@ -58,6 +58,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert not [s for s in SHIPPED if s not in names], sorted(names)
     assert "decklog.example.toml" not in names  # only inside the bot package
+    # One import namespace: nothing named core, bot, adapters or prompts at the top of site-packages.
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"decklog"}, sorted(names)
     assert "License-Expression: Apache-2.0" in metadata
     venv = base / "venv"
     made = _run(sys.executable, "-m", "venv", "--without-pip", venv)
@@ -81,8 +83,8 @@ def _env(data: Path, **extra: str) -> dict[str, str]:
 
 def test_the_installed_packages_are_the_wheels_not_the_checkout(installed: Path) -> None:
     code = (
-        "import bot, prompts, adapters.local.sandbox as s; from bot.settings import Settings; "
-        "from core.prompts import PromptLibrary; "
+        "import decklog.bot as bot; from decklog.bot.settings import Settings; "
+        "from decklog.core.prompts import PromptLibrary; "
         "print(bot.__file__); print(Settings().resolved_config_path); print(PromptLibrary.shipped().root)"
     )
     shown = _run(installed / "python", "-c", code, env=_env(Path("/nonexistent")))

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from adapters.local.slack import FakeSlack, FakeSlackServer
+from decklog.adapters.local.slack import FakeSlack, FakeSlackServer
 from tests.fakes.slack_calls import CallLog, CallRecorder, RecordedCall, slack_calls
 
 __all__ = ["poll_until", "wait_for", "wait_for_call"]

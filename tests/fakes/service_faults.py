@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.local.services import ApplyWhen, Fault, FaultOn
+from decklog.adapters.local.services import ApplyWhen, Fault, FaultOn
 
 __all__ = ["ServiceFaults", "service_faults"]
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from adapters.local.slack import FakeSlack, FakeSlackServer
-from adapters.local.slack.errors import SlackError
-from adapters.local.slack.server import Handler
-from adapters.local.slack.wire import read_args
+from decklog.adapters.local.slack import FakeSlack, FakeSlackServer
+from decklog.adapters.local.slack.errors import SlackError
+from decklog.adapters.local.slack.server import Handler
+from decklog.adapters.local.slack.wire import read_args
 
 if TYPE_CHECKING:
-    from bot.wiring import Parts
+    from decklog.bot.wiring import Parts
 
 __all__ = [
     "DROPPED",

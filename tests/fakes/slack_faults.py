@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from adapters.local.slack import FakeSlack, FakeSlackServer
-from adapters.local.slack.methods import method_table
-from adapters.local.slack.server import Handler
+from decklog.adapters.local.slack import FakeSlack, FakeSlackServer
+from decklog.adapters.local.slack.methods import method_table
+from decklog.adapters.local.slack.server import Handler
 from tests.fakes.slack_calls import DROPPED, UPLOAD, call_of
 
 __all__ = ["Fault", "FaultKind", "FaultPlan", "slack_faults"]

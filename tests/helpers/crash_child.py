@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.entries import Actor, Entry, NewEntry
-from core.outbox.dispatcher import Dispatcher, RetryPolicy
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 SCOPES = ("incident/crash-a", "incident/crash-b")
 

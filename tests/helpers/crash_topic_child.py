@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.outbox.dispatcher import Dispatcher
+from decklog.core.outbox.dispatcher import Dispatcher
 
 CRASH_EXIT = 86
 
@@ -41,7 +41,7 @@ def _install(topic: str, marker: Path) -> None:
 
 def main() -> int:
     _install(os.environ["CRASH_TOPIC"], Path(os.environ["CRASH_MARKER"]))
-    from bot.cli import main as cli_main
+    from decklog.bot.cli import main as cli_main
 
     return cli_main(sys.argv[1:])
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 
 from .serve import GENERAL
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import aiohttp
 
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
 
 from .log_view import Acked, Verdict, judge, linked_threads
 from .serve import ALERT_TOKEN, ALICE, BOB, GENERAL, ROOT, SIGNING_SECRET, Served, start_serve

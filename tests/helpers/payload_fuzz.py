@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from adapters import payload as fields
+from decklog.adapters import payload as fields
 
 WRONG_TYPES: st.SearchStrategy[Any] = st.sampled_from(
     [None, 0, -1, 1.5, True, False, [], {}, [None], {"a": 1}, [[]], {"": {}}]

@@ -28,8 +28,8 @@ import apsw
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from core.entries import Actor, NewEntry
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 SECTOR = 512
 SCOPE = "incident/power-loss"

@@ -122,7 +122,7 @@ def start_serve(
     api_url: str,
     *,
     socket: bool = False,
-    module: str = "bot.cli",
+    module: str = "decklog.bot.cli",
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
     nofile: int | None = None,

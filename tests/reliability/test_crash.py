@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.helpers.crash_child import SCOPES
 
 ROOT = Path(__file__).resolve().parents[2]

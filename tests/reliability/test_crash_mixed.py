@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from bot.runtime import OUTBOX_TOPICS
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.adapters.local.slack import FakeSlack
+from decklog.bot.runtime import OUTBOX_TOPICS
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.helpers.log_view import read_log
 from tests.helpers.mixed_load import CrashRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN, ROOT, serve_env
@@ -58,7 +58,7 @@ async def test_sigkill_under_mixed_slack_and_alert_load_loses_and_duplicates_not
     # and the CLI says the same for one of them
     cli = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "bot.cli", "verify", scopes[-1]],
+        [sys.executable, "-m", "decklog.bot.cli", "verify", scopes[-1]],
         env=serve_env(data, fake.base_url),
         cwd=str(ROOT),
         capture_output=True,

@@ -19,8 +19,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from adapters.local.slack import FakeSlack
-from bot.runtime import OUTBOX_TOPICS
+from decklog.adapters.local.slack import FakeSlack
+from decklog.bot.runtime import OUTBOX_TOPICS
 from tests.conftest import eventually
 from tests.helpers.crash_topic_child import CRASH_EXIT
 from tests.helpers.log_view import Acked, judge, read_log

@@ -7,12 +7,12 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.ops import lifecycle_policy
-from bot.runtime import Runtime
-from bot.settings import Settings
-from core.clock import ManualClock
-from core.entries import Actor
-from core.lifecycle import LifecycleJob
+from decklog.bot.ops import lifecycle_policy
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import Settings
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor
+from decklog.core.lifecycle import LifecycleJob
 from tests.conftest import eventually
 
 

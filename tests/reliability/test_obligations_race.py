@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.actions.run_authority import RunAuthority
-from core.entries import (
+from decklog.core.actions.run_authority import RunAuthority
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     FenceRejected,
@@ -22,9 +22,9 @@ from core.entries import (
     ObligationFulfilled,
     ObligationReleased,
 )
-from core.errors import DecklogError
-from core.obligations import open_obligation
-from core.state import ScopeState
+from decklog.core.errors import DecklogError
+from decklog.core.obligations import open_obligation
+from decklog.core.state import ScopeState
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
 
 OBLIGATIONS = 1000

@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
-from core.alarm import AsyncioAlarm
-from core.alerts import AlertPolicy, AlertRouter
-from core.changes import ChangeLinkSender, ChangeService
-from core.clock import ManualClock
-from core.entries import Actor, Entry
-from core.index.sender import IndexSender
-from core.outbox.dispatcher import Dispatcher
-from core.service import ScopeService
-from core.signals import AlertSignal, ChangeSignal
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.alerts import AlertPolicy, AlertRouter
+from decklog.core.changes import ChangeLinkSender, ChangeService
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, Entry
+from decklog.core.index.sender import IndexSender
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.service import ScopeService
+from decklog.core.signals import AlertSignal, ChangeSignal
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 START = datetime(2026, 9, 19, 14, 0, tzinfo=UTC)
@@ -184,8 +184,8 @@ async def test_only_declarations_get_a_row_in_the_changes_topic(processes: Any) 
 
 
 def _change_entries(p: Process, change_id: str) -> list[Any]:
-    from core.changes import change_key, change_observation, change_title
-    from core.entries import Declared, NewEntry
+    from decklog.core.changes import change_key, change_observation, change_title
+    from decklog.core.entries import Declared, NewEntry
 
     signal = deploy(change_id, at=p.clock.now())
     actor = Actor.system("generic")

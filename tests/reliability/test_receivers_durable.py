@@ -9,12 +9,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from bot.server import DecklogServer
-from bot.wiring import Parts
-from core.alerts import AlertPolicy, AlertRouter
-from core.clock import SystemClock
-from core.entries import Actor
-from core.ids import ScopeId
+from decklog.bot.server import DecklogServer
+from decklog.bot.wiring import Parts
+from decklog.core.alerts import AlertPolicy, AlertRouter
+from decklog.core.clock import SystemClock
+from decklog.core.entries import Actor
+from decklog.core.ids import ScopeId
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_alerts_e2e import TOKEN, generic, post, summaries
 from tests.reliability.test_reactions_durable import Process, alert

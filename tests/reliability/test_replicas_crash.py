@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.helpers.balancer import Balancer
 from tests.helpers.replica_load import ReplicaRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN, ROOT, serve_env
@@ -51,7 +51,7 @@ async def test_sigkill_of_one_of_three_replicas_under_load_loses_and_duplicates_
     assert not short, short
     cli = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "bot.cli", "verify", "--all"],
+        [sys.executable, "-m", "decklog.bot.cli", "verify", "--all"],
         env=serve_env(tmp_path / "data", fake.base_url, DECKLOG_DATABASE_URL=pg_url),
         cwd=str(ROOT),
         capture_output=True,

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from core.entries import Entry
-from core.outbox.dispatcher import Dispatcher
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.entries import Entry
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")

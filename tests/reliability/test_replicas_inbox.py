@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.store.postgres.inbox import PostgresInbox
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.inbox import PostgresInbox
+from decklog.core.store.postgres.log_store import PostgresLogStore
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.ops import leased_jobs
-from bot.parts import Job, Provides
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.bot.ops import leased_jobs
+from decklog.bot.parts import Job, Provides
+from decklog.core.store.postgres.log_store import PostgresLogStore
 
 
 @pytest.fixture

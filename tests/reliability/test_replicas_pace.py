@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.slack.pacing import SharedChannelPacer
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.postgres.pace import PostgresPaceSlots
+from decklog.adapters.slack.pacing import SharedChannelPacer
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.pace import PostgresPaceSlots
 
 MINUTE = 60.0  # a long interval: a reservation's wait is k intervals, less the few ms the test took to get there
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.conftest import eventually
 from tests.helpers.pg_view import read_log_pg
 from tests.helpers.serve import ALICE, APP_TOKEN, BOT_TOKEN, GENERAL, Served, start_serve

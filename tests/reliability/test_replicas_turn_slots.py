@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from bot.wiring import Parts
-from core.agents import TurnRuntime
-from core.agents.shared_slots import SharedSlots, SlotLease
-from core.agents.turn_parts import TurnSlots, TurnStats
-from core.entries import Actor, NewEntry
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.bot.wiring import Parts
+from decklog.core.agents import TurnRuntime
+from decklog.core.agents.shared_slots import SharedSlots, SlotLease
+from decklog.core.agents.turn_parts import TurnSlots, TurnStats
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.conftest import ServerFactory, eventually
 from tests.unit.test_turn_slots import Held
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from core.agents import TurnRuntime, TurnScheduler
-from core.agents.agents_sender import AgentsSender
-from core.alarm import AsyncioAlarm
-from core.entries import Actor, NewEntry
-from core.store.postgres.due_turns import PostgresDueTurns
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.agents import TurnRuntime, TurnScheduler
+from decklog.core.agents.agents_sender import AgentsSender
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.postgres.due_turns import PostgresDueTurns
+from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.conftest import eventually
 from tests.unit.test_agents import Scripted
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from adapters.slack.ids import Action
-from bot.server import DecklogServer
-from core.store.ports import InboxItem
-from core.store.sqlite.inbox import SqliteInbox
+from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.ids import Action
+from decklog.bot.server import DecklogServer
+from decklog.core.store.ports import InboxItem
+from decklog.core.store.sqlite.inbox import SqliteInbox
 from tests.conftest import ServerFactory, eventually
 from tests.reliability.test_slack_reliability import _headers, _serve
 
@@ -49,7 +49,7 @@ class Gate:
 
 
 async def _scope_thread(server: DecklogServer, scope: str) -> Any:
-    from core.errors import NotFound
+    from decklog.core.errors import NotFound
 
     try:
         state = await server.runtime.store.get_state(scope)
@@ -211,7 +211,7 @@ async def test_bad_signatures_are_401_and_malformed_bodies_400_and_nothing_is_st
 async def test_a_failing_request_is_retried_then_given_up_and_parked(
     make_server: ServerFactory, tmp_path: Path, monkeypatch: Any, caplog: Any
 ) -> None:
-    from adapters.slack.runner import CommandRunner
+    from decklog.adapters.slack.runner import CommandRunner
 
     calls: list[str] = []
 

@@ -9,10 +9,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from bot.server import DecklogServer
-from bot.wiring import Parts
-from core.store.ports import InboxItem
-from core.store.sqlite.inbox import SqliteInbox
+from decklog.bot.server import DecklogServer
+from decklog.bot.wiring import Parts
+from decklog.core.store.ports import InboxItem
+from decklog.core.store.sqlite.inbox import SqliteInbox
 from tests.conftest import ServerFactory, eventually
 from tests.unit.test_cli import run
 

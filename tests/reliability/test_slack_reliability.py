@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.local.slack import FakeSlack
-from core.entries import Actor
+from decklog.adapters.local.slack import FakeSlack
+from decklog.core.entries import Actor
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.fakes.polling import wait_for_call
 from tests.fakes.slack_calls import record_calls, slack_calls
@@ -48,7 +48,7 @@ async def test_socket_mode_declare_reply_and_reaction(make_server: ServerFactory
 
 
 async def _thread(server: Any, scope: str) -> Any:
-    from core.errors import NotFound
+    from decklog.core.errors import NotFound
 
     try:
         state = await server.runtime.store.get_state(scope)
@@ -112,7 +112,7 @@ def _serve(data_dir: Path, api_url: str) -> tuple[subprocess.Popen[str], str]:
         "DECKLOG_LOG_LEVEL": "WARNING",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve"],
+        [sys.executable, "-m", "decklog.bot.cli", "serve"],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

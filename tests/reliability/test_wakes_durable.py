@@ -12,13 +12,13 @@ from pathlib import Path
 
 import psycopg
 
-from core.agents import TurnRuntime, TurnScheduler
-from core.agents.agents_sender import AgentsSender
-from core.agents.reasoner import TurnInput, TurnOutput
-from core.agents.scheduler import TOPIC, WAKE_MEMO
-from core.alarm import AsyncioAlarm
-from core.entries import NewEntry, Question
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.agents import TurnRuntime, TurnScheduler
+from decklog.core.agents.agents_sender import AgentsSender
+from decklog.core.agents.reasoner import TurnInput, TurnOutput
+from decklog.core.agents.scheduler import TOPIC, WAKE_MEMO
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.entries import NewEntry, Question
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 from tests.reliability.test_replicas_turns import ALICE, Replica, _no_rows, declare, replica
 from tests.unit.test_agents import Scripted

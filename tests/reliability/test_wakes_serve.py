@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.local.slack import FakeSlack
+from decklog.adapters.local.slack import FakeSlack
 from tests.conftest import eventually
 from tests.fakes.anthropic_api import Delay, FakeAnthropic, Reply
 from tests.helpers.log_view import read_log

@@ -1,5 +1,6 @@
 """research/ is a consumer of decklog, like bench/: the product (core/, adapters/, bot/, prompts/) never imports it,
-nor bench/ or tests/, and the wheel does not list it."""
+nor bench/ or tests/, and the wheel does not list it. Everything imports the product through its one namespace,
+``decklog`` (setup.py maps the folders there)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,24 @@ def test_the_product_imports_no_consumer() -> None:
     assert found == []
 
 
+def test_everything_imports_the_product_through_the_decklog_namespace() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for package in (*PRODUCT, *CONSUMERS)
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _imported(path)
+        if name.split(".")[0] in PRODUCT
+    ]
+    assert found == []
+
+
 def test_the_wheel_lists_only_the_product() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert sorted(p.rstrip("*") for p in include) == sorted(PRODUCT)
+    setup = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    product = next(
+        ast.literal_eval(node.value)
+        for node in setup.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "PRODUCT" for t in node.targets)
+    )
+    assert sorted(product) == sorted(PRODUCT)
     assert not any(d.split("[")[0].strip().lower().startswith("pyyaml") for d in pyproject["project"]["dependencies"])

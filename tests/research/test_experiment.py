@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.runtime import Runtime
-from bot.settings import load_settings
-from core.errors import InvalidInput
-from core.outbox.dispatcher import Dispatcher
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import load_settings
+from decklog.core.errors import InvalidInput
+from decklog.core.outbox.dispatcher import Dispatcher
 from research.experiment import itbench, policy, scenario
 from research.experiment.one import run_one
 from research.experiment.run import Spec
@@ -309,7 +309,7 @@ def test_the_product_cli_points_at_the_research_entry_point(tmp_path: Path) -> N
     """``decklog experiment`` left the product: one line naming ``python -m research.experiment``, exit 2, and
     nothing run or written."""
     p = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "experiment", "--quick", "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "decklog.bot.cli", "experiment", "--quick", "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,
         timeout=60,

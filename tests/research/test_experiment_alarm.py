@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from core.alarm import Job
-from core.clock import ManualClock
+from decklog.core.alarm import Job
+from decklog.core.clock import ManualClock
 from research.experiment.alarm import VirtualAlarm
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.executors.http import HttpExecutor
-from bot.runtime import Runtime
-from bot.settings import load_settings
-from core.actions.executor import ExecutionRequest
+from decklog.adapters.executors.http import HttpExecutor
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import load_settings
+from decklog.core.actions.executor import ExecutionRequest
 from research.experiment import catalog, scenario
 from research.experiment.one import run_one
 from research.experiment.run import Spec

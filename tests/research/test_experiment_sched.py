@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from bot.runtime import Runtime
-from bot.settings import load_settings
-from core.replay import normalize
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import load_settings
+from decklog.core.replay import normalize
 from research.experiment import scenario
 from research.experiment.hands import LEASE
 from research.experiment.one import run_one

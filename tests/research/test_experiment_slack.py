@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.runtime import Runtime
-from bot.settings import load_settings
+from decklog.bot.runtime import Runtime
+from decklog.bot.settings import load_settings
 from research.experiment import scenario
 from research.experiment.desk_hands import APPROVER
 from research.experiment.one import run_one

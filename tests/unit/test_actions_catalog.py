@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_config
-from bot.settings import SettingsError, example_config_path
-from core.actions import Catalog, ChangeFact, Evidence
-from core.actions.catalog import substitute
-from core.actions.conditions import describe_drift, evaluate, inputs_digest
-from core.actions.params import ParamSpec, args_hash, normalise, preview
-from core.errors import InvalidInput
-from core.state import AlertState, RunState, empty_state
+from decklog.bot.config import load_config
+from decklog.bot.settings import SettingsError, example_config_path
+from decklog.core.actions import Catalog, ChangeFact, Evidence
+from decklog.core.actions.catalog import substitute
+from decklog.core.actions.conditions import describe_drift, evaluate, inputs_digest
+from decklog.core.actions.params import ParamSpec, args_hash, normalise, preview
+from decklog.core.errors import InvalidInput
+from decklog.core.state import AlertState, RunState, empty_state
 from tests.actions_support import effect_action
 from tests.conftest import test_config
 

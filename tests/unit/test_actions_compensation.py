@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.actions import CompensationKind
-from core.errors import NotFound
+from decklog.core.actions import CompensationKind
+from decklog.core.errors import NotFound
 from tests.actions_support import AGENT, ALICE, BOB, desk_kit, pid_of
 from tests.fakes.service_faults import service_faults
 

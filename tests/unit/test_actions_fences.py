@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.actions.run_authority import RunAuthority
-from core.clock import SystemClock
-from core.entries import FenceRejected
+from decklog.core.actions.run_authority import RunAuthority
+from decklog.core.clock import SystemClock
+from decklog.core.entries import FenceRejected
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
 from tests.conftest import eventually
 

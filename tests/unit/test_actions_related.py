@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from core.actions.conditions import Evidence, RelatedRun, evaluate
-from core.entries import Actor
-from core.state import empty_state
+from decklog.core.actions.conditions import Evidence, RelatedRun, evaluate
+from decklog.core.entries import Actor
+from decklog.core.state import empty_state
 from tests.actions_support import AGENT, BOB, Kit, desk_kit, effect_action, pid_of, restore_action, rollback_action
 
 GUARDED = ["not_run_in_related_incident"]

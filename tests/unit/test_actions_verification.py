@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.actions import Verified
-from core.clock import ManualClock
+from decklog.core.actions import Verified
+from decklog.core.clock import ManualClock
 from tests.actions_support import AGENT, ALICE, desk_kit, pid_of
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from core.agents import (
+from decklog.core.agents import (
     ActionInfo,
     AgentsSender,
     ContextAgents,
@@ -24,14 +24,14 @@ from core.agents import (
     TurnRuntime,
     TurnScheduler,
 )
-from core.agents.triggers import warrants_turn
-from core.alarm import AsyncioAlarm
-from core.clock import ManualClock
-from core.entries import Actor, AgentTurn, Entry, NewEntry
-from core.service import ScopeService
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.agents.triggers import warrants_turn
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, AgentTurn, Entry, NewEntry
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 SCOPE = "incident/payments-5xx"
@@ -643,9 +643,9 @@ async def test_context_agents_append_similar_incidents_and_recent_changes_once(w
 def test_turn_delays_come_from_the_environment_then_decklog_toml_then_the_defaults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bot.agents import turn_delays
-    from bot.config import AgentsConfig
-    from bot.settings import Settings
+    from decklog.bot.agents import turn_delays
+    from decklog.bot.config import AgentsConfig
+    from decklog.bot.settings import Settings
 
     assert turn_delays(Settings(), AgentsConfig()) == (60.0, 13.0)
     assert turn_delays(Settings(), AgentsConfig(first_turn_delay=30, turn_debounce=5)) == (30.0, 5.0)
@@ -659,7 +659,7 @@ def test_the_max_wait_comes_from_the_environment_as_seconds_and_must_be_positive
 ) -> None:
     from pydantic import ValidationError
 
-    from bot.settings import Settings
+    from decklog.bot.settings import Settings
 
     assert Settings().turn_max_wait == 60.0
     monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "2.5")

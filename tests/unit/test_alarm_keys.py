@@ -3,8 +3,8 @@ sees thousands of incidents does not keep a key per incident for ever; pending o
 
 from __future__ import annotations
 
-from core.agents.scheduler import TurnScheduler
-from core.alarm import KEYS_KEPT, AsyncioAlarm
+from decklog.core.agents.scheduler import TurnScheduler
+from decklog.core.alarm import KEYS_KEPT, AsyncioAlarm
 from tests.conftest import eventually
 
 

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 import tests.unit.test_alerts_routing as routing
-from adapters.alerts import ALERT_SOURCES
-from adapters.slack.render.header import header
-from adapters.slack.render.replies import entry_reply
-from core.alerts import AlertRouter
-from core.alerts.locks import KeyedLocks
-from core.alerts.refusals import Refusals, refused_title
-from core.alerts.splits import SPLIT_FROM, SPLIT_INTO
-from core.changes import ChangeLinkSender, ChangeService
-from core.entries import Actor, NewEntry, Observation, ScopeLinked, StatusChanged
-from core.state import ScopeState
+from decklog.adapters.alerts import ALERT_SOURCES
+from decklog.adapters.slack.render.header import header
+from decklog.adapters.slack.render.replies import entry_reply
+from decklog.core.alerts import AlertRouter
+from decklog.core.alerts.locks import KeyedLocks
+from decklog.core.alerts.refusals import Refusals, refused_title
+from decklog.core.alerts.splits import SPLIT_FROM, SPLIT_INTO
+from decklog.core.changes import ChangeLinkSender, ChangeService
+from decklog.core.entries import Actor, NewEntry, Observation, ScopeLinked, StatusChanged
+from decklog.core.state import ScopeState
 from tests.unit.test_alerts_routing import World
 
 world = routing.world  # a real SQLite log and index, a manual clock

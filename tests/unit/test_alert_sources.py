@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import payload as fields
-from adapters.alerts import (
+from decklog.adapters import payload as fields
+from decklog.adapters.alerts import (
     ALERT_SOURCES,
     AlertSource,
     alert_sources,
@@ -28,7 +28,7 @@ from adapters.alerts import (
     grafana,
     pagerduty,
 )
-from core.signals import AlertSignal, Link, PayloadError
+from decklog.core.signals import AlertSignal, Link, PayloadError
 from tests.helpers.payload_fuzz import WRONG_TYPES, collect_keys, paths, related, render
 from tests.helpers.payload_fuzz import json_values as payload_json_values
 
@@ -1320,7 +1320,7 @@ def test_fuzz_mutated_real_fixtures_raise_only_payload_error_at_the_mutated_fiel
 
 
 def test_a_summary_gives_its_first_line_as_the_title_unless_that_only_names_the_state() -> None:
-    from adapters.payload import headline
+    from decklog.adapters.payload import headline
 
     assert headline("p99 latency above 2 s\nsince 03:10") == "p99 latency above 2 s"
     assert headline("Firing rate of retries is high") == "Firing rate of retries is high"

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import tests.unit.test_alerts_routing as routing
-from adapters.alerts import ALERT_SOURCES
-from adapters.slack.render.header import header, left_out_lines
-from core.alerts import AlertRouter
-from core.entries import Actor, ScopeLinked, SeverityChanged
-from core.state import ScopeState
+from decklog.adapters.alerts import ALERT_SOURCES
+from decklog.adapters.slack.render.header import header, left_out_lines
+from decklog.core.alerts import AlertRouter
+from decklog.core.entries import Actor, ScopeLinked, SeverityChanged
+from decklog.core.state import ScopeState
 from tests.unit.test_alerts_routing import World
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "alerts"

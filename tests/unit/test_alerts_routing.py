@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from core.alarm import AsyncioAlarm
-from core.alerts import (
+from decklog.core.alarm import AsyncioAlarm
+from decklog.core.alerts import (
     SUMMARY_SOURCE,
     AlertPolicy,
     AlertRouter,
@@ -22,17 +22,17 @@ from core.alerts import (
     map_severity,
     notification_key,
 )
-from core.alerts.locks import KeyedLocks
-from core.alerts.summary import AlertItem
-from core.clock import ManualClock
-from core.entries import Actor, Entry, Observation
-from core.index.sender import IndexSender
-from core.outbox.dispatcher import Dispatcher
-from core.service import ScopeService
-from core.signals import AlertSignal
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.alerts.locks import KeyedLocks
+from decklog.core.alerts.summary import AlertItem
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, Entry, Observation
+from decklog.core.index.sender import IndexSender
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.service import ScopeService
+from decklog.core.signals import AlertSignal
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 SEVERITY = {"alertmanager": {"critical": 1, "Warning": 3}, "PagerDuty": {"P1": 1, "high": 2}}
@@ -469,7 +469,7 @@ async def test_a_summary_takes_the_alerts_this_process_held_and_reads_the_log_wh
     """A storm's minute is thousands of observations: a summary takes the ones this process committed (held by
     its store listener) instead of reading them back, and gives the same summary as the log would; when one is
     missing (another process appended it, or a restart), the count in the folded state says so and it reads."""
-    from core.alerts.summary import summarise
+    from decklog.core.alerts.summary import summarise
 
     now = [1_000.0]
     alarm = AsyncioAlarm()

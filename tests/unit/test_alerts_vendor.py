@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import tests.unit.test_alerts_routing as routing
-from adapters.alerts import ALERT_SOURCES
-from core.alerts import AlertRouter
-from core.entries import Actor, Observation, ScopeLinked, SeverityChanged
-from core.state import OMITTED_WHEN_EMPTY, ScopeState, fold_all
+from decklog.adapters.alerts import ALERT_SOURCES
+from decklog.core.alerts import AlertRouter
+from decklog.core.entries import Actor, Observation, ScopeLinked, SeverityChanged
+from decklog.core.state import OMITTED_WHEN_EMPTY, ScopeState, fold_all
 from tests.unit.test_alerts_routing import World
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "alerts"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from adapters.slack.outcomes import decision_text
-from core.actions import DecisionKind, DecisionOutcome
-from core.clock import ManualClock
-from core.entries import Approval, ApprovalRefused, ProposalClosed, ProposalMade
-from core.errors import Forbidden, InvalidInput, NotFound
+from decklog.adapters.slack.outcomes import decision_text
+from decklog.core.actions import DecisionKind, DecisionOutcome
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Approval, ApprovalRefused, ProposalClosed, ProposalMade
+from decklog.core.errors import Forbidden, InvalidInput, NotFound
 from tests.actions_support import (
     AGENT,
     ALICE,

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import Actor, NewEntry
-from core.errors import Conflict, InvalidInput, NotFound, StorageError
-from core.store.chain import ChainKey
-from core.store.sqlite.backup import backup, restore
-from core.store.sqlite.log_store import SqliteLogStore
-from core.store.sqlite.readonly import verify_scope_file
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.errors import Conflict, InvalidInput, NotFound, StorageError
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.sqlite.backup import backup, restore
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.readonly import verify_scope_file
 from tests.unit.test_cli import run
 
 ALICE = Actor.human("U0ALICE", "alice")

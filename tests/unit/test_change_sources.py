@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.changes import CHANGE_SOURCES, ChangeSource, change_sources, generic, github
-from core.signals import ChangeSignal, Commit, PayloadError
+from decklog.adapters.changes import CHANGE_SOURCES, ChangeSource, change_sources, generic, github
+from decklog.core.signals import ChangeSignal, Commit, PayloadError
 from tests.helpers.payload_fuzz import WRONG_TYPES, collect_keys, paths, related, render
 from tests.helpers.payload_fuzz import json_values as payload_json_values
 

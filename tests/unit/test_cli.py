@@ -21,7 +21,7 @@ def run(
     base.update({"DECKLOG_DATA_DIR": str(data), "DECKLOG_ACTOR": "oncall"})
     base.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "decklog.bot.cli", *args],
         cwd=str(cwd or data.parent),
         env={**base, "PYTHONPATH": str(ROOT)},
         capture_output=True,

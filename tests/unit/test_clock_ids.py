@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from core.clock import iso, parse_iso
-from core.store.staging import new_entry_id
+from decklog.core.clock import iso, parse_iso
+from decklog.core.store.staging import new_entry_id
 
 
 def _strftime(at: datetime) -> str:

@@ -9,7 +9,7 @@ import resource
 
 import pytest
 
-from bot.connections import MAX_CONNECTIONS, MIN_CONNECTIONS, LoopErrors, Throttled, connection_limit
+from decklog.bot.connections import MAX_CONNECTIONS, MIN_CONNECTIONS, LoopErrors, Throttled, connection_limit
 
 
 def test_the_bound_is_half_the_file_limit_within_its_floor_and_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.executors.http import HttpExecutor
-from adapters.executors.statuspage import StatuspageExecutor
-from adapters.local.services import FakeDeployService, FakeStatuspage
-from core.actions import ExecutionRequest, idempotency_key
-from core.entries import ActionResult
+from decklog.adapters.executors.http import HttpExecutor
+from decklog.adapters.executors.statuspage import StatuspageExecutor
+from decklog.adapters.local.services import FakeDeployService, FakeStatuspage
+from decklog.core.actions import ExecutionRequest, idempotency_key
+from decklog.core.entries import ActionResult
 from tests.actions_support import AGENT, desk_kit, effect_action, pid_of
 from tests.fakes.polling import wait_for
 from tests.fakes.service_faults import service_faults

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.local.services import FakeDeployService, FakeStatuspage
+from decklog.adapters.local.services import FakeDeployService, FakeStatuspage
 from tests.fakes.polling import wait_for
 from tests.fakes.service_faults import service_faults
 

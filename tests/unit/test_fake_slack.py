@@ -24,14 +24,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.local.slack import (
+from decklog.adapters.local.slack import (
     FakeSlack,
     FakeSlackServer,
     FakeSlackWorkspace,
     SlackDriver,
     workspace_snapshot,
 )
-from adapters.local.slack.pacing import ChannelPacer
+from decklog.adapters.local.slack.pacing import ChannelPacer
 from tests.fakes.polling import wait_for, wait_for_call
 from tests.fakes.slack_calls import record_calls, slack_calls
 from tests.fakes.slack_faults import slack_faults

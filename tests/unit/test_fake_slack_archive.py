@@ -11,7 +11,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.local.slack import FakeSlackServer
+from decklog.adapters.local.slack import FakeSlackServer
 from tests.fakes.slack_calls import record_calls, slack_calls
 
 BOT_TOKEN = "xoxb-test"

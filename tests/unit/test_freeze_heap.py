@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from bot.server import GC_GEN0, freeze_heap
+from decklog.bot.server import GC_GEN0, freeze_heap
 
 
 def test_the_heap_is_frozen_and_the_young_generation_collected_less_often() -> None:

@@ -3,9 +3,9 @@ kept between storm refreshes, read again after a record entry is delivered or an
 
 from __future__ import annotations
 
-from adapters.slack.sender import HeaderRecords
-from core.entries import Actor, NewEntry
-from core.store.memory.log_store import MemoryLogStore
+from decklog.adapters.slack.sender import HeaderRecords
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.memory.log_store import MemoryLogStore
 
 SCOPE = "incident/header"
 ALICE = Actor.human("U0ALICE", "alice")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import core.index.sender as index_sender
-from core.entries import Actor, NewEntry
-from core.index.sender import IndexSender
-from core.store.memory.log_store import MemoryLogStore
+import decklog.core.index.sender as index_sender
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.index.sender import IndexSender
+from decklog.core.store.memory.log_store import MemoryLogStore
 
 SCOPE = "incident/storm"
 ALICE = Actor.human("U0ALICE", "alice")

@@ -16,16 +16,16 @@ from typing import Any, Protocol
 import pytest
 import sqlalchemy as sa
 
-from core.entries import Actor, NewEntry, chain_hash
-from core.errors import Conflict
-from core.ids import ScopeId
-from core.state import empty_state, fold
-from core.store.chain import ChainKey, link_hash
-from core.store.memory.log_store import MemoryLogStore, MemoryStorage, StateRow, StoredRow
-from core.store.ports import LogStore
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.rows import row_to_entry
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, NewEntry, chain_hash
+from decklog.core.errors import Conflict
+from decklog.core.ids import ScopeId
+from decklog.core.state import empty_state, fold
+from decklog.core.store.chain import ChainKey, link_hash
+from decklog.core.store.memory.log_store import MemoryLogStore, MemoryStorage, StateRow, StoredRow
+from decklog.core.store.ports import LogStore
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.rows import row_to_entry
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 SCOPE = "incident/payments-5xx"
 KEY = "correct horse battery staple"

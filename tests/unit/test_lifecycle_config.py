@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_config
-from bot.settings import SettingsError, example_config_path, load_settings
-from core.reminders import DAY_S, LifecyclePolicy
+from decklog.bot.config import load_config
+from decklog.bot.settings import SettingsError, example_config_path, load_settings
+from decklog.core.reminders import DAY_S, LifecyclePolicy
 
 
 def test_defaults_are_seven_days_and_sev1_30_sev2_60_minutes() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from adapters.slack import ids
-from adapters.slack.deps import SlackDeps
-from adapters.slack.listeners import register_all
+from decklog.adapters.slack import ids
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.listeners import register_all
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import ManualClock
-from core.entries import Actor, FenceRejected, ObligationClaimed
-from core.errors import Conflict, NotFound, StaleFence
-from core.obligations import (
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, FenceRejected, ObligationClaimed
+from decklog.core.errors import Conflict, NotFound, StaleFence
+from decklog.core.obligations import (
     cancel,
     check_fence,
     claim,
@@ -21,8 +21,8 @@ from core.obligations import (
     reject_stale,
     release,
 )
-from core.service import ScopeService
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.service import ScopeService
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 AGENT = Actor.agent("verify", "verifier")
@@ -32,7 +32,7 @@ AGENT = Actor.agent("verify", "verifier")
 async def env(tmp_path: Path):
     clock = ManualClock()
     store = SqliteLogStore(tmp_path / "data", clock=clock)
-    from core.store.sqlite.index import SqliteIndex
+    from decklog.core.store.sqlite.index import SqliteIndex
 
     index = SqliteIndex(tmp_path / "data" / "index.db", store.executor)
     await index.open()

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import core.outbox.dispatcher as outbox
-from core.entries import Actor, Entry, NewEntry
-from core.outbox.dispatcher import Dispatcher, RetryPolicy
-from core.store.sqlite.log_store import SqliteLogStore
+import decklog.core.outbox.dispatcher as outbox
+from decklog.core.entries import Actor, Entry, NewEntry
+from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 ACTOR = Actor.system("test")

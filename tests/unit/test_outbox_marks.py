@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from core.outbox.marks import DoneMarks
+from decklog.core.outbox.marks import DoneMarks
 from tests.conftest import eventually
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.actions.catalog import Catalog
-from core.actions.params import ParamSpec, derive, normalise
-from core.actions.proposals import incident_facts
-from core.errors import InvalidInput
-from core.state import ScopeState
-from core.state.model import ThreadRef
+from decklog.core.actions.catalog import Catalog
+from decklog.core.actions.params import ParamSpec, derive, normalise
+from decklog.core.actions.proposals import incident_facts
+from decklog.core.errors import InvalidInput
+from decklog.core.state import ScopeState
+from decklog.core.state.model import ThreadRef
 
 SPECS = {
     "summary": ParamSpec(required=True, max_length=40, from_incident="headline"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import project_root
-from core.prompts import PromptError, PromptLibrary
+from decklog.bot.settings import project_root
+from decklog.core.prompts import PromptError, PromptLibrary
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot import receivers as r
-from core.signals import truncate_raw
+from decklog.bot import receivers as r
+from decklog.core.signals import truncate_raw
 
 RAW_BYTES = 16_384
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.agents.recover_proposals import recover_proposals
-from core.entries import Actor, NewEntry
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.agents.recover_proposals import recover_proposals
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.unit.test_agents import RecordingProposer
 
 AGENT = Actor.agent("rules", "decklog rules")

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from core.clock import iso
-from core.entries import Actor
-from core.reports import ReportTemplateError, ReportTemplates, render
-from core.reports.chart import Chart, timeline_chart
-from core.reports.chart_canvas import MAX_TICKS, WIDTH, Scale, seconds, tick_step, ticks
-from core.reports.chart_lanes import ALERT_BINS, MAX_ACTION_LANES, MAX_ALERT_LANES
-from core.reports.chart_shapes import MILESTONE, Label, Line, Mark, Rect, num, outcome_class
-from core.reports.model import (
+from decklog.core.clock import iso
+from decklog.core.entries import Actor
+from decklog.core.reports import ReportTemplateError, ReportTemplates, render
+from decklog.core.reports.chart import Chart, timeline_chart
+from decklog.core.reports.chart_canvas import MAX_TICKS, WIDTH, Scale, seconds, tick_step, ticks
+from decklog.core.reports.chart_lanes import ALERT_BINS, MAX_ACTION_LANES, MAX_ALERT_LANES
+from decklog.core.reports.chart_shapes import MILESTONE, Label, Line, Mark, Rect, num, outcome_class
+from decklog.core.reports.model import (
     ActionLine,
     AlertLine,
     Impact,
@@ -38,7 +38,7 @@ from core.reports.model import (
     TimelineLine,
     TurnTotals,
 )
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.e2e.test_export import scope
 from tests.unit.test_report_templates import cli
 from tests.unit.test_reports import GOLDEN, fixed_ids, report_bytes, store, write_story

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from bot.reports import render_report
-from core.entries import Actor
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.reports import render_report
+from decklog.core.entries import Actor
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.unit.test_reports import ALICE, BOB, Story, check_golden, fixed_ids, store
 
 SCOPE = "incident/checkout-502"

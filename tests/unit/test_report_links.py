@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_config
-from bot.parts import Address, http_url
-from bot.settings import Settings, SettingsError, is_wildcard_host
-from bot.trackers import report_link
+from decklog.bot.config import load_config
+from decklog.bot.parts import Address, http_url
+from decklog.bot.settings import Settings, SettingsError, is_wildcard_host
+from decklog.bot.trackers import report_link
 
 SCOPE = "incident/payments-5xx"
 PATH = f"/api/scopes/{SCOPE}/report.html"
@@ -39,7 +39,7 @@ def test_without_it_a_named_address_is_linked_as_the_server_listens_on_it(tmp_pa
 def test_a_wildcard_address_gives_the_path_only_and_says_which_key_to_set(
     host: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="bot.trackers"):
+    with caplog.at_level(logging.WARNING, logger="decklog.bot.trackers"):
         link = report_link("", settings(host, tmp_path), Address(http_url(host, 8080)))
     assert link(SCOPE) == PATH
     assert "[reports] public_url" in caplog.text

@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.reports import ScopeLog, build_report
-from core.store.memory.log_store import MemoryLogStore
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.reports import ScopeLog, build_report
+from decklog.core.store.memory.log_store import MemoryLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
 SOURCE = Actor.system("alertmanager")

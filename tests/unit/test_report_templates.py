@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_config
-from bot.reports import read_logs, render_report, report_templates
-from bot.settings import SettingsError
-from core.reports import ReportTemplateError, ReportTemplates, build_report, render
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.config import load_config
+from decklog.bot.reports import read_logs, render_report, report_templates
+from decklog.bot.settings import SettingsError
+from decklog.core.reports import ReportTemplateError, ReportTemplates, build_report, render
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.e2e.test_export import DECKLOG, entries_of, scope
 from tests.unit.test_reports import GOLDEN, INCIDENT, fixed_ids, store, write_story
 

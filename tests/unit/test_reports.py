@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from bot.reports import read_logs, render_report
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.reports import ScopeLog, build_report, render
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.reports import read_logs, render_report
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.reports import ScopeLog, build_report, render
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "reports"
 INCIDENT = "incident/payments-5xx"
@@ -45,7 +45,7 @@ UNDONE = "sha256:" + "cd" * 32
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Entry ids are random in production; here they count up, so hashes (and reports) are reproducible."""
     counter = itertools.count(1)
-    monkeypatch.setattr("core.store.sqlite.log_store.new_entry_id", lambda: f"e{next(counter):022x}")
+    monkeypatch.setattr("decklog.core.store.sqlite.log_store.new_entry_id", lambda: f"e{next(counter):022x}")
     yield
 
 
@@ -618,7 +618,7 @@ async def test_html_is_self_contained_and_escapes_recorded_text(store: SqliteLog
 async def test_a_broken_chain_is_reported(store: SqliteLogStore) -> None:
     await write_story(store)
     main, linked = await read_logs(store, INCIDENT)
-    from core.store.ports import VerifyReport
+    from decklog.core.store.ports import VerifyReport
 
     broken = ScopeLog(
         main.scope, main.entries, VerifyReport(INCIDENT, False, 40, 7, "entry 7 was altered (hash mismatch)")

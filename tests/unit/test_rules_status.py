@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from core.agents import ActionInfo, RuleBasedReasoner
-from core.entries import Actor, NewEntry
+from decklog.core.agents import ActionInfo, RuleBasedReasoner
+from decklog.core.entries import Actor, NewEntry
 from tests.unit.test_agents import SCOPE, Catalog, World, alerting_incident, opened_world
 
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from bot.scheduler import SchedulerAlarm
-from core.agents import RuleBasedReasoner, TurnRuntime, TurnScheduler
-from core.agents.scheduler import Due
-from core.clock import ManualClock, iso
-from core.entries import Actor, NewEntry
-from core.state import ScopeState
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.bot.scheduler import SchedulerAlarm
+from decklog.core.agents import RuleBasedReasoner, TurnRuntime, TurnScheduler
+from decklog.core.agents.scheduler import Due
+from decklog.core.clock import ManualClock, iso
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.state import ScopeState
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import eventually
 
 
@@ -157,7 +157,7 @@ async def test_a_busy_thread_gets_the_due_time_a_fresh_scheduler_reads_from_the_
 async def test_the_agents_sender_coalesces_a_storm_into_one_look_per_window(tmp_path: Path) -> None:
     """A storm's batches are looked at once per window, and the turn ends up armed where the log says (the last
     entry's debounce, capped by the max wait); a question is never held back."""
-    from core.agents.agents_sender import AgentsSender
+    from decklog.core.agents.agents_sender import AgentsSender
 
     clock = ManualClock()
     store = SqliteLogStore(tmp_path, topics=("agents",), clock=clock)

@@ -12,8 +12,8 @@ import time
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.local.slack import FakeSlackServer
-from adapters.slack.sender import find_posted
+from decklog.adapters.local.slack import FakeSlackServer
+from decklog.adapters.slack.sender import find_posted
 from tests.fakes.slack_calls import record_calls, slack_calls
 
 CHANNEL = "C0GENERAL"

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import render
-from adapters.slack.render.lifecycle import lifecycle_reply
-from adapters.slack.render.replies import REPLIES
-from core.entries import Actor, Entry, ProposalMade
-from core.entries.lifecycle import ArchiveNotice, Reminder
-from core.state import ScopeState
-from core.state.model import ObligationState
-from core.store.ports import ScopeRow
+from decklog.adapters.slack import render
+from decklog.adapters.slack.render.lifecycle import lifecycle_reply
+from decklog.adapters.slack.render.replies import REPLIES
+from decklog.core.entries import Actor, Entry, ProposalMade
+from decklog.core.entries.lifecycle import ArchiveNotice, Reminder
+from decklog.core.state import ScopeState
+from decklog.core.state.model import ObligationState
+from decklog.core.store.ports import ScopeRow
 
 HOSTILE = "<!channel> <@U0BOB> <https://evil.example|click>"
 RAW = ("<!channel>", "<@U0BOB>", "<https://evil.example")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack.intake import order_lane
+from decklog.adapters.slack.intake import order_lane
 
 
 def event(**fields: Any) -> dict[str, Any]:

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import middleware
-from adapters.slack.grammar import UsageError
-from adapters.slack.ports import Where
-from adapters.slack.request import ACTOR, FAILED, KEY, WHERE
-from adapters.slack.subcommands import TABLE, lookup, parse, usage_text
-from core.entries import Actor
+from decklog.adapters.slack import middleware
+from decklog.adapters.slack.grammar import UsageError
+from decklog.adapters.slack.ports import Where
+from decklog.adapters.slack.request import ACTOR, FAILED, KEY, WHERE
+from decklog.adapters.slack.subcommands import TABLE, lookup, parse, usage_text
+from decklog.core.entries import Actor
 
 HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcommand>` in an incident thread
 • `declare <title> [sev1-4] [--channel]` — open an incident (no title: a form)

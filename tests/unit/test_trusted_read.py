@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.entries import PAYLOADS, Actor, NewEntry, canonical_json, parse_payload, payload_json
-from core.errors import InvalidInput
-from core.state import empty_state
-from core.store.rows import row_to_entry, trusted_row_to_entry
-from core.store.staging import Batch, Lookups, stage
+from decklog.core.entries import PAYLOADS, Actor, NewEntry, canonical_json, parse_payload, payload_json
+from decklog.core.errors import InvalidInput
+from decklog.core.state import empty_state
+from decklog.core.store.rows import row_to_entry, trusted_row_to_entry
+from decklog.core.store.staging import Batch, Lookups, stage
 from tests.contract.test_store_properties import PAYLOADS as DRAWN
 from tests.contract.test_store_properties import SETTINGS, actors
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_config
-from bot.metrics import Live, ServerMetrics
-from bot.settings import SettingsError
-from core.agents import SuggestionIntent, TurnInput, TurnOutput, TurnRuntime
-from core.agents.catchup import ModelCatchUp, Summary
-from core.agents.turn_parts import TurnResult, TurnSlots, TurnStats
-from core.entries import AgentTurn
+from decklog.bot.config import load_config
+from decklog.bot.metrics import Live, ServerMetrics
+from decklog.bot.settings import SettingsError
+from decklog.core.agents import SuggestionIntent, TurnInput, TurnOutput, TurnRuntime
+from decklog.core.agents.catchup import ModelCatchUp, Summary
+from decklog.core.agents.turn_parts import TurnResult, TurnSlots, TurnStats
+from decklog.core.entries import AgentTurn
 from tests.conftest import eventually
 from tests.unit.test_agents import ALERTS, ALICE, World, opened_world
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import Actor, NewEntry
-from core.ids import ScopeId
-from core.store.sqlite.log_store import SqliteLogStore
-from core.store.sqlite.readonly import verify_scope_file
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.ids import ScopeId
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.readonly import verify_scope_file
 from tests.unit.test_cli import run
 
 ALICE = Actor.human("U0ALICE", "alice")

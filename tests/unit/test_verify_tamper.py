@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import Actor, NewEntry, chain_hash
-from core.ids import ScopeId
-from core.store.ports import VerifyReport
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.entries import Actor, NewEntry, chain_hash
+from decklog.core.ids import ScopeId
+from decklog.core.store.ports import VerifyReport
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 SCOPE = "incident/payments-5xx"
 ALICE = Actor.human("U0ALICE", "alice")

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from core.agents.context import ContextAgents
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.service import ScopeService
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
-from core.views import VIEW_NAMES, Part, ViewCache, Views, build_view, compose
+from decklog.core.agents.context import ContextAgents
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.views import VIEW_NAMES, Part, ViewCache, Views, build_view, compose
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "views"
 SCOPE = "incident/payments-5xx"

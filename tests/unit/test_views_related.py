@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from core.clock import ManualClock
-from core.entries import Actor, NewEntry
-from core.service import ScopeService
-from core.store.ports import IndexPort
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
-from core.views import applied_in, build_view, finding_text
+from decklog.core.clock import ManualClock
+from decklog.core.entries import Actor, NewEntry
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.views import applied_in, build_view, finding_text
 
 HERE = "incident/payments-5xx"
 ALERTS = Actor.system("alertmanager")

@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from adapters import payload as f
-from core.signals import AlertSignal, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import AlertSignal, PayloadError
 
 SOURCE: Final = "alertmanager"
 

@@ -41,8 +41,8 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload as f
-from core.signals import AlertSignal, AlertStatus, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "datadog"
 

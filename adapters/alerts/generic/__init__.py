@@ -1,5 +1,5 @@
 """decklog's generic alert JSON receiver (schema in README.md)."""
 
-from adapters.alerts.generic.adapter import SOURCE, STATUSES, parse
+from decklog.adapters.alerts.generic.adapter import SOURCE, STATUSES, parse
 
 __all__ = ["SOURCE", "STATUSES", "parse"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, cast
 
-from adapters import payload as f
-from core.signals import AlertSignal, AlertStatus, Link, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import AlertSignal, AlertStatus, Link, PayloadError
 
 SOURCE: Final = "generic"
 STATUSES: Final = ("firing", "acknowledged", "resolved")

@@ -1,5 +1,5 @@
 """Grafana unified alerting webhook receiver."""
 
-from adapters.alerts.grafana.adapter import SOURCE, parse
+from decklog.adapters.alerts.grafana.adapter import SOURCE, parse
 
 __all__ = ["SOURCE", "parse"]

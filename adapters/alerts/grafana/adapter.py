@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload as f
-from adapters.alerts.alertmanager.adapter import parse_group
-from core.signals import AlertSignal, PayloadError
+from decklog.adapters import payload as f
+from decklog.adapters.alerts.alertmanager.adapter import parse_group
+from decklog.core.signals import AlertSignal, PayloadError
 
 SOURCE: Final = "grafana"
 

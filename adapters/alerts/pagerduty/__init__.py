@@ -1,5 +1,5 @@
 """PagerDuty V3 webhook receiver."""
 
-from adapters.alerts.pagerduty.adapter import SIGNATURE_HEADER, SOURCE, parse, verify_signature
+from decklog.adapters.alerts.pagerduty.adapter import SIGNATURE_HEADER, SOURCE, parse, verify_signature
 
 __all__ = ["SIGNATURE_HEADER", "SOURCE", "parse", "verify_signature"]

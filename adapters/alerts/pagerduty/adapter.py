@@ -44,8 +44,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from adapters import payload as f
-from core.signals import AlertSignal, AlertStatus, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import AlertSignal, AlertStatus, PayloadError
 
 SOURCE: Final = "pagerduty"
 SIGNATURE_HEADER: Final = "X-PagerDuty-Signature"

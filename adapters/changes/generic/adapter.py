@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final, Literal, cast
 
-from adapters import payload as f
-from core.signals import ChangeSignal, Commit, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "generic"
 ChangeStatus = Literal["started", "succeeded", "failed", "pushed"]

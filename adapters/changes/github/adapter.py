@@ -43,8 +43,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, Literal
 
-from adapters import payload as f
-from core.signals import ChangeSignal, Commit, PayloadError
+from decklog.adapters import payload as f
+from decklog.core.signals import ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "github"
 EVENT_HEADER: Final = "X-GitHub-Event"

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from adapters import payload as f
-from core.clock import iso
-from core.follow_ups import IssueEvent
-from core.signals import PayloadError
+from decklog.adapters import payload as f
+from decklog.core.clock import iso
+from decklog.core.follow_ups import IssueEvent
+from decklog.core.signals import PayloadError
 
 ISSUES_EVENT: Final = "issues"
 BODY_MAX: Final = 65536  # GitHub caps an issue body at 65536 characters

@@ -26,13 +26,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from adapters.local.sandbox.environment import LocalWants, SandboxEnvironment, SettingsOverrides, prepare
-from adapters.local.sandbox.live import LiveFeed
-from adapters.local.sandbox.page import SandboxPage
-from adapters.local.sandbox.persistence import SandboxPersistence, sandbox_dir
-from adapters.local.sandbox.samples import SampleSender
-from adapters.local.slack import FakeSlack
-from core.service import ScopeService
+from decklog.adapters.local.sandbox.environment import LocalWants, SandboxEnvironment, SettingsOverrides, prepare
+from decklog.adapters.local.sandbox.live import LiveFeed
+from decklog.adapters.local.sandbox.page import SandboxPage
+from decklog.adapters.local.sandbox.persistence import SandboxPersistence, sandbox_dir
+from decklog.adapters.local.sandbox.samples import SampleSender
+from decklog.adapters.local.slack import FakeSlack
+from decklog.core.service import ScopeService
 
 __all__ = [
     "LocalPage",

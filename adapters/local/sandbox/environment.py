@@ -38,9 +38,9 @@ from urllib.parse import quote, urlsplit
 
 from pydantic import SecretStr
 
-from adapters.local.sandbox.persistence import SandboxPersistence
-from adapters.local.services import FakeDeployService, FakeStatuspage
-from adapters.local.slack import FakeSlackWorkspace
+from decklog.adapters.local.sandbox.persistence import SandboxPersistence
+from decklog.adapters.local.services import FakeDeployService, FakeStatuspage
+from decklog.adapters.local.slack import FakeSlackWorkspace
 
 log = logging.getLogger("decklog.sandbox")
 

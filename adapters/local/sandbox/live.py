@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.local.slack import Change, FakeSlackWorkspace
+from decklog.adapters.local.slack import Change, FakeSlackWorkspace
 
 KEEPALIVE_S = 15.0
 _CLOSE = Change("sandbox_closed")

@@ -41,11 +41,11 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.local.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
-from adapters.local.sandbox.live import LiveFeed
-from adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, SampleSender, installed
-from adapters.local.slack import FakeSlack, FakeSlackWorkspace, Outcome, SlackError, workspace_snapshot
-from adapters.slack.ids import COMMAND
+from decklog.adapters.local.sandbox.environment import SAMPLE_SERVICE, SandboxEnvironment
+from decklog.adapters.local.sandbox.live import LiveFeed
+from decklog.adapters.local.sandbox.samples import ALERT_PATH, CHANGE_PATH, SampleSender, installed
+from decklog.adapters.local.slack import FakeSlack, FakeSlackWorkspace, Outcome, SlackError, workspace_snapshot
+from decklog.adapters.slack.ids import COMMAND
 
 JSON = dict[str, Any]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -75,7 +75,7 @@ def _error(status: int, message: str) -> web.Response:
 
 
 def _static(name: str) -> bytes:
-    return (resources.files("adapters.local.sandbox") / name).read_bytes()
+    return (resources.files("decklog.adapters.local.sandbox") / name).read_bytes()
 
 
 def _host_is_loopback(request: web.Request) -> bool:

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.local.services import FakeDeployService
-from adapters.local.slack import Change, FakeSlackWorkspace
+from decklog.adapters.local.services import FakeDeployService
+from decklog.adapters.local.slack import Change, FakeSlackWorkspace
 
 log = logging.getLogger("decklog.sandbox")
 

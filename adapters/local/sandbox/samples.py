@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import aiohttp
 
-from adapters.local.sandbox.environment import SAMPLE_SERVICE
-from adapters.local.services import FakeDeployService
-from core.entries import Actor, NewEntry, Observation
-from core.service import ScopeService
+from decklog.adapters.local.sandbox.environment import SAMPLE_SERVICE
+from decklog.adapters.local.services import FakeDeployService
+from decklog.core.entries import Actor, NewEntry, Observation
+from decklog.core.service import ScopeService
 
 JSON = dict[str, Any]
 ALERT_PATH = "/alerts/alertmanager"

@@ -24,10 +24,10 @@ The deploy service's state (history, effects, idempotency keys, fences) round-tr
 tells the keeper when to save. No file I/O here.
 """
 
-from adapters.local.services.deploy import FakeDeployService
-from adapters.local.services.deploy_state import DEPLOY_STATE_FORMAT, DEPLOY_STATE_VERSION
-from adapters.local.services.loopback import ApplyWhen, Call, Effect, Fault, FaultOn, Outcome
-from adapters.local.services.statuspage import FakeStatuspage
+from decklog.adapters.local.services.deploy import FakeDeployService
+from decklog.adapters.local.services.deploy_state import DEPLOY_STATE_FORMAT, DEPLOY_STATE_VERSION
+from decklog.adapters.local.services.loopback import ApplyWhen, Call, Effect, Fault, FaultOn, Outcome
+from decklog.adapters.local.services.statuspage import FakeStatuspage
 
 __all__ = [
     "DEPLOY_STATE_FORMAT",

@@ -13,8 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.local.services.deploy_state import DeployState, dump_state, parse_state
-from adapters.local.services.loopback import Call, LoopbackService, Outcome, now_iso
+from decklog.adapters.local.services.deploy_state import DeployState, dump_state, parse_state
+from decklog.adapters.local.services.loopback import Call, LoopbackService, Outcome, now_iso
 
 __all__ = ["FakeDeployService"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-from adapters.local.services.loopback import Effect, KeyState
+from decklog.adapters.local.services.loopback import Effect, KeyState
 
 DEPLOY_STATE_FORMAT = "decklog-fake-deploy-service"
 DEPLOY_STATE_VERSION = 1

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.local.services.loopback import Call, LoopbackService, Outcome, canon, now_iso
+from decklog.adapters.local.services.loopback import Call, LoopbackService, Outcome, canon, now_iso
 
 __all__ = ["FakeStatuspage"]
 

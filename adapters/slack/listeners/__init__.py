@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack.deps import SlackDeps
-from adapters.slack.listeners import actions, commands, errors, events, views
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.listeners import actions, commands, errors, events, views
 
 
 def register_all(app: AsyncApp, deps: SlackDeps) -> None:

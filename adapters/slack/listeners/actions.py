@@ -12,15 +12,15 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import render, subcommands
-from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import RECORD_AS, Action, Shortcut
-from adapters.slack.listeners.errors import Work, acked
-from adapters.slack.middleware import action_context, counted, middleware
-from adapters.slack.ports import Where
-from adapters.slack.request import ACTOR, KEY, WHERE, Req
-from core.agents.answers import answer_finding
-from core.errors import InvalidInput
+from decklog.adapters.slack import render, subcommands
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.ids import RECORD_AS, Action, Shortcut
+from decklog.adapters.slack.listeners.errors import Work, acked
+from decklog.adapters.slack.middleware import action_context, counted, middleware
+from decklog.adapters.slack.ports import Where
+from decklog.adapters.slack.request import ACTOR, KEY, WHERE, Req
+from decklog.core.agents.answers import answer_finding
+from decklog.core.errors import InvalidInput
 
 FINDING_VERDICTS = {
     Action.HYPOTHESIS_CONFIRM: "confirmed",

@@ -7,12 +7,12 @@ import logging
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack import render, subcommands
-from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import COMMAND
-from adapters.slack.listeners.errors import acked
-from adapters.slack.middleware import command_context, counted
-from adapters.slack.request import Req
+from decklog.adapters.slack import render, subcommands
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.ids import COMMAND
+from decklog.adapters.slack.listeners.errors import acked
+from decklog.adapters.slack.middleware import command_context, counted
+from decklog.adapters.slack.request import Req
 
 log = logging.getLogger("decklog.slack")
 FORM_EXPIRED = "The declare form could not be opened in time. Run `/incident declare` again, or give a title."

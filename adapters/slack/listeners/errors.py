@@ -21,12 +21,12 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import render, subcommands
-from adapters.slack.deps import SlackDeps
-from adapters.slack.grammar import UsageError
-from adapters.slack.request import FAILED, Req
-from core.entries.registry import invalid_input
-from core.errors import DecklogError
+from decklog.adapters.slack import render, subcommands
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.grammar import UsageError
+from decklog.adapters.slack.request import FAILED, Req
+from decklog.core.entries.registry import invalid_input
+from decklog.core.errors import DecklogError
 
 log = logging.getLogger("decklog.slack")
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack import grammar, render, subcommands
-from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import ACCEPT_REACTIONS, PIN_REACTIONS
-from adapters.slack.listeners.errors import ack_automatically, acked
-from adapters.slack.middleware import counted, mention_context, message_scope, reaction_scope, thread_scope
-from adapters.slack.request import MESSAGE, Req
-from core.entries import Evidence, Message, MessageDeleted, MessageEdited
+from decklog.adapters.slack import grammar, render, subcommands
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.ids import ACCEPT_REACTIONS, PIN_REACTIONS
+from decklog.adapters.slack.listeners.errors import ack_automatically, acked
+from decklog.adapters.slack.middleware import counted, mention_context, message_scope, reaction_scope, thread_scope
+from decklog.adapters.slack.request import MESSAGE, Req
+from decklog.core.entries import Evidence, Message, MessageDeleted, MessageEdited
 
 IGNORED_SUBTYPES = {"channel_join", "channel_leave", "bot_message", "channel_topic", "channel_purpose", "pinned_item"}
 
@@ -131,7 +131,7 @@ async def home_view(deps: SlackDeps) -> dict[str, Any]:
                 pending.append((row, waiting))
     from datetime import UTC, datetime
 
-    from core.insights import compute
+    from decklog.core.insights import compute
 
     numbers = await compute(deps.index, since_days=30, now=datetime.now(UTC).timestamp())
     return render.home_view(rows, pending, numbers)

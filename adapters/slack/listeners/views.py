@@ -6,12 +6,12 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack.deps import SlackDeps
-from adapters.slack.ids import DeclareField, View
-from adapters.slack.listeners.errors import acked
-from adapters.slack.middleware import counted, view_context
-from adapters.slack.request import Req
-from core.entries import TITLE_MAX
+from decklog.adapters.slack.deps import SlackDeps
+from decklog.adapters.slack.ids import DeclareField, View
+from decklog.adapters.slack.listeners.errors import acked
+from decklog.adapters.slack.middleware import counted, view_context
+from decklog.adapters.slack.request import Req
+from decklog.core.entries import TITLE_MAX
 
 
 def _title(view: dict[str, Any]) -> str:

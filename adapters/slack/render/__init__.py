@@ -5,7 +5,7 @@ Nothing here does I/O. The sender decides *when* to post; this package decides *
 ``proposals``, ``modals`` (help, the scope picker, the declare form) and ``home`` (App Home).
 """
 
-from adapters.slack.render.blocks import (
+from decklog.adapters.slack.render.blocks import (
     SEV_EMOJI,
     STATUS_EMOJI,
     Block,
@@ -18,11 +18,11 @@ from adapters.slack.render.blocks import (
     severity_label,
     severity_options,
 )
-from adapters.slack.render.header import CONSTRAINTS_SHOWN, header
-from adapters.slack.render.home import home_view
-from adapters.slack.render.modals import declare_modal, picker, usage
-from adapters.slack.render.proposals import proposal_message, proposal_outcome
-from adapters.slack.render.replies import REPLIES, entry_reply
+from decklog.adapters.slack.render.header import CONSTRAINTS_SHOWN, header
+from decklog.adapters.slack.render.home import home_view
+from decklog.adapters.slack.render.modals import declare_modal, picker, usage
+from decklog.adapters.slack.render.proposals import proposal_message, proposal_outcome
+from decklog.adapters.slack.render.replies import REPLIES, entry_reply
 
 __all__ = [
     "CONSTRAINTS_SHOWN",

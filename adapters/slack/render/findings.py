@@ -7,9 +7,9 @@ context line names the ``agent_turn`` (``decklog timeline SCOPE --json`` has the
 
 from __future__ import annotations
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import Block, button, context, esc
-from core.entries import Entry
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import Block, button, context, esc
+from decklog.core.entries import Entry
 
 ANSWERABLE_PURPOSES = ("task", "rollback", "follow_up")  # obligations a person should weigh (not the desk's own)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import (
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import (
     STATUS_EMOJI,
     Block,
     Outgoing,
@@ -17,9 +17,9 @@ from adapters.slack.render.blocks import (
     severity_label,
     severity_options,
 )
-from core.alerts.batch import source_name
-from core.entries import Entry
-from core.state import ScopeState
+from decklog.core.alerts.batch import source_name
+from decklog.core.entries import Entry
+from decklog.core.state import ScopeState
 
 RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record (issue 15)
 CONSTRAINTS_SHOWN = 5

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import Block, button, context, date, esc, section, severity_label
-from core.insights import times_line
-from core.store.ports import ScopeRow
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import Block, button, context, date, esc, section, severity_label
+from decklog.core.insights import times_line
+from decklog.core.store.ports import ScopeRow
 
 Pending = list[tuple[ScopeRow, list[tuple[str, str, str]]]]  # (row, [(proposal id, action, risk)])
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from adapters.slack.render.blocks import Outgoing, esc, section
-from adapters.slack.render.obligations import left_open_notice
-from core.entries import Entry
-from core.entries.lifecycle import ArchiveNotice, Reminder
-from core.state import ScopeState
+from decklog.adapters.slack.render.blocks import Outgoing, esc, section
+from decklog.adapters.slack.render.obligations import left_open_notice
+from decklog.core.entries import Entry
+from decklog.core.entries.lifecycle import ArchiveNotice, Reminder
+from decklog.core.state import ScopeState
 
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 

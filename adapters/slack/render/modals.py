@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack.ids import Action, DeclareField, View
-from adapters.slack.render.blocks import Block, esc, section, severity_options
-from core.store.ports import ScopeRow
+from decklog.adapters.slack.ids import Action, DeclareField, View
+from decklog.adapters.slack.render.blocks import Block, esc, section, severity_options
+from decklog.core.store.ports import ScopeRow
 
 
 def usage(text: str, reason: str = "") -> list[Block]:

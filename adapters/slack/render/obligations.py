@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import Block, Outgoing, button, context, esc, section
-from core.entries.lifecycle import Reminder
-from core.state import ObligationState, ScopeState
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import Block, Outgoing, button, context, esc, section
+from decklog.core.entries.lifecycle import Reminder
+from decklog.core.state import ObligationState, ScopeState
 
 #: Obligations shown with their buttons in one message (two blocks each; Slack allows 50 blocks a message).
 SHOWN = 20

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import Block, Outgoing, button, context, date, esc, section
-from core.entries import Entry, ProposalMade
-from core.state import ScopeState
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import Block, Outgoing, button, context, date, esc, section
+from decklog.core.entries import Entry, ProposalMade
+from decklog.core.state import ScopeState
 
 
 def by(entry: Entry) -> Block:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapters.slack.ids import Action
-from adapters.slack.render.blocks import STATUS_EMOJI, Outgoing, button, context, esc, section, severity_label
-from adapters.slack.render.findings import finding_blocks
-from adapters.slack.render.proposals import by, proposal_message
-from core.alerts.splits import QUIET_RELATIONS
-from core.entries import (
+from decklog.adapters.slack.ids import Action
+from decklog.adapters.slack.render.blocks import STATUS_EMOJI, Outgoing, button, context, esc, section, severity_label
+from decklog.adapters.slack.render.findings import finding_blocks
+from decklog.adapters.slack.render.proposals import by, proposal_message
+from decklog.core.alerts.splits import QUIET_RELATIONS
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     AgentTurn,
@@ -43,7 +43,7 @@ from core.entries import (
     SuggestionFeedback,
     Verification,
 )
-from core.state import ScopeState
+from decklog.core.state import ScopeState
 
 Renderer = Callable[[Entry, Any, ScopeState], Outgoing | None]  # (entry, its payload, the scope's state)
 

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.slack import render
-from adapters.slack.grammar import Command
-from adapters.slack.ports import SlackPorts, Where
-from adapters.slack.render import obligations as render_obligations
-from core.agents.answers import answer_finding
-from core.entries import Actor
-from core.errors import NotFound
-from core.service import ScopeService
-from core.state import ScopeState
-from core.store.ports import IndexPort, LogStore
+from decklog.adapters.slack import render
+from decklog.adapters.slack.grammar import Command
+from decklog.adapters.slack.ports import SlackPorts, Where
+from decklog.adapters.slack.render import obligations as render_obligations
+from decklog.core.agents.answers import answer_finding
+from decklog.core.entries import Actor
+from decklog.core.errors import NotFound
+from decklog.core.service import ScopeService
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import IndexPort, LogStore
 
 log = logging.getLogger("decklog.slack")
 
@@ -224,8 +224,8 @@ async def _catch_up(call: Call, actor: Actor, key: str) -> str:
         return render.esc(await call.ports.catchup(scope=call.scope, actor=actor, key=key))
     from datetime import UTC, datetime
 
-    from core.views import build_view
-    from core.views.catchup import catch_up
+    from decklog.core.views import build_view
+    from decklog.core.views.catchup import catch_up
 
     view = await build_view(call.store, call.scope, "joiner")
     return render.esc(catch_up(view, datetime.now(UTC)))
@@ -287,7 +287,7 @@ async def obligation_done(call: Call) -> Reply:
 
 async def search(call: Call) -> Reply:
     """``search <words>``: the best matches over all incidents (title, messages, evidence, hypotheses, decisions)."""
-    from core.search import search_incidents
+    from decklog.core.search import search_incidents
 
     results = await search_incidents(call.index, call.args["words"], limit=8)
     if not results:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapters.slack import grammar, render
-from adapters.slack.grammar import ArgParser, Command, ScopeRule, UsageError
-from adapters.slack.render import Block
-from adapters.slack.subcommands import handlers
-from adapters.slack.subcommands.handlers import Call, Handler, Reply
+from decklog.adapters.slack import grammar, render
+from decklog.adapters.slack.grammar import ArgParser, Command, ScopeRule, UsageError
+from decklog.adapters.slack.render import Block
+from decklog.adapters.slack.subcommands import handlers
+from decklog.adapters.slack.subcommands.handlers import Call, Handler, Reply
 
 HEAD = "*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcommand>` in an incident thread"
 FOOT = "Outside an incident's thread or channel, add the scope: `/incident sev 1 incident/payments-5xx`."

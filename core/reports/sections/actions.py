@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     ActionResult,
     ActionStarted,
     Approval,
@@ -18,7 +18,7 @@ from core.entries import (
     ProposalMade,
     Verification,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     ActionLine,
     ApprovalLine,
     FenceRejection,
@@ -28,7 +28,7 @@ from core.reports.model import (
     RunLine,
     VerificationLine,
 )
-from core.reports.sections.source import Source, origin
+from decklog.core.reports.sections.source import Source, origin
 
 
 @dataclass

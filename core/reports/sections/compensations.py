@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     EffectCompensated,
     Entry,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     ActionLine,
     CompensationLine,
     ProposalLine,
     RunLine,
 )
-from core.reports.sections.source import Source
+from decklog.core.reports.sections.source import Source
 
 
 def compensations(

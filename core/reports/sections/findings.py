@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from core.entries import (
+from decklog.core.entries import (
     AgentTurn,
     Approval,
     Entry,
@@ -22,8 +22,8 @@ from core.entries import (
     Suggestion,
     SuggestionFeedback,
 )
-from core.reports.model import FindingCount
-from core.reports.sections.source import Source
+from decklog.core.reports.model import FindingCount
+from decklog.core.reports.sections.source import Source
 
 OUTCOMES = ("confirmed", "ruled_out", "accepted", "dismissed", "unanswered")
 ANSWERED_AS = {"confirmed": "confirmed", "ruled_out": "ruled_out", "taken": "accepted", "done": "accepted"}

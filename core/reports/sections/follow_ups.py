@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.clock import iso
-from core.entries import FollowUp, FollowUpClosed, FollowUpSynced
-from core.reports.model import FollowUpLine
-from core.reports.sections.source import Source, http_url
+from decklog.core.clock import iso
+from decklog.core.entries import FollowUp, FollowUpClosed, FollowUpSynced
+from decklog.core.reports.model import FollowUpLine
+from decklog.core.reports.sections.source import Source, http_url
 
 
 def follow_ups(src: Source) -> tuple[FollowUpLine, ...]:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     Answer,
     Hypothesis,
     Suggestion,
     SuggestionFeedback,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     InferenceLine,
 )
-from core.reports.sections.source import Source, origin
+from decklog.core.reports.sections.source import Source, origin
 
 
 def inferences(src: Source) -> tuple[InferenceLine, ...]:

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     Declared,
     Entry,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     Integrity,
     LinkedScope,
 )
-from core.reports.sections.source import Source, report_entries
-from core.state import fold_all
-from core.store.ports import VerifyReport
+from decklog.core.reports.sections.source import Source, report_entries
+from decklog.core.state import fold_all
+from decklog.core.store.ports import VerifyReport
 
 
 def linked(src: Source) -> tuple[LinkedScope, ...]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     Constraint,
     Declared,
     Entry,
@@ -16,7 +16,7 @@ from core.entries import (
     SeverityChanged,
     StatusChanged,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     AlertLine,
     Impact,
     Milestone,
@@ -24,8 +24,8 @@ from core.reports.model import (
     SeverityStep,
     Summary,
 )
-from core.reports.sections.source import Source, seconds
-from core.state import NOT_A_RESPONSE
+from decklog.core.reports.sections.source import Source, seconds
+from decklog.core.state import NOT_A_RESPONSE
 
 
 def acknowledges(e: Entry) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     ObligationCancelled,
     ObligationClaimed,
     ObligationExpired,
@@ -13,10 +13,10 @@ from core.entries import (
     ObligationOpened,
     ObligationReleased,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     ObligationLine,
 )
-from core.reports.sections.source import Source
+from decklog.core.reports.sections.source import Source
 
 
 def obligations(src: Source) -> list[ObligationLine]:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     Actor,
     AgentTurn,
     RoleAssigned,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     Participant,
     TurnLine,
     TurnTotals,
 )
-from core.reports.sections.source import Source
+from decklog.core.reports.sections.source import Source
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.reports.model import OpenQuestion, RunLine, VerificationLine
-from core.reports.sections.source import Source
+from decklog.core.reports.model import OpenQuestion, RunLine, VerificationLine
+from decklog.core.reports.sections.source import Source
 
 
 def open_questions(

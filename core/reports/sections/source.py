@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.entries import (
+from decklog.core.entries import (
     Actor,
     Declared,
     Entry,
@@ -18,11 +18,11 @@ from core.entries import (
     MessageEdited,
     ScopeLinked,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     Origin,
 )
-from core.state import ScopeState, fold_all
-from core.store.ports import VerifyReport
+from decklog.core.state import ScopeState, fold_all
+from decklog.core.store.ports import VerifyReport
 
 EXCLUDED_KINDS = frozenset({"report_exported"})
 # Linked scopes of these kinds have their entries merged into the timeline (a deploy's start and end matter to

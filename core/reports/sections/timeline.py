@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.clock import iso
-from core.entries import (
+from decklog.core.clock import iso
+from decklog.core.entries import (
     Decision,
     Entry,
     ScopeLinked,
 )
-from core.reports.model import (
+from decklog.core.reports.model import (
     DecisionLine,
     TimelineLine,
 )
-from core.reports.sections.source import Source, origin, report_entries
+from decklog.core.reports.sections.source import Source, origin, report_entries
 
 
 def timeline(src: Source) -> tuple[TimelineLine, ...]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from core.alarm import Alarm
-from core.clock import Clock
-from core.store.memory.inbox import MemoryInbox
-from core.store.memory.index import MemoryIndex
-from core.store.memory.log_store import MemoryLogStore, MemoryStorage
-from core.store.ports import (
+from decklog.core.alarm import Alarm
+from decklog.core.clock import Clock
+from decklog.core.store.memory.inbox import MemoryInbox
+from decklog.core.store.memory.index import MemoryIndex
+from decklog.core.store.memory.log_store import MemoryLogStore, MemoryStorage
+from decklog.core.store.ports import (
     CursorClaims,
     DueTurns,
     Inbox,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
+from decklog.core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
 
 
 @dataclass

@@ -18,15 +18,15 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from core.clock import parse_iso
-from core.entries import Entry, Evidence, Message, Observation, ThreadLinked
-from core.errors import Conflict
-from core.ids import ScopeId
-from core.index.keys import group_fingerprint, route_key
-from core.index.statements import INDEX_SUBSCRIBER, milestone_values, scope_row, scope_values
-from core.index.text import search_words, searchable_text
-from core.state import ScopeState
-from core.store.ports import Milestones, ScopeRow, SearchHit
+from decklog.core.clock import parse_iso
+from decklog.core.entries import Entry, Evidence, Message, Observation, ThreadLinked
+from decklog.core.errors import Conflict
+from decklog.core.ids import ScopeId
+from decklog.core.index.keys import group_fingerprint, route_key
+from decklog.core.index.statements import INDEX_SUBSCRIBER, milestone_values, scope_row, scope_values
+from decklog.core.index.text import search_words, searchable_text
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import Milestones, ScopeRow, SearchHit
 
 SNIPPET_WORDS = 12
 

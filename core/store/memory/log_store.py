@@ -16,15 +16,15 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.clock import Clock, SystemClock
-from core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
-from core.errors import NotFound
-from core.ids import ScopeId
-from core.state import ScopeState, empty_state
-from core.store.chain import ChainKey
-from core.store.memory.inbox import InboxRows
-from core.store.memory.index import IndexTables
-from core.store.ports import (
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
+from decklog.core.errors import NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState, empty_state
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.memory.inbox import InboxRows
+from decklog.core.store.memory.index import IndexTables
+from decklog.core.store.ports import (
     AppendResult,
     Decide,
     Listener,
@@ -35,9 +35,9 @@ from core.store.ports import (
     VerifyReport,
     notify_listeners,
 )
-from core.store.rows import row_to_entry
-from core.store.staging import Batch, Lookups, stage
-from core.store.verify import verify_rows
+from decklog.core.store.rows import row_to_entry
+from decklog.core.store.staging import Batch, Lookups, stage
+from decklog.core.store.verify import verify_rows
 
 log = logging.getLogger(__name__)
 

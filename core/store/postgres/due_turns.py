@@ -39,11 +39,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.alarm import KEYS_KEPT, Alarm
-from core.alarm import Job as AlarmJob
-from core.store.ports import Answer, DueIn, RunTurn, Spawn
-from core.store.postgres import schema as pg
-from core.store.postgres.log_store import DB_NOW, PostgresLogStore
+from decklog.core.alarm import KEYS_KEPT, Alarm
+from decklog.core.alarm import Job as AlarmJob
+from decklog.core.store.ports import Answer, DueIn, RunTurn, Spawn
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.log_store import DB_NOW, PostgresLogStore
 
 log = logging.getLogger(__name__)
 D = pg.due_turns

@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from core.alarm import Alarm
-from core.clock import Clock
-from core.store.ports import (
+from decklog.core.alarm import Alarm
+from decklog.core.clock import Clock
+from decklog.core.store.ports import (
     CursorClaims,
     DueTurns,
     Inbox,
@@ -25,13 +25,13 @@ from core.store.ports import (
     RateCounter,
     RouteLocks,
 )
-from core.store.postgres.due_turns import PostgresDueTurns
-from core.store.postgres.inbox import PostgresInbox
-from core.store.postgres.index import PostgresIndex
-from core.store.postgres.locks import AdvisoryLocks
-from core.store.postgres.log_store import PostgresLogStore
-from core.store.postgres.pace import PostgresPaceSlots
-from core.store.postgres.rates import PostgresRateCounter
+from decklog.core.store.postgres.due_turns import PostgresDueTurns
+from decklog.core.store.postgres.inbox import PostgresInbox
+from decklog.core.store.postgres.index import PostgresIndex
+from decklog.core.store.postgres.locks import AdvisoryLocks
+from decklog.core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.pace import PostgresPaceSlots
+from decklog.core.store.postgres.rates import PostgresRateCounter
 
 
 class PostgresFactory:

@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
-from core.store.postgres import schema as pg
+from decklog.core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
+from decklog.core.store.postgres import schema as pg
 
 T = TypeVar("T")
 I = pg.inbox  # noqa: E741

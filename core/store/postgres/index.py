@@ -21,14 +21,14 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.entries import Entry
-from core.ids import ScopeId
-from core.index import statements as q
-from core.index.statements import INDEX_SUBSCRIBER
-from core.index.text import search_words
-from core.state import ScopeState
-from core.store.ports import Milestones, ScopeRow, SearchHit
-from core.store.postgres import schema as pg
+from decklog.core.entries import Entry
+from decklog.core.ids import ScopeId
+from decklog.core.index import statements as q
+from decklog.core.index.statements import INDEX_SUBSCRIBER
+from decklog.core.index.text import search_words
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import Milestones, ScopeRow, SearchHit
+from decklog.core.store.postgres import schema as pg
 
 T = TypeVar("T")
 RETRIES = 40  # racing replicas that allocate the same slug collide once per racer ahead of them

@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 
-from core.alerts.locks import KeyedLocks
-from core.store.postgres.schema import engine_url
+from decklog.core.alerts.locks import KeyedLocks
+from decklog.core.store.postgres.schema import engine_url
 
 log = logging.getLogger(__name__)
 

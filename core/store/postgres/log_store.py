@@ -30,13 +30,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
-from core.clock import Clock, SystemClock
-from core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
-from core.errors import NotFound
-from core.ids import ScopeId
-from core.state import ScopeState, empty_state
-from core.store.chain import ChainKey
-from core.store.ports import (
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
+from decklog.core.errors import NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState, empty_state
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.ports import (
     AppendResult,
     CursorClaim,
     Decide,
@@ -49,11 +49,11 @@ from core.store.ports import (
     VerifyReport,
     notify_listeners,
 )
-from core.store.postgres import schema as pg
-from core.store.postgres.notify import NotifyFeed
-from core.store.rows import row_to_entry
-from core.store.staging import Batch, Lookups, new_entry_id, stage
-from core.store.verify import verify_rows
+from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.notify import NotifyFeed
+from decklog.core.store.rows import row_to_entry
+from decklog.core.store.staging import Batch, Lookups, new_entry_id, stage
+from decklog.core.store.verify import verify_rows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 
-from core.store.postgres.locks import libpq_url
+from decklog.core.store.postgres.locks import libpq_url
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.log_store import PostgresLogStore
 
 _RESERVE = sa.text(
     """

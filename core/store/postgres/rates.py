@@ -14,7 +14,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.store.postgres.log_store import PostgresLogStore
+from decklog.core.store.postgres.log_store import PostgresLogStore
 
 STEP_S = 5
 PRUNE_EVERY_S = 60.0

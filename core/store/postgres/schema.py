@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from core.errors import InvalidInput
+from decklog.core.errors import InvalidInput
 
 #: Bump when a table changes in a way an older server must not write to.
 SCHEMA_VERSION = 3  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers); 3: parked inbox requests

@@ -26,11 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.errors import Conflict, InvalidInput, NotFound, StorageError
-from core.ids import ScopeId
-from core.store.chain import ChainKey
-from core.store.ports import VerifyReport
-from core.store.sqlite.readonly import read_sqlite, scope_file_head, verify_scope_file
+from decklog.core.errors import Conflict, InvalidInput, NotFound, StorageError
+from decklog.core.ids import ScopeId
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.ports import VerifyReport
+from decklog.core.store.sqlite.readonly import read_sqlite, scope_file_head, verify_scope_file
 
 MANIFEST = "manifest.json"
 FORMAT = 1

@@ -18,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from core.errors import StorageError
+from decklog.core.errors import StorageError
 
 BUSY_TIMEOUT_S = 30.0
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from core.alarm import Alarm
-from core.clock import Clock
-from core.store.ports import (
+from decklog.core.alarm import Alarm
+from decklog.core.clock import Clock
+from decklog.core.store.ports import (
     CursorClaims,
     DueTurns,
     Inbox,
@@ -24,9 +24,9 @@ from core.store.ports import (
     RateCounter,
     RouteLocks,
 )
-from core.store.sqlite.inbox import SqliteInbox
-from core.store.sqlite.index import SqliteIndex
-from core.store.sqlite.log_store import SqliteLogStore
+from decklog.core.store.sqlite.inbox import SqliteInbox
+from decklog.core.store.sqlite.index import SqliteIndex
+from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 
 class SqliteFactory:

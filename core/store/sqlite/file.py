@@ -26,8 +26,8 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from core.errors import StorageError
-from core.store.sqlite.engine import dbapi_of, make_engine
+from decklog.core.errors import StorageError
+from decklog.core.store.sqlite.engine import dbapi_of, make_engine
 
 T = TypeVar("T")
 C = TypeVar("C")

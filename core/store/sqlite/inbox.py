@@ -18,8 +18,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
-from core.store.sqlite.file import SqliteFile
+from decklog.core.store.ports import DONE_RETENTION_S, ERROR_MAX, InboxItem, InboxStats, ParkedRequest
+from decklog.core.store.sqlite.file import SqliteFile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS inbox (

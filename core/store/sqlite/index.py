@@ -17,15 +17,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.entries import Entry
-from core.ids import ScopeId
-from core.index import statements as q
-from core.index.statements import INDEX_SUBSCRIBER
-from core.index.tables import md
-from core.index.text import search_words
-from core.state import ScopeState
-from core.store.ports import Milestones, ScopeRow, SearchHit
-from core.store.sqlite.file import SqliteFile
+from decklog.core.entries import Entry
+from decklog.core.ids import ScopeId
+from decklog.core.index import statements as q
+from decklog.core.index.statements import INDEX_SUBSCRIBER
+from decklog.core.index.tables import md
+from decklog.core.index.text import search_words
+from decklog.core.state import ScopeState
+from decklog.core.store.ports import Milestones, ScopeRow, SearchHit
+from decklog.core.store.sqlite.file import SqliteFile
 
 FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(scope UNINDEXED, seq UNINDEXED, kind UNINDEXED, text)"

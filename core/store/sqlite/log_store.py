@@ -26,13 +26,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.clock import Clock, SystemClock
-from core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
-from core.errors import InvalidInput, NotFound
-from core.ids import ScopeId
-from core.state import ScopeState
-from core.store.chain import ChainKey
-from core.store.ports import (
+from decklog.core.clock import Clock, SystemClock
+from decklog.core.entries import Actor, DeliveryFailed, Entry, NewEntry, canonical_json
+from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.ports import (
     AppendResult,
     Decide,
     Listener,
@@ -44,14 +44,14 @@ from core.store.ports import (
     is_quick,
     notify_listeners,
 )
-from core.store.rows import trusted_row_to_entry
-from core.store.sqlite import schema as t
-from core.store.sqlite.file import SqliteFile
-from core.store.sqlite.scope_files import SQL, ScopeFile, ScopeFiles
-from core.store.sqlite.spares import SpareFiles
-from core.store.sqlite.statements import KEYS_PER_SELECT, raw_cursor, raw_rows, select_by_keys
-from core.store.staging import Batch, Lookups, new_entry_id, stage
-from core.store.verify import verify_rows
+from decklog.core.store.rows import trusted_row_to_entry
+from decklog.core.store.sqlite import schema as t
+from decklog.core.store.sqlite.file import SqliteFile
+from decklog.core.store.sqlite.scope_files import SQL, ScopeFile, ScopeFiles
+from decklog.core.store.sqlite.spares import SpareFiles
+from decklog.core.store.sqlite.statements import KEYS_PER_SELECT, raw_cursor, raw_rows, select_by_keys
+from decklog.core.store.staging import Batch, Lookups, new_entry_id, stage
+from decklog.core.store.verify import verify_rows
 
 log = logging.getLogger(__name__)
 REFILL_DELAY_S = 0.2

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from core.errors import NotFound, StorageError
-from core.store.chain import ChainKey
-from core.store.ports import VerifyReport
-from core.store.verify import verify_rows
+from decklog.core.errors import NotFound, StorageError
+from decklog.core.store.chain import ChainKey
+from decklog.core.store.ports import VerifyReport
+from decklog.core.store.verify import verify_rows
 
 T = TypeVar("T")
 ATTEMPTS = 5

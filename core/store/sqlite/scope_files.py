@@ -14,14 +14,14 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from core.errors import NotFound
-from core.ids import ScopeId
-from core.state import ScopeState, empty_state
-from core.store.sqlite import schema as t
-from core.store.sqlite.file import SqliteFile
-from core.store.sqlite.spares import SpareFiles
-from core.store.sqlite.statements import compiled, raw_cursor
-from core.store.staging import Batch
+from decklog.core.errors import NotFound
+from decklog.core.ids import ScopeId
+from decklog.core.state import ScopeState, empty_state
+from decklog.core.store.sqlite import schema as t
+from decklog.core.store.sqlite.file import SqliteFile
+from decklog.core.store.sqlite.spares import SpareFiles
+from decklog.core.store.sqlite.statements import compiled, raw_cursor
+from decklog.core.store.staging import Batch
 
 log = logging.getLogger(__name__)
 SQL = compiled("sqlite")

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
-from core.store.sqlite import schema as t
+from decklog.core.store.sqlite import schema as t
 
 # -- the constructs (backend-neutral) ---------------------------------------------------------------------------------
 
