@@ -25,7 +25,7 @@ $(VENV)/.dev: $(VENV)/.runtime pyproject.toml setup.py
 ## directory sees what the sandbox did. DECKLOG_DATA_DIR=DIR make run serves DIR instead (then give the CLI the same).
 run: $(VENV)/.runtime
 	@if [ -z "$${DECKLOG_DATA_DIR:-}" ]; then \
-	  dir=$$($(PY) -c 'from bot.settings import default_data_dir; print(default_data_dir())') && \
+	  dir=$$($(PY) -c 'from decklog.bot.settings import default_data_dir; print(default_data_dir())') && \
 	  mkdir -p "$$dir" && \
 	  if [ -L data ] || [ ! -e data ]; then ln -sfn "$$dir" data; \
 	  else echo "make run: ./data is a directory left by an older make run and is no longer used; decklog keeps its \
