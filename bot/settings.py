@@ -6,7 +6,6 @@ per request.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from importlib import resources
 from pathlib import Path
@@ -45,30 +44,6 @@ def example_config_path() -> Path:
     """The shipped ``decklog.example.toml`` (package data of ``bot``, found in a wheel install as in a checkout):
     the configuration used when ``DECKLOG_CONFIG`` is unset."""
     return Path(str(resources.files("decklog.bot") / "decklog.example.toml"))
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost`` (and ``*.localhost``) or a loopback IP literal; names are not resolved, and a wildcard address
-    (``0.0.0.0``, ``::``) is not loopback."""
-    name = host.strip().strip("[]").lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    ip = _ip_literal(name)
-    return ip is not None and ip.is_loopback
-
-
-def is_wildcard_host(host: str) -> bool:
-    """``0.0.0.0``, ``::`` or an empty host: every interface, no one address a reader can open."""
-    name = host.strip().strip("[]")
-    ip = _ip_literal(name)
-    return not name or (ip is not None and ip.is_unspecified)
-
-
-def _ip_literal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(name)
-    except ValueError:
-        return None
 
 
 class Settings(BaseSettings):
