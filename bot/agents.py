@@ -94,7 +94,7 @@ class Agents:
     scheduler: TurnScheduler
     ask: SlackAsk
     provides: Provides
-    catchup: ModelCatchUp | None = None  # issue 15: with Claude, ``catch me up`` is a bounded summarising call
+    catchup: ModelCatchUp | None = None  # with Claude, ``catch me up`` is a bounded summarising call
 
 
 class TimedTurns(TurnRuntime):

@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
     # postgresql://… or postgresql+psycopg://…: every scope and the index in that database; unset = SQLite files
     database_url: str | None = Field(None, validation_alias="DECKLOG_DATABASE_URL")
-    # issue 18: follow-ups in the team's tracker (GitHub Issues or Jira) and paging (PagerDuty Events API v2)
+    # follow-ups in the team's tracker (GitHub Issues or Jira) and paging (PagerDuty Events API v2)
     github_token: SecretStr | None = Field(None, validation_alias="DECKLOG_GITHUB_TOKEN")
     github_repo: str | None = Field(None, validation_alias="DECKLOG_GITHUB_REPO", pattern=r"^[\w.-]+/[\w.-]+$")
     github_api_url: str = Field(GITHUB_DEFAULT_API_URL, validation_alias="DECKLOG_GITHUB_API_URL")

@@ -26,7 +26,7 @@ log at start-up and every minute, so a crash between an alert's commit and the a
 incident links are the ``changes`` outbox topic's (``core.changes.links``). Every answer is sent only after what it
 reports is committed: the router and the change service await their appends.
 
-A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened, issue 18) passes the
+A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened) passes the
 same checks, then goes to ``core.follow_ups.FollowUpCloser`` instead of the change service: 202 when a
 ``follow_up_closed`` entry was recorded, 200 with a ``note`` saying why not (an issue decklog did not file, a
 redelivery, a change older than the one recorded).
@@ -142,7 +142,7 @@ class Receivers:
         self.max_bytes = max_bytes
         self.raw_bytes = raw_bytes
         self.follow_ups = follow_ups
-        """GitHub ``issues`` webhooks on ``/changes/github``: follow-ups closed or reopened (issue 18)."""
+        """GitHub ``issues`` webhooks on ``/changes/github``: follow-ups closed or reopened."""
 
     # -- routes -----------------------------------------------------------------------------------------------
 

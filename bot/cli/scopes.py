@@ -1,5 +1,5 @@
 """The commands on one scope's log: scopes, declare, append, timeline, export, and state / fork / replay
-(issue 17: bot/replay_cli.py does the replay's work)."""
+(bot/replay_cli.py does the replay's work)."""
 
 from __future__ import annotations
 
