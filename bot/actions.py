@@ -1,12 +1,15 @@
 """The actions part: the action desk wired into ``decklog serve`` (``build_actions``).
 
-It builds the catalog from ``[[actions]]`` in decklog.toml and the environment (``DECKLOG_DEPLOY_API_URL``,
-``DECKLOG_STATUSPAGE_API_URL``; ``DECKLOG_EXECUTOR_TIMEOUT`` overrides every executor's timeout;
-``DECKLOG_APPROVERS`` adds approvers), the executors (``adapters/executors``), and the desk; then it
+The root (bot/wiring.py) builds the catalog from ``[[actions]]`` in decklog.toml and the environment
+(``build_catalog``: ``DECKLOG_DEPLOY_API_URL``, ``DECKLOG_STATUSPAGE_API_URL``, the PagerDuty key;
+``DECKLOG_EXECUTOR_TIMEOUT`` overrides every executor's timeout), the egress allowlist and the approver policy
+(``DECKLOG_APPROVERS`` adds approvers); ``build_actions`` then makes the executors (``adapters/executors``, by
+type) and the desk, and
 
-- provides the ``actions`` outbox sender, which runs approved proposals (at-least-once delivery; fences and
-  idempotency keys make that one effect) and, when no agents part verifies, the rule-based verification;
-- keeps each proposal's Slack message in step with its outcome (an updater on the Slack sender);
+- provides the ``actions`` outbox sender (core/actions/sender.py), which runs approved proposals and, when no
+  agents part verifies, the rule-based verification;
+- keeps each proposal's Slack message in step with its outcome (adapters/slack/proposals.py, a Slack sender
+  updater);
 - schedules the sweep (lease expiry, approval expiry, runs nobody is running, verifications that fell due);
 - answers Approve / Deny / ``approve`` / ``deny`` / ``compensate`` (``Actions.slack``: the decide and compensate
   ports);
@@ -18,37 +21,25 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from decklog.adapters.executors.http import HttpExecutor
-from decklog.adapters.executors.pagerduty import PagerDutyExecutor
-from decklog.adapters.executors.statuspage import StatuspageExecutor
-from decklog.adapters.slack import render
+from decklog.adapters.executors import EXECUTOR_TYPES, build_executor
 from decklog.adapters.slack.outcomes import SlackDesk
-from decklog.bot.config import DecklogConfig, load_config
+from decklog.adapters.slack.proposals import ProposalMessages
+from decklog.bot.config import ApprovalsConfig, DecklogConfig, ObligationsConfig, load_config
 from decklog.bot.parts import Job, Provides
-from decklog.bot.runtime import Runtime
 from decklog.bot.settings import Settings, SettingsError, example_config_path
-from decklog.core.actions import ActionDesk, ApproverPolicy, Catalog, Executor, ExecutorSpec
+from decklog.core.actions import ActionDesk, ApproverPolicy, Catalog, Executor
+from decklog.core.actions.sender import ActionsSender
 from decklog.core.agents.ports import ActionInfo as AgentActionInfo
+from decklog.core.clock import Clock
 from decklog.core.egress import EgressPolicy
-from decklog.core.entries import (
-    ActionResult,
-    ActionStarted,
-    Approval,
-    Entry,
-    ObligationOpened,
-    Observation,
-    ProposalClosed,
-    ProposalMade,
-)
 from decklog.core.errors import DecklogError
-from decklog.core.state import ScopeState
-from decklog.core.store.ports import LogStore
+from decklog.core.store.ports import IndexPort, Leases, LogStore
 
 log = logging.getLogger("decklog.actions")
 
@@ -62,7 +53,9 @@ def build_catalog(settings: Settings, config: DecklogConfig) -> Catalog:
     key = settings.pagerduty_routing_key
     env["DECKLOG_PAGERDUTY_ROUTING_KEY"] = key.get_secret_value() if key is not None else ""
     try:
-        return Catalog.from_config(config.actions, env=env, timeout_override=settings.executor_timeout)
+        return Catalog.from_config(
+            config.actions, env=env, executors=EXECUTOR_TYPES, timeout_override=settings.executor_timeout
+        )
     except DecklogError as exc:
         raise SettingsError(f"DECKLOG_CONFIG: {config.path}: {exc}") from None
 
@@ -94,20 +87,20 @@ def shipped_action_names() -> frozenset[str]:
 def build_egress(settings: Settings, config: DecklogConfig, catalog: Catalog) -> EgressPolicy:
     """``[security] egress_allow``, or by default the hosts of the configured executor URLs (core/egress.py)."""
     urls = [settings.deploy_api_url or "", settings.statuspage_api_url or ""]
-    urls += [u for spec in catalog if spec.available for u in (spec.executor.url, spec.executor.reconcile_url)]
+    urls += [url for spec in catalog if spec.available for url in spec.executor.urls]
     return EgressPolicy.configured(config.security.egress_allow, urls)
 
 
 def real_executor_hosts(settings: Settings, config: DecklogConfig, local: Collection[str]) -> list[str]:
-    """The ``host:port`` of every executor URL (url, reconcile_url of each available action) that is not in
+    """The ``host:port`` of every executor URL (those each available action calls) that is not in
     ``local``: the loopback fakes the sandbox started in this process. A loopback service the operator runs is real.
     The sandbox people never approve while this is not empty."""
     hosts: list[str] = []
     for spec in build_catalog(settings, config):
         if not spec.available:
             continue
-        for url in (spec.executor.url, spec.executor.reconcile_url):
-            where = origin_of(url) if url else None
+        for url in spec.executor.urls:
+            where = origin_of(url)
             if where is not None and where not in local and where not in hosts:
                 hosts.append(where)
     return hosts
@@ -126,153 +119,12 @@ def origin_of(url: str) -> str | None:
     return f"{host.lower()}:{port}"
 
 
-def build_executor(spec: ExecutorSpec, session: aiohttp.ClientSession, egress: EgressPolicy | None = None) -> Executor:
-    """The executor of one action; every call it makes goes through ``egress`` (None: its own URLs' hosts)."""
-    if spec.type == "pagerduty":
-        return PagerDutyExecutor(
-            session, url=spec.url, routing_key=spec.routing_key, timeout=spec.timeout_s, egress=egress
-        )
-    if spec.type == "statuspage":
-        return StatuspageExecutor(
-            session, url=spec.url, page_id=spec.page_id, api_key=spec.api_key, timeout=spec.timeout_s, egress=egress
-        )
-    return HttpExecutor(
-        session,
-        url=spec.url,
-        reconcile_url=spec.reconcile_url,
-        timeout=spec.timeout_s,
-        headers=spec.headers,
-        egress=egress,
-    )
-
-
 def build_policy(settings: Settings, config: DecklogConfig) -> ApproverPolicy:
     a = config.approvals
     approvers = tuple(dict.fromkeys((*a.approvers, *settings.approver_ids)))
     return ApproverPolicy(
         approvers=approvers, groups=a.user_groups, r3_approvals=a.r3_approvals, expiry_minutes=a.expiry_minutes
     )
-
-
-class ActionsSender:
-    """Outbox topic ``actions``: runs what was approved; verifies by the rules when nothing else does."""
-
-    name = "actions"
-    batch_size = 32
-
-    def __init__(self, desk: ActionDesk, *, verify_here: bool) -> None:
-        self.desk = desk
-        self.verify_here = verify_here
-        """The rule-based verifier acts on new evidence unless the agents part does verification turns."""
-
-    async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
-        verify = False
-        for entry in entries:
-            p = entry.payload
-            if (isinstance(p, ProposalMade) and p.status == "approved") or (
-                isinstance(p, Approval) and p.decision == "approved"
-            ):
-                await self._run(scope, p.proposal_id, entry.seq)
-            elif (isinstance(p, ObligationOpened) and p.purpose == "verification") or (
-                isinstance(p, Observation) and p.alert_status == "resolved"
-            ):
-                verify = True
-        if verify and self.verify_here:
-            for line in await self.desk.verify(scope):
-                log.info("actions: verified %s %s", scope, line)
-
-    async def _run(self, scope: str, proposal_id: str, seq: int) -> None:
-        try:
-            report = await self.desk.execute(scope, proposal_id, receipt=f"outbox:{scope}#{seq}")
-        except DecklogError as exc:
-            log.info("actions: %s %s could not run: %s", scope, proposal_id, exc)
-            return
-        if report.status != "not_runnable":
-            log.info("actions: %s %s → %s %s %s", scope, proposal_id, report.status, report.run_id, report.detail)
-
-
-class ProposalMessages:
-    """Keeps a proposal's Slack message in step with what happened to it (an updater of the Slack sender)."""
-
-    KINDS = ("proposal", "approval", "proposal_closed", "action_started", "action_result")
-
-    def __init__(self, store: LogStore) -> None:
-        self.store = store
-
-    async def __call__(self, scope: str, entry: Entry, state: ScopeState) -> list[tuple[int, render.Outgoing]]:
-        p = entry.payload
-        if not isinstance(p, Approval | ProposalClosed | ActionStarted | ActionResult):
-            return []
-        entries = await self.store.read(scope, kinds=self.KINDS)
-        if isinstance(p, ActionResult):
-            pid = next(
-                (
-                    e.payload.proposal_id
-                    for e in entries
-                    if isinstance(e.payload, ActionStarted) and e.payload.run_id == p.run_id
-                ),
-                "",
-            )
-        else:
-            pid = p.proposal_id
-        made = next((e for e in entries if isinstance(e.payload, ProposalMade) and e.payload.proposal_id == pid), None)
-        if made is None or not isinstance(made.payload, ProposalMade):
-            return []
-        return [(made.seq, proposal_rendering(made, entries, state))]
-
-
-def proposal_rendering(made: Entry, entries: Sequence[Entry], state: ScopeState) -> render.Outgoing:
-    """The proposal's message as of now: still parked (with buttons), or its outcome and its runs."""
-    prop = made.payload
-    assert isinstance(prop, ProposalMade)
-    pid = prop.proposal_id
-    approvals = [e.payload for e in entries if isinstance(e.payload, Approval) and e.payload.proposal_id == pid]
-    closed = [e.payload for e in entries if isinstance(e.payload, ProposalClosed) and e.payload.proposal_id == pid]
-    runs = [e.payload for e in entries if isinstance(e.payload, ActionStarted) and e.payload.proposal_id == pid]
-    run_ids = {r.run_id for r in runs}
-    results = [e.payload for e in entries if isinstance(e.payload, ActionResult) and e.payload.run_id in run_ids]
-    yes = [a for a in approvals if a.decision == "approved"]
-    details = [f":white_check_mark: approved by <@{a.approver}>" for a in yes]
-    for run in runs:
-        details.append(f":gear: run `{run.run_id}` under fence {run.fence} (key `{run.idempotency_key}`)")
-    for res in results:
-        digest = f" · effect `{res.effect_digest[:19]}…`" if res.effect_digest else ""
-        why = f": {render.esc(res.error[:200])}" if res.error else ""
-        details.append(f"run `{res.run_id}` *{res.outcome}*{' (reconciled)' if res.reconciled else ''}{digest}{why}")
-    who = ", ".join(f"<@{a.approver}>" for a in yes)
-    current = state.proposals.get(pid)
-    if not closed and not results and current is not None and current.status == "waiting_for_approval":
-        out = render.proposal_message(prop, state, made)
-        if yes:
-            extra = render.context(f"Approved so far by {who} ({len(yes)} of {prop.approvals_required})")
-            out = render.Outgoing(out.text, [*out.blocks[:-1], extra, out.blocks[-1]])
-        return out
-    denied = next((a for a in approvals if a.decision == "denied"), None)
-    if closed:
-        c = closed[-1]
-        outcome = {"expired": "Expired", "voided": "Void", "superseded": "Superseded", "withdrawn": "Withdrawn"}[
-            c.outcome
-        ]
-        return render.proposal_outcome(
-            prop, f"{outcome}: {c.reason}" if c.reason else outcome, "", details=tuple(details)
-        )
-    if denied is not None:
-        reason = f" — {denied.reason}" if denied.reason else ""
-        return render.proposal_outcome(prop, f"Denied{reason}", f"<@{denied.approver}>", details=tuple(details))
-    final = results[-1].outcome if results else ""
-    outcome = {
-        "": "Approved — running" if runs else "Approved — starting",
-        "applied": "Approved and applied",
-        "refused": "Approved — refused by the target; nothing changed",
-        "failed": "Approved — the target could not be reached; nothing changed",
-        "not_applied": "Approved — not applied",
-        "skipped": "Approved — not run: the safety conditions no longer held",
-        "uncertain": "Approved — outcome uncertain; asking the target",
-        "abandon_uncertain": "Approved — outcome unknown (recorded as an open question; not retried)",
-    }.get(final, f"Approved — {final}")
-    if prop.risk == "R1":
-        outcome = outcome.replace("Approved and applied", "Applied").replace("Approved — ", "")
-    return render.proposal_outcome(prop, outcome, who, details=tuple(details))
 
 
 class AgentCatalog:
@@ -303,12 +155,23 @@ class Actions:
     provides: Provides
 
 
-def build_actions(rt: Runtime, *, verify_here: bool) -> Actions:
-    """The desk: catalog, executors, the ``actions`` sender, proposal message updates, the sweep.
+def build_actions(
+    store: LogStore,
+    index: IndexPort,
+    clock: Clock,
+    *,
+    catalog: Catalog,
+    egress: EgressPolicy,
+    policy: ApproverPolicy,
+    obligations: ObligationsConfig,
+    approvals: ApprovalsConfig,
+    leases: Leases | None,
+    verify_here: bool,
+) -> Actions:
+    """The desk: executors, the ``actions`` sender, proposal message updates, the sweep. ``leases``: with replicas,
+    one run start per (action, target) across them.
 
     ``verify_here``: no agents part runs in this process, so the rules verify on new evidence."""
-    catalog = build_catalog(rt.settings, rt.config)
-    egress = build_egress(rt.settings, rt.config, catalog)
     log.info("actions: executors may call %s (%s)", egress.describe(), egress.origin)
     session = aiohttp.ClientSession()
     executors: Mapping[str, Executor] = {
@@ -316,24 +179,23 @@ def build_actions(rt: Runtime, *, verify_here: bool) -> Actions:
     }
     report_unavailable(catalog)
     desk = ActionDesk(
-        rt.store,
-        rt.index,
+        store,
+        index,
         catalog,
         executors,
-        build_policy(rt.settings, rt.config),
-        clock=rt.clock,
-        lease_seconds=rt.config.obligations.lease_seconds,
-        leases=rt.storage.leases(),  # with replicas, one run start per (action, target) across them
+        policy,
+        clock=clock,
+        lease_seconds=obligations.lease_seconds,
+        leases=leases,
         # Slack user group ids (S…) as approvers need a GroupResolver over usergroups.users.list, which needs the
         # usergroups:read scope in manifest.yml first; until then only user ids and [approvals.user_groups] count.
     )
     sweep = Sweep(desk)
-    lease = rt.config.obligations.lease_seconds
-    expiry_s = rt.config.approvals.expiry_minutes * 60
+    expiry_s = approvals.expiry_minutes * 60
     provides = Provides(
         senders=[ActionsSender(desk, verify_here=verify_here)],
-        updaters=[ProposalMessages(rt.store)],
-        jobs=[Job("actions:sweep", max(0.5, min(15.0, lease / 4, expiry_s / 10)), sweep)],
+        updaters=[ProposalMessages(store)],
+        jobs=[Job("actions:sweep", max(0.5, min(15.0, obligations.lease_seconds / 4, expiry_s / 10)), sweep)],
         tasks=[sweep],
         drains=[session.close],
     )

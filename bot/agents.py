@@ -1,6 +1,6 @@
 """The agents feature: debounced turns, the reasoner (Claude with a key, rules without), context agents, ask.
 
-``build_agents(rt, out, ...)`` builds a ``TurnRuntime`` from the runtime's config and settings and returns
+``build_agents(store, index, clock, alarm, …)`` builds a ``TurnRuntime`` from the config and settings and returns
 ``Agents``: the runtime (``turns``), its scheduler, the ``ask`` Slack port and what the root plugs in (the
 ``agents`` outbox sender that arms debounced turns, the re-arm of pending turns at boot, the stop of its turns).
 The root plugs the action desk in with ``turns.use_proposer(...)`` / ``turns.use_catalog(...)``.
@@ -22,24 +22,24 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import Gauge, Histogram
+from slack_sdk.web.async_client import AsyncWebClient
 
 from decklog.adapters.slack.ask import SlackAsk
 from decklog.adapters.slack.progress import SlackProgress
+from decklog.bot.config import AgentsConfig, ChangesConfig, ObligationsConfig
 from decklog.bot.parts import Provides
-from decklog.bot.runtime import Runtime
 from decklog.bot.settings import Settings
-from decklog.bot.slack import SlackOut
 from decklog.core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
 from decklog.core.agents.agents_sender import AgentsSender
 from decklog.core.agents.catchup import ModelCatchUp
 from decklog.core.agents.shared_slots import SharedSlots
+from decklog.core.alarm import Alarm
+from decklog.core.clock import Clock
 from decklog.core.prompts import PromptLibrary
-
-if TYPE_CHECKING:
-    from decklog.bot.config import AgentsConfig
+from decklog.core.store.ports import DueTurns, IndexPort, Leases, LogStore
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Agents:
     scheduler: TurnScheduler
     ask: SlackAsk
     provides: Provides
-    catchup: ModelCatchUp | None = None  # issue 15: with Claude, ``catch me up`` is a bounded summarising call
+    catchup: ModelCatchUp | None = None  # with Claude, ``catch me up`` is a bounded summarising call
 
 
 class TimedTurns(TurnRuntime):
@@ -115,43 +115,56 @@ class TimedTurns(TurnRuntime):
             self._histogram.labels(outcome=outcome).observe(time.perf_counter() - started)
 
 
-def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_waiting: Gauge) -> Agents:
-    """The turn runtime and its debounced scheduler: the ``agents`` sender, the ``ask`` port, progress reactions."""
-    cfg = rt.config.agents
-    first_delay, debounce = turn_delays(rt.settings, cfg)
-    max_wait = rt.settings.turn_max_wait
-    progress = SlackProgress(client=out.client, store=rt.store)
-    reasoner = build_reasoner(rt.settings, cfg)
+def build_agents(
+    store: LogStore,
+    index: IndexPort,
+    clock: Clock,
+    alarm: Alarm,
+    *,
+    settings: Settings,
+    agents: AgentsConfig,
+    changes: ChangesConfig,
+    obligations: ObligationsConfig,
+    client: AsyncWebClient,
+    leases: Leases | None,
+    due_turns: DueTurns | None,
+    owner: str,
+    turn_seconds: Histogram,
+    turns_waiting: Gauge,
+) -> Agents:
+    """The turn runtime and its debounced scheduler: the ``agents`` sender, the ``ask`` port, progress reactions.
+
+    ``client``: the Slack Web API client (progress reactions). With replicas, ``leases`` count the concurrent turns
+    across them and ``due_turns`` give each due scope to one of them; ``owner`` names this replica."""
+    cfg = agents
+    first_delay, debounce = turn_delays(settings, cfg)
+    max_wait = settings.turn_max_wait
+    progress = SlackProgress(client=client, store=store)
+    reasoner = build_reasoner(settings, cfg)
     turns = TimedTurns(
-        rt.store,
+        store,
         histogram=turn_seconds,
         reasoner=reasoner,
-        clock=rt.clock,
-        index=rt.index,
+        clock=clock,
+        index=index,
         budget=cfg.view_budget_bytes,
         timeout_s=cfg.turn_timeout_s,
-        context=ContextAgents(
-            rt.store, rt.index, clock=rt.clock, link_window_hours=rt.config.changes.link_window_hours
-        ),
-        lease_seconds=rt.config.obligations.lease_seconds,
-        change_window_hours=rt.config.changes.link_window_hours,
+        context=ContextAgents(store, index, clock=clock, link_window_hours=changes.link_window_hours),
+        lease_seconds=obligations.lease_seconds,
+        change_window_hours=changes.link_window_hours,
         progress=progress,
         max_concurrent=cfg.max_concurrent_turns,
     )
     turns_waiting.set_function(lambda: turns.slots.waiting)
-    leases = rt.storage.leases()
     if leases is not None:  # replicas: the concurrent turns are counted across them
-        turns.slots.share(SharedSlots(leases, cfg.max_concurrent_turns, rt.dispatcher.owner))
-    due_turns = rt.storage.due_turns(  # replicas: one turn per due scope, due times in the database
-        rt.alarm, rt.dispatcher.owner, max_wait=max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
-    )
+        turns.slots.share(SharedSlots(leases, cfg.max_concurrent_turns, owner))
     scheduler = TurnScheduler(
         turns,
-        rt.alarm,
+        alarm,
         first_delay=first_delay,
         debounce=debounce,
         max_wait=max_wait,
-        clock=rt.clock,
+        clock=clock,
         due_turns=due_turns,
     )
     provides = Provides(
@@ -160,9 +173,9 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
         tasks=[scheduler.arm_pending],
         drains=[scheduler.stop],
     )
-    client = getattr(reasoner, "client", None)  # Claude's HTTP client (the rules have none)
-    if client is not None:
-        provides.drains.append(client.close)
+    model_client = getattr(reasoner, "client", None)  # Claude's HTTP client (the rules have none)
+    if model_client is not None:
+        provides.drains.append(model_client.close)
     log.info(
         "agents: %s reasoner%s, first turn after %gs, debounce %gs, max wait %gs",
         reasoner.name,
@@ -171,16 +184,15 @@ def build_agents(rt: Runtime, out: SlackOut, *, turn_seconds: Histogram, turns_w
         debounce,
         max_wait,
     )
-    catchup = None if client is None else build_catchup(rt, client, turns)
-    return Agents(turns, scheduler, SlackAsk(runtime=turns, store=rt.store), provides, catchup)
+    catchup = None if model_client is None else build_catchup(store, clock, cfg, model_client, turns)
+    return Agents(turns, scheduler, SlackAsk(runtime=turns, store=store), provides, catchup)
 
 
-def build_catchup(rt: Runtime, client: Any, turns: TurnRuntime) -> ModelCatchUp:
+def build_catchup(store: LogStore, clock: Clock, cfg: AgentsConfig, client: Any, turns: TurnRuntime) -> ModelCatchUp:
     """``catch me up`` with Claude: one request over the joiner view, no tools, at most 600 output tokens, in one
     of the turn runtime's slots."""
     from decklog.adapters.anthropic.catchup import ClaudeSummariser
 
-    cfg = rt.config.agents
     summariser = ClaudeSummariser(
         client,
         prompts=PromptLibrary.shipped(),
@@ -190,4 +202,4 @@ def build_catchup(rt: Runtime, client: Any, turns: TurnRuntime) -> ModelCatchUp:
         input_usd_per_mtok=cfg.input_usd_per_mtok,
         output_usd_per_mtok=cfg.output_usd_per_mtok,
     )
-    return ModelCatchUp(rt.store, summariser, rt.clock, budget=cfg.view_budget_bytes, slots=turns.slots)
+    return ModelCatchUp(store, summariser, clock, budget=cfg.view_budget_bytes, slots=turns.slots)

@@ -27,8 +27,8 @@ class SlackConfig(_Section):
     dedicated_channel_prefix: str = "inc-"
     pace_per_channel_s: float = Field(1.0, ge=0)
     header_update_interval_s: float = Field(2.0, ge=0)
-    declarer_role: str = Field("commander", max_length=30)  # issue 18: the Slack declarer's role ("" = none)
-    # issue 18: a dedicated channel is archived this many seconds after the resolve (DECKLOG_ARCHIVE_AFTER wins),
+    declarer_role: str = Field("commander", max_length=30)  # the Slack declarer's role ("" = none)
+    # a dedicated channel is archived this many seconds after the resolve (DECKLOG_ARCHIVE_AFTER wins),
     # with a notice this long before (core/lifecycle.py)
     archive_after: float = Field(7 * 86_400, ge=0)
     archive_notice: float = Field(86_400, ge=0)
@@ -37,7 +37,7 @@ class SlackConfig(_Section):
 class AlertsConfig(_Section):
     grouping_window_minutes: float = Field(10, ge=0)
     rate_limit_per_minute: int = Field(120, ge=1)
-    max_payload_bytes: int = Field(32_000_000, ge=1024)  # issue 31: a 10,000-alert Alertmanager group is ~10 MB
+    max_payload_bytes: int = Field(32_000_000, ge=1024)  # a 10,000-alert Alertmanager group is ~10 MB
     raw_evidence_bytes: int = Field(16_384, ge=256)
     default_severity: int = Field(3, ge=1, le=4)
     severity: dict[str, dict[str, int]] = Field(default_factory=dict)
@@ -124,7 +124,7 @@ class SecurityConfig(_Section):
 
 
 class RemindersConfig(_Section):
-    """``[reminders]`` (issue 18, core/reminders.py): minutes without a status update before the commander is nudged,
+    """``[reminders]`` (core/reminders.py): minutes without a status update before the commander is nudged,
     per severity (``SEV1`` … ``SEV4``; a severity left out gets no nudge), and the days after a resolve when the
     owners of open follow-ups are reminded (0: never)."""
 

@@ -10,20 +10,21 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from aiohttp import web
 
-from decklog.bot.metrics import CONTENT_TYPE, Live, ServerMetrics
+from decklog.adapters.http.metrics import CONTENT_TYPE, Live, ServerMetrics
+from decklog.bot.config import RemindersConfig, SlackConfig
 from decklog.bot.parts import Job, Provides, Route
-from decklog.bot.runtime import Runtime
-from decklog.bot.settings import SlackMode
+from decklog.bot.settings import Settings, SlackMode
 from decklog.bot.slack import SlackIn, SlackOut
-from decklog.core.clock import iso
+from decklog.core.clock import Clock
 from decklog.core.lifecycle import LifecycleJob
+from decklog.core.outbox.dispatcher import Dispatcher
+from decklog.core.outbox.sweeps import Sweeps
 from decklog.core.reminders import DAY_S, LifecyclePolicy
-from decklog.core.store.ports import CursorClaims, Leases
+from decklog.core.store.ports import IndexPort, Leases, LogStore, StorageFactory
 
 log = logging.getLogger("decklog")
 
@@ -48,10 +49,9 @@ class Ops:
     lifecycle: LifecycleJob
 
 
-def lifecycle_policy(rt: Runtime) -> LifecyclePolicy:
+def lifecycle_policy(settings: Settings, slack: SlackConfig, reminders: RemindersConfig) -> LifecyclePolicy:
     """``[slack] archive_after``/``archive_notice`` (``DECKLOG_ARCHIVE_AFTER`` wins) and ``[reminders]``."""
-    slack, reminders = rt.config.slack, rt.config.reminders
-    after = rt.settings.archive_after if rt.settings.archive_after is not None else slack.archive_after
+    after = settings.archive_after if settings.archive_after is not None else slack.archive_after
     return LifecyclePolicy(
         archive_after_s=after,
         archive_notice_s=slack.archive_notice,
@@ -60,35 +60,26 @@ def lifecycle_policy(rt: Runtime) -> LifecyclePolicy:
     )
 
 
-class Sweeps:
-    """Re-arm pending deliveries: every scope at boot, then the scopes another process (the CLI) touched."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
-        self.last = 0.0
-
-    async def boot(self) -> None:
-        woken = await self.rt.dispatcher.sweep()
-        log.info("boot sweep: %d scopes with pending deliveries", woken)
-        self.last = time.time()
-
-    async def pending(self, cursors: CursorClaims) -> None:
-        """With replicas: wake every scope with rows waiting, whichever replica committed them (one query)."""
-        await self.rt.dispatcher.sweep(await cursors.outbox_pending_scopes())
-
-    async def periodic(self) -> None:
-        since = iso(datetime.fromtimestamp(self.last - 60, UTC))
-        recent = [r.id for r in await self.rt.index.list_scopes(updated_since=since, limit=None)]
-        self.last = time.time()
-        await self.rt.dispatcher.sweep(recent)
-
-
-def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics, mode: SlackMode) -> Ops:
+def build_ops(
+    store: LogStore,
+    index: IndexPort,
+    clock: Clock,
+    dispatcher: Dispatcher,
+    storage: StorageFactory,
+    out: SlackOut,
+    slack: SlackIn,
+    metrics: ServerMetrics,
+    mode: SlackMode,
+    *,
+    data_dir: Path,
+    lifecycle: LifecyclePolicy,
+) -> Ops:
+    """``storage``: its health (``/healthz``) and, with replicas, the cursor claims the sweeps read."""
     started_at = time.time()
-    sweeps = Sweeps(rt)
+    sweeps = Sweeps(dispatcher, index)
 
     async def healthz(_request: web.Request) -> web.StreamResponse:
-        checks = await health_checks(rt)
+        checks = await health_checks(data_dir, index, storage, dispatcher)
         ok = all(v in ("writable", "alive") for v in checks.values())
         body = {
             "status": "ok" if ok else "unhealthy",
@@ -99,16 +90,16 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         return web.json_response(body, status=200 if ok else 503)
 
     async def scrape(_request: web.Request) -> web.StreamResponse:
-        live = await read_live(rt, out, slack)
-        await metrics.findings.refresh(rt.store, rt.index)  # decklog_findings_total, cached per scope version
+        live = await read_live(store, index, dispatcher, out, slack)
+        await metrics.findings.refresh(store, index)  # decklog_findings_total, cached per scope version
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
-    lifecycle = LifecycleJob(rt.store, rt.index, rt.clock, lifecycle_policy(rt))
+    job = LifecycleJob(store, index, clock, lifecycle)
 
     async def lifecycle_tick() -> None:
-        await lifecycle.tick()
+        await job.tick()
 
-    cursors = rt.storage.cursor_claims()
+    cursors = storage.cursor_claims()
     every = SWEEP_S if cursors is not None else SQLITE_SWEEP_S
     jobs = [Job("sweep", every, sweeps.periodic), Job("lifecycle", LIFECYCLE_S, lifecycle_tick)]
     if cursors is not None:  # replicas: what a dead one acknowledged is done by the others
@@ -130,7 +121,7 @@ def build_ops(rt: Runtime, out: SlackOut, slack: SlackIn, metrics: ServerMetrics
         jobs=jobs,
         tasks=[sweeps.boot],
     )
-    return Ops(metrics, provides, lifecycle)
+    return Ops(metrics, provides, job)
 
 
 #: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica
@@ -156,9 +147,11 @@ def _leased(leases: Leases, owner: str, job: Job) -> Job:
     return Job(job.name, job.every_s, run)
 
 
-async def health_checks(rt: Runtime) -> dict[str, str]:
+async def health_checks(
+    data_dir: Path, index: IndexPort, storage: StorageFactory, dispatcher: Dispatcher
+) -> dict[str, str]:
     checks: dict[str, str] = {}
-    probe = Path(rt.settings.data_dir) / f".healthz-{os.getpid()}"
+    probe = data_dir / f".healthz-{os.getpid()}"
     try:
         await asyncio.to_thread(probe.write_bytes, b"ok")
         await asyncio.to_thread(probe.unlink)
@@ -166,28 +159,28 @@ async def health_checks(rt: Runtime) -> dict[str, str]:
     except OSError as exc:
         checks["data_dir"] = f"not writable: {exc.strerror}"
     try:
-        await rt.index.ping()
+        await index.ping()
         checks["index"] = "writable"
     except Exception as exc:
         checks["index"] = f"not writable: {exc}"
-    checks.update(await rt.storage.health())
-    checks["dispatcher"] = "alive" if rt.dispatcher.alive else "stopped"
+    checks.update(await storage.health())
+    checks["dispatcher"] = "alive" if dispatcher.alive else "stopped"
     return checks
 
 
-async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
+async def read_live(store: LogStore, index: IndexPort, dispatcher: Dispatcher, out: SlackOut, slack: SlackIn) -> Live:
     pending: dict[str, float] = {}
     parked: dict[str, float] = {}
-    for row in await rt.index.list_scopes(open_only=True, limit=2000):
+    for row in await index.list_scopes(open_only=True, limit=2000):
         try:
-            summary = await rt.store.outbox_summary(row.id)
+            summary = await store.outbox_summary(row.id)
         except Exception:
             continue
         for topic, n in summary.pending.items():
             pending[topic] = pending.get(topic, 0) + n
         for topic, n in summary.parked.items():
             parked[topic] = parked.get(topic, 0) + n
-    stats = rt.dispatcher.stats
+    stats = dispatcher.stats
     inbox = slack.inbox.stats
     live = Live()
     live.by_label(
@@ -221,7 +214,7 @@ async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
         "Slack requests given up after their attempts (`decklog doctor` lists them, `doctor --retry` requeues them)",
         float(await slack.inbox.parked_count()),
     )
-    live.counter("decklog_appends_total", "Entries appended by this process", float(rt.store.appended_total))
+    live.counter("decklog_appends_total", "Entries appended by this process", float(store.appended_total))
     live.by_label(
         "gauge", "decklog_outbox_pending", "Outbox rows waiting for delivery (open scopes)", "sender", pending
     )
@@ -235,47 +228,5 @@ async def read_live(rt: Runtime, out: SlackOut, slack: SlackIn) -> Live:
     )
     live.counter("decklog_slack_posts_total", "Messages posted to Slack", float(out.sender.stats.posts))
     live.counter("decklog_slack_updates_total", "Header updates (chat.update)", float(out.sender.stats.updates))
-    live.gauge("decklog_open_scope_files", "Scope databases open right now", float(rt.store.open_files))
+    live.gauge("decklog_open_scope_files", "Scope databases open right now", float(store.open_files))
     return live
-
-
-# -- decklog doctor: the Slack inbox --------------------------------------------------------------------------------
-
-
-async def doctor_inbox(rt: Runtime, *, retry: bool) -> list[str]:
-    """``decklog doctor``'s lines about the Slack inbox: each parked request with its error, the counts, and with
-    ``retry`` the parked requests queued again (a running server replays them: ``inbox-replay``/``inbox-takeover``).
-    Storage without an inbox yet (a SQLite data directory without ``inbox.db``: no Slack request ever stored) is
-    left alone."""
-    if not rt.storage.inbox_exists():
-        return ["inbox: 0 pending, 0 parked Slack requests"]
-    inbox = await rt.storage.inbox()
-    try:
-        lines = []
-        parked = await inbox.parked()
-        for p in parked:
-            received = datetime.fromtimestamp(p.received_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            lines.append(
-                f"inbox  PARKED  {p.key} ({describe_request(p.body)}, received {received}) after {p.attempts} "
-                f"attempts: {p.error}"
-            )
-        lines.append(f"inbox: {await inbox.pending_count()} pending, {len(parked)} parked Slack requests")
-        if retry and parked:
-            queued = await inbox.retry_parked()
-            lines.append(
-                f"{queued} parked Slack requests queued again; a running `decklog serve` replays them within "
-                "seconds (or at its next start)"
-            )
-        return lines
-    finally:
-        await inbox.close()
-
-
-def describe_request(body: dict[str, object]) -> str:
-    """A stored Slack request in a few words: ``event_callback/message``, ``/incident sev 2``, ``block_actions``."""
-    event = body.get("event")
-    if body.get("type") == "event_callback" and isinstance(event, dict):
-        return f"event_callback/{str(event.get('type', '?'))[:40]}"
-    if "command" in body:
-        return f"{str(body.get('command'))[:20]} {str(body.get('text', ''))[:60]}".strip()
-    return str(body.get("type") or "request")[:40]

@@ -1,9 +1,9 @@
-"""The composition root: the one place where core and adapters are built and wired together.
+"""The root's own bag: the storage core that every entry point needs, opened once and closed in reverse.
 
-``Runtime.open`` builds the storage core that every entry point needs: the backend's factory, chosen once from the
-settings (core/store/backend.py), and from it the log store and the index; the scope service; the dispatcher with
-the index sender. ``bot.server`` adds Slack, receivers, agents and actions on top (each asks ``storage`` for the
-ports it needs) before it starts the dispatcher. Nothing is built at import time.
+``Runtime.open`` builds, from the settings: the backend's factory (chosen once, core/store/backend.py), and from it
+the log store and the index; the scope service; the dispatcher with the index sender. ``bot.wiring`` builds the
+parts of ``decklog serve`` on top of it, handing each part the typed pieces it uses (never the ``Runtime``); the
+CLI's commands open one for their own use. Nothing is built at import time.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from decklog.bot.config import DecklogConfig, load_config
-from decklog.bot.reports import report_templates
-from decklog.bot.settings import Settings
+from decklog.bot.settings import Settings, SettingsError
 from decklog.core.agents.triggers import QUIET_KINDS
 from decklog.core.alarm import Alarm, AsyncioAlarm
 from decklog.core.clock import Clock, SystemClock
 from decklog.core.entries import PAYLOADS
 from decklog.core.index.sender import IndexSender
 from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy
-from decklog.core.reports import ReportTemplates
+from decklog.core.reports import ReportTemplateError, ReportTemplates
 from decklog.core.service import ScopeService
 from decklog.core.store.backend import storage_for
 from decklog.core.store.ports import IndexPort, LogStore, StorageFactory
@@ -33,11 +32,11 @@ log = logging.getLogger(__name__)
 # in this process simply stays pending until one is.
 OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging")
 #: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
-#: ``actions``: bot.actions.ActionsSender runs approved proposals and verifies on verification obligations and
-#: resolved alerts; nothing else reaches it. ``agents``: core.agents.scheduler.AgentsSender arms turns for the
+#: ``actions``: core.actions.sender.ActionsSender runs approved proposals and verifies on verification obligations
+#: and resolved alerts; nothing else reaches it. ``agents``: core.agents.scheduler.AgentsSender arms turns for the
 #: entries that warrant one (core.agents.triggers; an agent's own entries never do, except an obligation it opens)
 #: and answers questions. ``index`` and ``slack`` take every kind (search; messages posted via the API/CLI).
-#: ``trackers``: core.follow_ups.FollowUpsSender files each follow-up in GitHub Issues or Jira (issue 18);
+#: ``trackers``: core.follow_ups.FollowUpsSender files each follow-up in GitHub Issues or Jira;
 #: ``paging``: adapters.executors.pagerduty.PagingSender resolves a PagerDuty page when the incident resolves.
 #: Entries recorded before a filter existed keep their rows; a sender ignores what it does not act on.
 TOPIC_KINDS: dict[str, tuple[str, ...]] = {
@@ -47,6 +46,19 @@ TOPIC_KINDS: dict[str, tuple[str, ...]] = {
     "trackers": ("follow_up",),
     "paging": ("status_changed",),
 }
+
+
+def report_templates(config: DecklogConfig) -> ReportTemplates:
+    """The report templates ``config`` asks for; a ``templates_dir`` that is not a directory stops start-up."""
+    if not config.reports.templates_dir:
+        return ReportTemplates()
+    where = Path(config.reports.templates_dir).expanduser()
+    if not where.is_absolute() and config.path:
+        where = Path(config.path).parent / where
+    try:
+        return ReportTemplates(where)
+    except ReportTemplateError as exc:
+        raise SettingsError(f"DECKLOG_CONFIG: {config.path}: reports.templates_dir: {exc}") from None
 
 
 @dataclass

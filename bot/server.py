@@ -1,5 +1,8 @@
 """``decklog serve``: one aiohttp server — Bolt at ``/slack/events``, receivers, the REST API, health and metrics.
 
+This is the process: the listening site (bot/connections.py), the middlewares, start and stop. The routes are the
+doors the composition root (``bot.wiring.build``) built from the adapters (adapters/http, adapters/slack).
+
 ``DecklogServer`` starts what the composition root (``bot.wiring.build``) made and stops it in reverse: the
 parts' drains (newest first, while the HTTP server still holds its connections), then the serving layer (Socket
 Mode, background tasks, the HTTP server), then what the root opened (the Slack work in flight, the inbox, the
@@ -21,16 +24,16 @@ from typing import Any
 
 from aiohttp import web
 
+from decklog.adapters.http.api import protection_line
+from decklog.adapters.http.metrics import ServerMetrics
 from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.socket_mode import start_socket_mode
 from decklog.bot import diagnostics
-from decklog.bot.api import protection_line
 from decklog.bot.config import DecklogConfig
 from decklog.bot.connections import KEEPALIVE_S, BoundedSite, ConnectionGuard, LoopErrors
-from decklog.bot.metrics import ServerMetrics
 from decklog.bot.parts import Stopper, Task, http_url
 from decklog.bot.runtime import Runtime
 from decklog.bot.settings import Settings, SlackMode
-from decklog.bot.slack import start_socket_mode
 from decklog.bot.wiring import ALL_PARTS, PartName, Parts, build
 from decklog.core.clock import Clock
 
@@ -125,11 +128,13 @@ class DecklogServer:
 
     @property
     def runtime(self) -> Runtime:
+        """The root's storage core (log store, index, service, dispatcher), for the demo and tests to read; no part
+        is given it."""
         return self.parts.runtime
 
     @property
     def config(self) -> DecklogConfig:
-        return self.parts.runtime.config
+        return self.parts.config
 
     @property
     def sandbox(self) -> FakeSlack | None:
@@ -155,7 +160,6 @@ class DecklogServer:
         )
         for route in parts.routes:
             app.router.add_route(route.method, route.path, route.handler)
-        rt = parts.runtime
         self._loop_errors.install(asyncio.get_running_loop())
         self._runner = web.AppRunner(
             app, access_log=None, keepalive_timeout=KEEPALIVE_S, shutdown_timeout=SHUTDOWN_GRACE_S
@@ -166,9 +170,15 @@ class DecklogServer:
         if parts.local_slack is not None:
             parts.local_slack.slack.use_http(f"{self.url}/slack/events", parts.local_slack.signing_secret)
         if self.mode == "socket":
-            self._serving.append(await start_socket_mode(parts.slack, parts.settings, parts.settings.slack_base_url))
-        rt.dispatcher.start()
-        rt.store.refill_spares()
+            assert parts.settings.slack_app_token is not None  # settings.slack_mode checked the credentials
+            stop_socket = await start_socket_mode(
+                parts.slack.bolt,
+                parts.slack.intake,
+                app_token=parts.settings.slack_app_token.get_secret_value(),
+                base_url=parts.settings.slack_base_url,
+            )
+            self._serving.append(stop_socket)
+        parts.start_delivery()
         for provided in parts.provided:
             for task in provided.tasks:
                 self.spawn(task)
@@ -273,7 +283,7 @@ def serve_forever(settings: Settings, *, socket_mode: bool = False) -> int:
             "socket": "Slack over Socket Mode",
         }[server.mode]
         print(f"decklog is serving on {server.url} ({mode}); data in {Path(settings.data_dir).resolve()}", flush=True)
-        print(protection_line(server.settings), flush=True)
+        print(protection_line(server.settings.api_token), flush=True)
         if server.mode == "sandbox":
             print(f"open {server.url}/ in a browser to use the sandbox workspace", flush=True)
         await stop.wait()

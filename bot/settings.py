@@ -6,7 +6,6 @@ per request.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from importlib import resources
 from pathlib import Path
@@ -47,30 +46,6 @@ def example_config_path() -> Path:
     return Path(str(resources.files("decklog.bot") / "decklog.example.toml"))
 
 
-def is_loopback_host(host: str) -> bool:
-    """``localhost`` (and ``*.localhost``) or a loopback IP literal; names are not resolved, and a wildcard address
-    (``0.0.0.0``, ``::``) is not loopback."""
-    name = host.strip().strip("[]").lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    ip = _ip_literal(name)
-    return ip is not None and ip.is_loopback
-
-
-def is_wildcard_host(host: str) -> bool:
-    """``0.0.0.0``, ``::`` or an empty host: every interface, no one address a reader can open."""
-    name = host.strip().strip("[]")
-    ip = _ip_literal(name)
-    return not name or (ip is not None and ip.is_unspecified)
-
-
-def _ip_literal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(name)
-    except ValueError:
-        return None
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
@@ -99,7 +74,7 @@ class Settings(BaseSettings):
     turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
     # postgresql://… or postgresql+psycopg://…: every scope and the index in that database; unset = SQLite files
     database_url: str | None = Field(None, validation_alias="DECKLOG_DATABASE_URL")
-    # issue 18: follow-ups in the team's tracker (GitHub Issues or Jira) and paging (PagerDuty Events API v2)
+    # follow-ups in the team's tracker (GitHub Issues or Jira) and paging (PagerDuty Events API v2)
     github_token: SecretStr | None = Field(None, validation_alias="DECKLOG_GITHUB_TOKEN")
     github_repo: str | None = Field(None, validation_alias="DECKLOG_GITHUB_REPO", pattern=r"^[\w.-]+/[\w.-]+$")
     github_api_url: str = Field(GITHUB_DEFAULT_API_URL, validation_alias="DECKLOG_GITHUB_API_URL")

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import aiohttp
 
+from decklog.adapters.http.hosts import is_wildcard_host
 from decklog.adapters.trackers.github import GitHubTracker
 from decklog.adapters.trackers.jira import JiraTracker
 from decklog.bot.parts import Address
-from decklog.bot.settings import Settings, is_wildcard_host
+from decklog.bot.settings import Settings
 from decklog.core.follow_ups import Tracker
 
 log = logging.getLogger(__name__)

@@ -4,9 +4,13 @@ data-dependency order, and returns ``Parts`` (every part built, typed; None for 
 1. the local world (sandbox mode only): the fake Slack; with the ``sandbox`` part, the fake services and the
    settings they fill, applied as ``settings.model_copy(update=…)`` before anything reads them;
 2. the runtime (log store, index, scope service, dispatcher) and the outbound Slack half (client, sender);
-3. the features: receivers, api, reports, agents, actions — each takes what it needs and returns what it provides;
+3. the features: receivers, api, reports, agents, actions — each takes the typed pieces it uses (store, index,
+   clock, alarm, config sections, the backend's ports…) and returns what it provides;
 4. the inbound Slack half, with the ports the features built (ask, decide, export, compensate);
 5. the sandbox page and the operations routes (health, metrics, sweeps).
+
+The ``Runtime`` is this module's own bag: no part receives it. The doors are adapters (adapters/http: receivers,
+REST API, metrics; adapters/slack: ``/slack/events``); this module only builds and plugs them.
 
 ``DecklogServer`` (bot.server) starts what ``Parts`` holds and stops it in reverse. Tests build a partial server
 with ``parts={"receivers", …}``; the runtime, Slack and operations are always there.
@@ -17,11 +21,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
 from typing import Literal
 
 import aiohttp
+from pydantic import SecretStr
 
+from decklog.adapters.executors import build_executor
+from decklog.adapters.executors.pagerduty import TYPE as PAGERDUTY
 from decklog.adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
+from decklog.adapters.http.api import InsightsApi, ScopesApi
+from decklog.adapters.http.api import routes as api_routes
+from decklog.adapters.http.hosts import is_loopback_host
+from decklog.adapters.http.metrics import ServerMetrics
+from decklog.adapters.http.receivers import Receivers
 from decklog.adapters.local.sandbox import (
     LocalPage,
     LocalSlack,
@@ -32,24 +46,37 @@ from decklog.adapters.local.sandbox import (
     open_world,
 )
 from decklog.adapters.slack.app import build_http_session
+from decklog.adapters.slack.export import SlackExport
 from decklog.adapters.slack.ports import SlackPorts
-from decklog.bot.actions import Actions, build_actions, build_catalog, build_egress, build_executor, real_executor_hosts
-from decklog.bot.agents import Agents, build_agents
-from decklog.bot.api import build_api
-from decklog.bot.config import DecklogConfig, load_config
-from decklog.bot.metrics import ServerMetrics
-from decklog.bot.ops import Ops, build_ops, leased_jobs
-from decklog.bot.parts import Address, Provides, Route, Stopper
-from decklog.bot.receivers import ReceiversPart, build_receivers
-from decklog.bot.reports import SlackExport
+from decklog.bot.actions import (
+    Actions,
+    build_actions,
+    build_catalog,
+    build_egress,
+    build_policy,
+    real_executor_hosts,
+)
+from decklog.bot.agents import DUE_POLL_S, TURN_LEASE_S, Agents, build_agents
+from decklog.bot.config import AlertsConfig, ChangesConfig, DecklogConfig, load_config
+from decklog.bot.ops import Ops, build_ops, leased_jobs, lifecycle_policy
+from decklog.bot.parts import Address, Job, Provides, Route, Stopper
 from decklog.bot.runtime import Runtime
 from decklog.bot.scheduler import SchedulerAlarm
-from decklog.bot.settings import Settings, SettingsError, SlackMode, is_loopback_host
+from decklog.bot.settings import Settings, SettingsError, SlackMode
 from decklog.bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
 from decklog.bot.trackers import build_tracker, report_link
+from decklog.core.actions import Catalog
+from decklog.core.alarm import Alarm
+from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
+from decklog.core.changes import ChangeLinkSender, ChangeService
 from decklog.core.clock import Clock
-from decklog.core.follow_ups import FollowUpsSender
+from decklog.core.egress import EgressPolicy
+from decklog.core.follow_ups import FollowUpCloser, FollowUpsSender
+from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sender import Sender
+from decklog.core.reports import ReportTemplates
+from decklog.core.service import ScopeService
+from decklog.core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks
 
 log = logging.getLogger("decklog")
 
@@ -88,6 +115,11 @@ class Parts:
     @property
     def config(self) -> DecklogConfig:
         return self.runtime.config
+
+    def start_delivery(self) -> None:
+        """Once the server listens: start the dispatcher, and refill the store's spare files."""
+        self.runtime.dispatcher.start()
+        self.runtime.store.refill_spares()
 
 
 async def build(
@@ -134,19 +166,44 @@ async def _build(
     metrics = ServerMetrics()
     rt.dispatcher.stats = metrics.delivery_stats()  # the same counts, plus the delivery-latency histogram
     endpoint = _endpoint(local_slack) if local_slack is not None else real_endpoint(settings, mode)
-    out = build_slack_out(rt, endpoint, mode, http=http)
+    out = build_slack_out(
+        rt.store,
+        rt.index,
+        alarm,
+        endpoint,
+        mode,
+        slack=config.slack,
+        alerts_channel=settings.alerts_channel,
+        pace_slots=rt.storage.pace_slots(),
+        fence=rt.dispatcher,
+        http=http,
+    )
     features = _features(rt, out, parts, metrics)
     provided += features.provided
     address = Address()
     provided.append(_tracker_senders(rt, http, features, address))
-    slack = await build_slack_in(rt, out, features.hooks, endpoint, mode)
-    closers += [slack.inbox.close, _finish_work(slack)]
+    inbox = await rt.storage.inbox()
+    closers.append(inbox.close)
+    slack = build_slack_in(rt.service, rt.store, rt.index, inbox, out, features.hooks, endpoint, mode)
+    closers.append(_finish_work(slack))
     provided.append(slack.provides)
-    page = _page(world, rt, address, provided) if world is not None else None
-    ops = build_ops(rt, out, slack, metrics, mode)
+    page = _page(world, rt.service, settings.host, address, provided) if world is not None else None
+    ops = build_ops(
+        rt.store,
+        rt.index,
+        rt.clock,
+        rt.dispatcher,
+        rt.storage,
+        out,
+        slack,
+        metrics,
+        mode,
+        data_dir=Path(settings.data_dir),
+        lifecycle=lifecycle_policy(settings, config.slack, config.reminders),
+    )
     provided.append(ops.provides)
     leased_jobs(rt.storage.leases(), rt.dispatcher.owner, provided)  # with replicas: one runs each periodic job
-    _plug(rt, out, provided)
+    _plug(rt.dispatcher, rt.store, out, provided)
     return Parts(
         settings=settings,
         mode=mode,
@@ -224,14 +281,14 @@ def _sandbox_settings(settings: Settings, config: DecklogConfig, world: LocalWor
     return settings.model_copy(update={"approvers": ""})
 
 
-def _page(world: LocalWorld, rt: Runtime, address: Address, provided: list[Provides]) -> LocalPage:
+def _page(world: LocalWorld, service: ScopeService, host: str, address: Address, provided: list[Provides]) -> LocalPage:
     """The sandbox page; its sample buttons go through the receivers when they are among ``provided``."""
     page = build_page(
         world,
-        service=rt.service,
+        service=service,
         base_url=lambda: address.url,
         routes=lambda: {route.path for p in provided for route in p.routes},
-        public=not is_loopback_host(rt.settings.host),  # only with DECKLOG_SANDBOX_PUBLIC=1 (check_sandbox_exposure)
+        public=not is_loopback_host(host),  # only with DECKLOG_SANDBOX_PUBLIC=1 (check_sandbox_exposure)
     )
     provided.append(Provides(routes=[Route(m, p, h) for m, p, h in page.routes], drains=page.drains))
     return page
@@ -241,15 +298,15 @@ def _endpoint(local: LocalSlack) -> SlackEndpoint:
     return SlackEndpoint(local.token, local.base_url, local.signing_secret)
 
 
-def _plug(rt: Runtime, out: SlackOut, provided: list[Provides]) -> None:
+def _plug(dispatcher: Dispatcher, store: LogStore, out: SlackOut, provided: list[Provides]) -> None:
     """Senders (the Slack sender first: what the people in the channel wait for), updaters, store listeners."""
-    rt.dispatcher.register(out.sender, first=True)
+    dispatcher.register(out.sender, first=True)
     for p in provided:
         for sender in p.senders:
-            rt.dispatcher.register(sender)
+            dispatcher.register(sender)
         out.sender.updaters.extend(p.updaters)
         for listener in p.listeners:
-            rt.store.subscribe(listener)
+            store.subscribe(listener)
 
 
 def _wants(settings: Settings, config: DecklogConfig) -> LocalWants:
@@ -269,25 +326,69 @@ class _Features:
     receivers: ReceiversPart | None = None
     agents: Agents | None = None
     actions: Actions | None = None
+    catalog: Catalog | None = None
+    egress: EgressPolicy | None = None
 
 
 def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: ServerMetrics) -> _Features:
     """The features, in data-dependency order; the Slack sender is the first sender (people wait for it)."""
+    settings, config = rt.settings, rt.config
     hooks = SlackPorts()
     built = _Features(hooks, [])
     if "receivers" in parts:
-        built.receivers = build_receivers(rt)
+        built.receivers = build_receivers(
+            rt.store,
+            rt.index,
+            rt.service,
+            rt.clock,
+            rt.alarm,
+            alerts=config.alerts,
+            changes=config.changes,
+            token=settings.alert_token,
+            locks=rt.storage.route_locks(),
+            rates=rt.storage.rate_counter(),
+        )
         built.provided.append(built.receivers.provides)
     if "api" in parts:
-        built.provided.append(build_api(rt))
+        built.provided.append(build_api(rt.store, rt.index, rt.clock, token=settings.api_token, templates=rt.reports))
     if "reports" in parts:
-        hooks.export = SlackExport(rt)
+        hooks.export = SlackExport(rt.store, rt.reports)
     if "agents" in parts:
-        built.agents = build_agents(rt, out, turn_seconds=metrics.turn_seconds, turns_waiting=metrics.turns_waiting)
+        built.agents = build_agents(
+            rt.store,
+            rt.index,
+            rt.clock,
+            rt.alarm,
+            settings=settings,
+            agents=config.agents,
+            changes=config.changes,
+            obligations=config.obligations,
+            client=out.client,
+            leases=rt.storage.leases(),
+            due_turns=rt.storage.due_turns(  # replicas: one turn per due scope, due times in the database
+                rt.alarm, rt.dispatcher.owner, max_wait=settings.turn_max_wait, lease_s=TURN_LEASE_S, poll_s=DUE_POLL_S
+            ),
+            owner=rt.dispatcher.owner,
+            turn_seconds=metrics.turn_seconds,
+            turns_waiting=metrics.turns_waiting,
+        )
         hooks.ask, hooks.catchup = built.agents.ask, built.agents.catchup  # catchup: None without Claude
         built.provided.append(built.agents.provides)
     if "actions" in parts:
-        built.actions = build_actions(rt, verify_here=built.agents is None)
+        built.catalog = build_catalog(settings, config)
+        built.egress = build_egress(settings, config, built.catalog)
+        built.actions = build_actions(
+            rt.store,
+            rt.index,
+            rt.clock,
+            catalog=built.catalog,
+            egress=built.egress,
+            policy=build_policy(settings, config),
+            obligations=config.obligations,
+            approvals=config.approvals,
+            leases=rt.storage.leases(),  # with replicas, one run start per (action, target) across them
+            verify_here=built.agents is None,
+        )
         hooks.decide = built.actions.slack.decide
         hooks.compensate = built.actions.slack.compensate
         hooks.propose, hooks.actions = built.actions.slack.propose, built.actions.slack.actions  # run / actions
@@ -298,21 +399,81 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
     return built
 
 
+@dataclass
+class ReceiversPart:
+    receivers: Receivers
+    provides: Provides
+
+
+def build_receivers(
+    store: LogStore,
+    index: IndexPort,
+    service: ScopeService,
+    clock: Clock,
+    alarm: Alarm,
+    *,
+    alerts: AlertsConfig,
+    changes: ChangesConfig,
+    token: SecretStr | None,
+    locks: RouteLocks | None,
+    rates: RateCounter | None,
+) -> ReceiversPart:
+    """The webhook doors (adapters/http/receivers.py) over the alert router and the change service: their routes,
+    the log listener (alert summaries), the change-link sender, the summary sweeps. ``token``:
+    ``DECKLOG_ALERT_TOKEN``; ``locks`` and ``rates``: with replicas, alert routing and rates across them."""
+    policy = AlertPolicy.build(
+        grouping_window_minutes=alerts.grouping_window_minutes,
+        rate_limit_per_minute=alerts.rate_limit_per_minute,
+        raw_evidence_bytes=alerts.raw_evidence_bytes,
+        default_severity=alerts.default_severity,
+        severity=alerts.severity,
+    )
+    router = AlertRouter(store, index, service, clock, policy, locks=locks, rates=rates)
+    change_service = ChangeService(store, index, service, clock, link_window=timedelta(hours=changes.link_window_hours))
+    summarizer = AlertSummarizer(store, alarm, clock=clock.now)
+    receivers = Receivers(
+        token,
+        index,
+        router,
+        change_service,
+        summarizer,
+        max_bytes=alerts.max_payload_bytes,
+        raw_bytes=alerts.raw_evidence_bytes,
+        follow_ups=FollowUpCloser(store, index),
+    )
+    provides = Provides(
+        routes=[Route(method, path, handler) for method, path, handler in receivers.routes()],
+        senders=[ChangeLinkSender(change_service, store, splits=router.splits)],
+        listeners=[receivers.on_commit],
+        jobs=[Job("alerts:summaries", 60.0, receivers.rearm)],
+        # routing state from the index and the scope states (the first alert waits for it); summaries due
+        tasks=[router.warm, receivers.rearm],
+    )
+    return ReceiversPart(receivers, provides)
+
+
+def build_api(
+    store: LogStore, index: IndexPort, clock: Clock, *, token: SecretStr | None, templates: ReportTemplates
+) -> Provides:
+    """The REST API's routes (adapters/http/api.py). ``token``: ``DECKLOG_API_TOKEN`` (None: loopback clients
+    only)."""
+    api = ScopesApi(store, index, token, templates=templates)
+    return Provides(routes=[Route(m, p, h) for m, p, h in api_routes(api, InsightsApi(index, clock))])
+
+
 def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address) -> Provides:
-    """Issue 18: the ``trackers`` sender (GitHub Issues or Jira, when configured) and the ``paging`` sender
-    (when the catalog has an available ``pagerduty`` action)."""
+    """The ``trackers`` sender (GitHub Issues or Jira, when configured) and the ``paging`` sender (when the catalog
+    has an available ``pagerduty`` action)."""
     s = rt.settings
     senders: list[Sender] = []
     tracker = build_tracker(s, http)
     if tracker is not None:
         senders.append(FollowUpsSender(rt.store, tracker, report_link(rt.config.reports.public_url, s, address)))
         log.info("follow-ups: filed in %s", tracker.name)
-    if built.actions is not None:
-        catalog = build_catalog(s, rt.config)
-        paging = [spec for spec in catalog if spec.available and spec.executor.type == "pagerduty"]
+    if built.catalog is not None:
+        paging = [spec for spec in built.catalog if spec.available and spec.executor.type == PAGERDUTY]
         if paging:
-            egress = build_egress(s, rt.config, catalog)
-            executor = build_executor(paging[0].executor, http, egress)
+            executor = build_executor(paging[0].executor, http, built.egress)
             assert isinstance(executor, PagerDutyExecutor)
             senders.append(PagingSender(rt.store, executor, [spec.name for spec in paging]))
     return Provides(senders=senders)

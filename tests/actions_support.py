@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
+from decklog.adapters.executors import EXECUTOR_TYPES, build_executor
 from decklog.adapters.local.services import FakeDeployService
 from decklog.adapters.slack.outcomes import SlackDesk
-from decklog.bot.actions import build_executor
 from decklog.core.actions import ActionDesk, ApproverPolicy, Catalog
 from decklog.core.actions.runner import Checkpoint, Runner
 from decklog.core.clock import Clock, SystemClock
@@ -202,6 +202,7 @@ async def desk_kit(
     catalog = Catalog.from_config(
         copy.deepcopy(actions if actions is not None else [rollback_action(), restore_action(), effect_action()]),
         env={"DEPLOY": base, **(env or {})},
+        executors=EXECUTOR_TYPES,
     )
     session = aiohttp.ClientSession()
     executors = {spec.name: build_executor(spec.executor, session, egress) for spec in catalog if spec.available}

@@ -26,8 +26,7 @@ from typing import Any
 
 import anthropic
 
-from decklog.core.agents.reasoner import ReasonerError, TurnInput, TurnOutput, Usage
-from decklog.core.agents.tools import ToolBox
+from decklog.core.agents.reasoner import ReasonerError, Tools, TurnInput, TurnOutput, Usage
 from decklog.core.prompts import PromptLibrary
 
 _SUMMARY = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)
@@ -135,7 +134,7 @@ class ClaudeReasoner:
         *,
         last: bool,
         out: TurnOutput,
-        tools: ToolBox,
+        tools: Tools,
     ) -> Any:
         """One step's request; on the last one the tools stay (the cached prefix) but ``tool_choice`` is none."""
         params: dict[str, Any] = {
@@ -187,7 +186,7 @@ class ClaudeReasoner:
 
     # -- accounting ------------------------------------------------------------------------------------------
 
-    def _finish(self, out: TurnOutput, tools: ToolBox, *, keep_intents: bool = True) -> TurnOutput:
+    def _finish(self, out: TurnOutput, tools: Tools, *, keep_intents: bool = True) -> TurnOutput:
         if keep_intents:
             got = tools.collected
             out.hypotheses, out.suggestions = list(got.hypotheses), list(got.suggestions)
@@ -196,7 +195,7 @@ class ClaudeReasoner:
         return out
 
 
-async def _tool_results(tools: ToolBox, blocks: Any) -> list[dict[str, Any]]:
+async def _tool_results(tools: Tools, blocks: Any) -> list[dict[str, Any]]:
     """Every tool call of one assistant message answered, in order (they go back in ONE user message)."""
     results = []
     for use in [b for b in blocks if b.type == "tool_use"]:

@@ -21,7 +21,9 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+from pydantic import Field
 
+from decklog.adapters.executors.options import ExecutorOptions
 from decklog.core.actions.executor import (
     ExecutionOutcome,
     ExecutionRequest,
@@ -31,7 +33,21 @@ from decklog.core.actions.executor import (
 )
 from decklog.core.egress import EgressPolicy, EgressRefusal, check
 
+TYPE = "http"
 MAX_RECORDED_BYTES = 64 * 1024
+
+
+class HttpOptions(ExecutorOptions):
+    """``[actions.executor]`` of ``type = "http"``: ``url``, ``reconcile_url`` (the lookup used when an outcome is
+    uncertain), ``headers`` (sent with every request; an empty value is left out)."""
+
+    NEEDS = ("url", "reconcile_url")
+
+    reconcile_url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    def urls(self) -> tuple[str, ...]:
+        return (self.url, self.reconcile_url)
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -94,8 +110,21 @@ def egress_refused(refusal: EgressRefusal) -> ExecutionOutcome:
     return ExecutionOutcome("failed", response=response, error=refusal.reason)
 
 
+def build(
+    options: HttpOptions, session: aiohttp.ClientSession, timeout: float, egress: EgressPolicy | None
+) -> HttpExecutor:
+    return HttpExecutor(
+        session,
+        url=options.url,
+        reconcile_url=options.reconcile_url,
+        timeout=timeout,
+        headers=options.headers,
+        egress=egress,
+    )
+
+
 class HttpExecutor:
-    kind = "http"
+    kind = TYPE
 
     def __init__(
         self,

@@ -24,13 +24,30 @@ from typing import Any
 import aiohttp
 
 from decklog.adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
+from decklog.adapters.executors.options import ExecutorOptions
 from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome
 from decklog.core.egress import EgressPolicy, check
 from decklog.core.entries import ActionResult, Entry, StatusChanged
 from decklog.core.outbox.sender import PermanentFailure, RetryAfter
 from decklog.core.store.ports import LogStore
 
+TYPE = "pagerduty"
 SEVERITIES = ("critical", "error", "warning", "info")
+
+
+class PagerDutyOptions(ExecutorOptions):
+    """``[actions.executor]`` of ``type = "pagerduty"``: ``url`` (the Events API v2 enqueue URL) and
+    ``routing_key`` (the integration key; the action is unavailable while it is unset)."""
+
+    NEEDS = ("url", "routing_key")
+
+    routing_key: str = ""
+
+
+def build(
+    options: PagerDutyOptions, session: aiohttp.ClientSession, timeout: float, egress: EgressPolicy | None
+) -> PagerDutyExecutor:
+    return PagerDutyExecutor(session, url=options.url, routing_key=options.routing_key, timeout=timeout, egress=egress)
 
 
 def trigger_event(routing_key: str, request: ExecutionRequest) -> dict[str, Any]:
@@ -50,7 +67,7 @@ def trigger_event(routing_key: str, request: ExecutionRequest) -> dict[str, Any]
 
 
 class PagerDutyExecutor:
-    kind = "pagerduty"
+    kind = TYPE
 
     def __init__(
         self,

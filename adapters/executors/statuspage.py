@@ -17,14 +17,40 @@ Parameters (``[actions.params]``): ``status`` (investigating | identified | moni
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
 from decklog.adapters.executors.http import egress_refused, exchange, outcome_of, parse_body, reason_of
+from decklog.adapters.executors.options import ExecutorOptions
 from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, ReconcileOutcome, digest_json
 from decklog.core.egress import EgressPolicy, check
+
+TYPE = "statuspage"
+
+
+class StatuspageOptions(ExecutorOptions):
+    """``[actions.executor]`` of ``type = "statuspage"``: ``url`` (the API base, or a page's URL ending in
+    ``/v1/pages/<page_id>``), ``page_id`` (with an API base), ``api_key`` (or the URL's user part)."""
+
+    page_id: str = ""
+    api_key: str = ""
+
+    def unavailable(self, unset: Mapping[str, str]) -> str:
+        why = super().unavailable(unset)
+        if not why and not self.page_id and "/pages/" not in self.url:
+            why = "no Statuspage page id (set page_id, or use a URL ending in /v1/pages/<page_id>)"
+        return why
+
+
+def build(
+    options: StatuspageOptions, session: aiohttp.ClientSession, timeout: float, egress: EgressPolicy | None
+) -> StatuspageExecutor:
+    return StatuspageExecutor(
+        session, url=options.url, page_id=options.page_id, api_key=options.api_key, timeout=timeout, egress=egress
+    )
 
 
 def page_base(url: str, page_id: str) -> tuple[str, str]:
@@ -43,7 +69,7 @@ def page_base(url: str, page_id: str) -> tuple[str, str]:
 
 
 class StatuspageExecutor:
-    kind = "statuspage"
+    kind = TYPE
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import getpass
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from decklog.bot.settings import Settings
@@ -14,6 +14,10 @@ from decklog.core.entries import Actor
 from decklog.core.errors import NotFound, StorageError
 from decklog.core.ids import ScopeId
 from decklog.core.index.keys import route_key
+
+if TYPE_CHECKING:
+    from decklog.core.outbox.dispatcher import Dispatcher
+    from decklog.core.store.ports import IndexPort, LogStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 70
 EXIT_UNAVAILABLE = 69  # sysexits' EX_UNAVAILABLE: the database (or the data directory) cannot be used
@@ -78,36 +82,36 @@ class opened_runtime:
         await self.rt.close()
 
 
-async def drain_index(rt: Any, scope: str) -> None:
+async def drain_index(dispatcher: Dispatcher, scope: str) -> None:
     """Bring index.db up to date now, so that `decklog scopes` right after shows the change."""
-    rt.dispatcher.wake(scope, ["index"])
-    await rt.dispatcher.idle()
+    dispatcher.wake(scope, ["index"])
+    await dispatcher.idle()
 
 
-async def reindex_all(rt: Any) -> tuple[int, int]:
+async def reindex_all(store: LogStore, index: IndexPort) -> tuple[int, int]:
     items = []
     total = 0
-    for sid in await rt.store.scope_ids():
+    for sid in await store.scope_ids():
         try:
-            state = await rt.store.get_state(sid)
+            state = await store.get_state(sid)
         except NotFound:
             continue
-        entries = await rt.store.read(sid)
+        entries = await store.read(sid)
         total += len(entries)
         items.append((state, entries))
-    await rt.index.rebuild(items)
+    await index.rebuild(items)
     for state, _entries in items:
-        await _sender_routes(rt, str(state.scope))
+        await _sender_routes(store, index, str(state.scope))
     return len(items), total
 
 
-async def _sender_routes(rt: Any, scope: str) -> None:
+async def _sender_routes(store: LogStore, index: IndexPort, scope: str) -> None:
     """The routes of the bot messages the Slack sender posted (its memos hold their channel and ts): a reply under
     any of them belongs to the scope. No log entry implies them (decision 92), so the rebuild alone loses them."""
-    for memo in (await rt.store.memo_all(scope, "slack")).values():
+    for memo in (await store.memo_all(scope, "slack")).values():
         channel, ts = memo.get("channel"), memo.get("ts")
         if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
-            await rt.index.add_route(route_key(channel, ts), scope)
+            await index.add_route(route_key(channel, ts), scope)
 
 
 def write_atomically(path: Path, body: bytes) -> None:

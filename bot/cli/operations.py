@@ -21,6 +21,7 @@ from decklog.bot.cli.common import (
 from decklog.bot.cli.parser import UsageError
 from decklog.bot.settings import Settings
 from decklog.core.errors import NotFound
+from decklog.core.store.ports import StorageFactory
 
 
 async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
@@ -76,9 +77,7 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{len(scopes)} scopes{where}; {pending_total} pending, {parked_total} parked outbox rows")
         if args.retry:
             print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
-        from decklog.bot.ops import doctor_inbox  # issue 31: parked (poison) Slack requests
-
-        for line in await doctor_inbox(rt, retry=args.retry):
+        for line in await doctor_inbox(rt.storage, retry=args.retry):  # parked (poison) Slack requests
             print(line)
     return EXIT_OK
 
@@ -87,7 +86,7 @@ async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     if not data_exists(settings):
         raise NotFound(f"no data directory at {data_location(settings)}")
     async with opened_runtime(settings) as rt:
-        count, entries = await reindex_all(rt)
+        count, entries = await reindex_all(rt.store, rt.index)
     place = data_location(settings)
     where = f"the index in {place}" if settings.database_url else Path(place) / "index.db"
     print(f"reindexed {count} scopes ({entries} entries) into {where}")
@@ -106,7 +105,7 @@ async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
     else:
         async with opened_runtime(settings) as rt:
             if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
-                await reindex_all(rt)
+                await reindex_all(rt.store, rt.index)
             body = await compute(rt.index, since_days=days, now=now)
     if args.json:
         print(json.dumps(body, indent=2))
@@ -155,3 +154,42 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     code: int = asyncio.run(run_demo(settings, data_dir=args.data_dir))
     return code
+
+
+async def doctor_inbox(storage: StorageFactory, *, retry: bool) -> list[str]:
+    """``decklog doctor``'s lines about the Slack inbox: each parked request with its error, the counts, and with
+    ``retry`` the parked requests queued again (a running server replays them: ``inbox-replay``/``inbox-takeover``).
+    Storage without an inbox yet (a SQLite data directory without ``inbox.db``: no Slack request ever stored) is
+    left alone."""
+    if not storage.inbox_exists():
+        return ["inbox: 0 pending, 0 parked Slack requests"]
+    inbox = await storage.inbox()
+    try:
+        lines = []
+        parked = await inbox.parked()
+        for p in parked:
+            received = datetime.fromtimestamp(p.received_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            lines.append(
+                f"inbox  PARKED  {p.key} ({describe_request(p.body)}, received {received}) after {p.attempts} "
+                f"attempts: {p.error}"
+            )
+        lines.append(f"inbox: {await inbox.pending_count()} pending, {len(parked)} parked Slack requests")
+        if retry and parked:
+            queued = await inbox.retry_parked()
+            lines.append(
+                f"{queued} parked Slack requests queued again; a running `decklog serve` replays them within "
+                "seconds (or at its next start)"
+            )
+        return lines
+    finally:
+        await inbox.close()
+
+
+def describe_request(body: dict[str, object]) -> str:
+    """A stored Slack request in a few words: ``event_callback/message``, ``/incident sev 2``, ``block_actions``."""
+    event = body.get("event")
+    if body.get("type") == "event_callback" and isinstance(event, dict):
+        return f"event_callback/{str(event.get('type', '?'))[:40]}"
+    if "command" in body:
+        return f"{str(body.get('command'))[:20]} {str(body.get('text', ''))[:60]}".strip()
+    return str(body.get("type") or "request")[:40]

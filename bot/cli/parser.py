@@ -119,7 +119,7 @@ def _add_data_parsers(sub: Any) -> None:
     s.add_argument("--to", required=True, metavar="URL", help="postgresql://… (the data directory is only read)")
 
 
-# -- state, fork, replay (issue 17: bot/replay_cli.py does the work) ------------------------------------------
+# -- state, fork, replay (bot/replay_cli.py does the work) ----------------------------------------------------
 
 
 def _seq_arg(text: str) -> int:

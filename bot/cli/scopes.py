@@ -1,5 +1,5 @@
 """The commands on one scope's log: scopes, declare, append, timeline, export, and state / fork / replay
-(issue 17: bot/replay_cli.py does the replay's work)."""
+(bot/replay_cli.py does the replay's work)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
     else:
         async with opened_runtime(settings) as rt:
             if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
-                await reindex_all(rt)
+                await reindex_all(rt.store, rt.index)
             rows = await rt.index.list_scopes(kind=args.kind, status=args.status)
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
@@ -61,7 +61,7 @@ async def cmd_declare(settings: Settings, args: argparse.Namespace) -> int:
         result = await rt.service.declare(
             title=title, severity=severity, scope=scope, actor=cli_actor(), via="cli", services=args.service
         )
-        await drain_index(rt, result.state.scope)
+        await drain_index(rt.dispatcher, result.state.scope)
     print(result.state.scope)
     print(f"declared “{title}” (seq {result.entries[0].seq}); Slack will show it once `decklog serve` runs")
     return EXIT_OK
@@ -81,7 +81,7 @@ async def cmd_append(settings: Settings, args: argparse.Namespace) -> int:
         result = await rt.service.record(
             scope, args.kind, data, cli_actor(), refs=args.ref, idempotency_key=args.idempotency_key
         )
-        await drain_index(rt, scope)
+        await drain_index(rt.dispatcher, scope)
     for entry in result.entries:
         print(json.dumps(entry.to_json()))
     if result.duplicate:
@@ -107,7 +107,7 @@ async def cmd_timeline(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     scope = str(ScopeId.parse(args.scope))
     require_data(settings, scope)
-    from decklog.bot.reports import record_export, render_report
+    from decklog.core.reports.export import record_export, render_report
 
     async with opened_runtime(settings) as rt:
         body, digest, fmt = await render_report(rt.store, scope, args.format, templates=rt.reports)
@@ -118,7 +118,7 @@ async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(body)
             sys.stdout.flush()
         await record_export(rt.store, scope, fmt, body, destination=str(args.output or "stdout"), actor=cli_actor())
-        await drain_index(rt, scope)
+        await drain_index(rt.dispatcher, scope)
     if args.output:
         print(f"{args.output} sha256:{digest}")
     return EXIT_OK
@@ -143,7 +143,7 @@ async def cmd_fork(settings: Settings, args: argparse.Namespace) -> int:
     require_data(settings, scope)
     async with opened_runtime(settings) as rt:
         result = await fork_scope(rt.store, rt.index, scope, at=args.at, new=new)
-        await drain_index(rt, result.scope)
+        await drain_index(rt.dispatcher, result.scope)
     print(result.scope)
     print(f"forked {scope} at seq {result.seq} ({len(result.entries)} entries); never delivered to Slack or executors")
     return EXIT_OK

@@ -38,7 +38,8 @@ class Demo:
 
     def __init__(self, server: DecklogServer, out: Callable[[str], None]) -> None:
         self.server = server
-        self.rt = server.runtime
+        self.store = server.runtime.store
+        self.templates = server.runtime.reports
         assert server.sandbox is not None, "the demo runs against the sandbox workspace"
         self.fake = server.sandbox
         self.out = out
@@ -64,10 +65,10 @@ class Demo:
             await asyncio.sleep(0.05)
 
     async def kinds(self, scope: str, kind: str) -> list[Any]:
-        return await self.rt.store.read(scope, kinds=[kind])
+        return await self.store.read(scope, kinds=[kind])
 
     async def state(self, scope: str = SCOPE) -> ScopeState:
-        return await self.rt.store.get_state(scope)
+        return await self.store.get_state(scope)
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         token = self.server.settings.alert_token
@@ -101,7 +102,7 @@ class Demo:
         if world is not None:
             world.env.deploy.record_deploy("payments", "r2026-09-19-4", author="dev.kim")
         await self.post("/changes/generic", change(t0 - timedelta(minutes=8)))
-        await self.until("the change scope", lambda: self.rt.store.exists(CHANGE))
+        await self.until("the change scope", lambda: self.store.exists(CHANGE))
         self.say("03:04", f"deploy {CHANGE} of payments (touched config/payments/timeouts.yaml)")
         self.done("change recorded")
 
@@ -180,13 +181,13 @@ class Demo:
         self.done("report exported")
 
     async def report_file(self, directory: Path) -> tuple[Path, str]:
-        from decklog.bot.reports import record_export, render_report
+        from decklog.core.reports.export import record_export, render_report
 
-        body, digest, fmt = await render_report(self.rt.store, SCOPE, "md", templates=self.rt.reports)
+        body, digest, fmt = await render_report(self.store, SCOPE, "md", templates=self.templates)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "incident-payments-5xx.md"
         path.write_bytes(body)
-        await record_export(self.rt.store, SCOPE, fmt, body, destination=str(path))
+        await record_export(self.store, SCOPE, fmt, body, destination=str(path))
         return path, digest
 
     def conversation(self) -> list[str]:

@@ -8,7 +8,14 @@ from decklog.core.actions.catalog import ActionSpec, Catalog, CompensationSpec, 
 from decklog.core.actions.conditions import CONDITIONS, ChangeFact, CheckResult, Evidence
 from decklog.core.actions.context import GroupResolver
 from decklog.core.actions.desk import ActionDesk
-from decklog.core.actions.executor import ExecutionOutcome, ExecutionRequest, Executor, ReconcileOutcome
+from decklog.core.actions.executor import (
+    CheckedOptions,
+    ExecutionOutcome,
+    ExecutionRequest,
+    Executor,
+    ExecutorType,
+    ReconcileOutcome,
+)
 from decklog.core.actions.outcomes import (
     ActionInfo,
     CompensationKind,
@@ -32,6 +39,7 @@ __all__ = [
     "Catalog",
     "ChangeFact",
     "CheckResult",
+    "CheckedOptions",
     "CompensationKind",
     "CompensationOutcome",
     "CompensationSpec",
@@ -42,6 +50,7 @@ __all__ = [
     "ExecutionRequest",
     "Executor",
     "ExecutorSpec",
+    "ExecutorType",
     "GroupResolver",
     "Proposed",
     "ReconcileOutcome",

@@ -1,12 +1,17 @@
 """The action catalog: what ``[[actions]]`` in decklog.toml declares, validated once at start-up.
 
-Each action has a name, a description, a risk (R1–R4), a parameter schema, an executor (an adapter: ``http``,
-``statuspage``), safety conditions, an optional compensation, and what to verify afterwards. Executor fields may
-reference the environment (``${DECKLOG_DEPLOY_API_URL}``, ``${NAME:-default}``); an action whose executor URL
-references an unset variable is *unavailable*: listed, with the reason, and never proposed.
+Each action has a name, a description, a risk (R1–R4), a parameter schema, an executor, safety conditions, an
+optional compensation, and what to verify afterwards. The executor is a ``type`` (an adapter, one module each in
+``adapters/executors/``), a ``timeout_s``, and the type's own options, which its adapter validates (the
+``ExecutorType`` port). Option values may reference the environment (``${DECKLOG_DEPLOY_API_URL}``,
+``${NAME:-default}``); an action whose executor needs an unset variable (its URL, say) is *unavailable*: listed,
+with the reason, and never proposed.
 
+>>> class Any_:
+...     def check(self, options, unset):
+...         return CheckedOptions(dict(options), unavailable=f"{unset['url']} is not set" if "url" in unset else "")
 >>> catalog = Catalog.from_config([{"name": "noop", "description": "nothing", "risk": "R1",
-...     "executor": {"type": "http", "url": "${HOOK_URL}/noop"}}], env={})
+...     "executor": {"type": "hook", "url": "${HOOK_URL}/noop"}}], env={}, executors={"hook": Any_()})
 >>> catalog.get("noop").available, catalog.get("noop").unavailable_reason
 (False, 'HOOK_URL is not set')
 """
@@ -21,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from decklog.core.actions import params as p
 from decklog.core.actions.conditions import CONDITIONS
+from decklog.core.actions.executor import CheckedOptions, ExecutorType
 from decklog.core.entries import Risk
 from decklog.core.errors import InvalidInput, NotFound
 
@@ -33,17 +39,13 @@ class _Spec(BaseModel):
 
 
 class ExecutorSpec(_Spec):
-    """Where and how an action runs. ``options`` are the executor type's own settings (e.g. Statuspage's
-    ``page_id`` and ``api_key``)."""
+    """Where and how an action runs: the executor ``type``, its timeout, and the type's own ``options`` as its
+    adapter validated them (e.g. ``url`` and ``reconcile_url`` for ``http``). ``urls``: what it calls."""
 
-    type: Literal["http", "statuspage", "pagerduty"]
-    url: str = Field(min_length=1)
-    reconcile_url: str = ""
+    type: str = Field(min_length=1)
     timeout_s: float = Field(10.0, gt=0, le=600)
-    headers: dict[str, str] = Field(default_factory=dict)
-    page_id: str = ""
-    api_key: str = ""
-    routing_key: str = ""  # pagerduty: the Events API v2 integration key
+    options: dict[str, Any] = Field(default_factory=dict)
+    urls: tuple[str, ...] = ()
 
 
 class CompensationSpec(_Spec):
@@ -116,26 +118,41 @@ def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
     return _ENV_REF.sub(replace, text), missing
 
 
-def _resolve_executor(raw: Mapping[str, Any], env: Mapping[str, str]) -> tuple[dict[str, Any], str]:
-    """Substitute the environment into an executor's string fields; the reason it is unavailable, if it is."""
-    out: dict[str, Any] = {}
-    reason = ""
+def _resolve_executor(
+    raw: Mapping[str, Any], env: Mapping[str, str], executors: Mapping[str, ExecutorType], where: str
+) -> tuple[dict[str, Any], str]:
+    """The executor table checked by its type's adapter, with the environment substituted into its options; the
+    reason the action is unavailable, if it is. ``InvalidInput`` names the key at fault under ``where``."""
+    kind = raw.get("type")
+    if not isinstance(kind, str) or kind not in executors:
+        known = ", ".join(sorted(executors)) or "none"
+        what = f"unknown executor type {kind!r}" if isinstance(kind, str) else "an executor type is required"
+        raise InvalidInput(f"{what} (known: {known})", field=f"{where}.executor.type")
+    out: dict[str, Any] = {"type": kind}
+    options: dict[str, Any] = {}
+    unset: dict[str, str] = {}
     for key, value in raw.items():
+        if key == "type":
+            continue
         if isinstance(value, str):
             value, missing = substitute(value, env)
-            if missing and key in ("url", "reconcile_url", "routing_key") and not reason:
-                reason = f"{missing[0]} is not set"
+            if missing:
+                unset[key] = missing[0]
         elif isinstance(value, dict):
             value = {k: substitute(v, env)[0] if isinstance(v, str) else v for k, v in value.items()}
-        out[key] = value
-    url = str(out.get("url") or "")
-    if not reason and not url.startswith(("http://", "https://")):
-        reason = f"executor url {url!r} is not an http(s) URL"
-    if not reason and out.get("type") == "statuspage" and not out.get("page_id") and "/pages/" not in url:
-        reason = "no Statuspage page id (set page_id, or use a URL ending in /v1/pages/<page_id>)"
-    if not out.get("url"):
-        out["url"] = "unset:"
-    return out, reason
+        if key == "timeout_s":
+            out[key] = value
+        else:
+            options[key] = value
+    try:
+        checked: CheckedOptions = executors[kind].check(options, unset)
+    except InvalidInput as exc:
+        key = f".{exc.field}" if exc.field else ""
+        message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
+        raise InvalidInput(message, field=f"{where}.executor{key}") from None
+    out["options"] = checked.options
+    out["urls"] = checked.urls
+    return out, checked.unavailable
 
 
 class Catalog:
@@ -161,9 +178,11 @@ class Catalog:
         raw_actions: Sequence[Mapping[str, Any]],
         *,
         env: Mapping[str, str],
+        executors: Mapping[str, ExecutorType],
         timeout_override: float | None = None,
     ) -> Catalog:
-        """Validate ``[[actions]]`` tables; ``InvalidInput`` names the table and key at fault."""
+        """Validate ``[[actions]]`` tables; ``InvalidInput`` names the table and key at fault. ``executors``: the
+        executor types by name (``adapters.executors.EXECUTOR_TYPES``)."""
         specs = []
         for i, raw in enumerate(raw_actions):
             where = f"actions[{i}]" + (f" ({raw.get('name')})" if isinstance(raw, Mapping) and raw.get("name") else "")
@@ -174,7 +193,7 @@ class Catalog:
                 raise InvalidInput("available is derived from the environment, not configured", field=where)
             executor = data.get("executor")
             if isinstance(executor, Mapping):
-                resolved, reason = _resolve_executor(executor, env)
+                resolved, reason = _resolve_executor(executor, env, executors, where)
                 if timeout_override is not None:
                     resolved["timeout_s"] = timeout_override
                 data["executor"] = resolved

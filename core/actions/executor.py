@@ -9,12 +9,16 @@ An executor reports exactly one of four outcomes, and never retries on its own:
 - ``uncertain`` — no answer we can trust (timeout, lost connection, 5xx): the effect may or may not exist.
 
 ``reconcile`` asks the target what is actually true for an idempotency key, where the target supports it.
-Implementations live in ``adapters/executors/`` (``http``, ``statuspage``).
+Implementations live in ``adapters/executors/`` (``http``, ``statuspage``, ``pagerduty``), one module per type.
+
+``ExecutorType`` is what the catalog asks of such an adapter when it reads ``[[actions]]``: whether the options
+written under ``[actions.executor]`` are the type's, and whether they can run here. Core knows no type by name.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -75,6 +79,27 @@ class Executor(Protocol):
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome: ...
 
     async def reconcile(self, request: ExecutionRequest) -> ReconcileOutcome: ...
+
+
+@dataclass(frozen=True)
+class CheckedOptions:
+    """An executor's options as its type validated them: ``options`` (defaults filled in), the ``urls`` it calls (the
+    egress allowlist's default hosts), and why it cannot run here (``unavailable``; "" when it can)."""
+
+    options: dict[str, Any]
+    urls: tuple[str, ...] = ()
+    unavailable: str = ""
+
+
+class ExecutorType(Protocol):
+    """One executor type as the catalog sees it (``adapters/executors`` registers one per ``type``)."""
+
+    def check(self, options: Mapping[str, Any], unset: Mapping[str, str]) -> CheckedOptions:
+        """``options``: the ``[actions.executor]`` keys besides ``type`` and ``timeout_s``, the environment
+        substituted; ``unset``: each option that referenced an unset environment variable, with that variable.
+        Options of the type that cannot run here (a URL not configured) are unavailable, not invalid; invalid ones
+        raise ``InvalidInput`` whose ``field`` is the option's key."""
+        ...
 
 
 def digest_bytes(body: bytes) -> str:

@@ -17,7 +17,7 @@ from decklog.core.state import ScopeState
 
 if TYPE_CHECKING:
     from decklog.core.agents.ports import ActionInfo
-    from decklog.core.agents.tools import ToolBox
+    from decklog.core.agents.tool_specs import ToolResult, ToolSpec
     from decklog.core.views import View
 
 VerificationOutcome = Literal["verified", "failed", "inconclusive"]
@@ -77,6 +77,16 @@ class VerificationIntent:
     expected: str = ""
     observed: str = ""
     refs: tuple[int, ...] = ()
+
+
+@dataclass
+class Collected:
+    """The intents the writing tools gathered during a turn."""
+
+    hypotheses: list[HypothesisIntent] = field(default_factory=list)
+    suggestions: list[SuggestionIntent] = field(default_factory=list)
+    obligations: list[ObligationIntent] = field(default_factory=list)
+    proposals: list[ProposalIntent] = field(default_factory=list)
 
 
 @dataclass
@@ -155,6 +165,18 @@ class ViewReader(Protocol):
     async def view(self, name: str, *, obligation_id: str | None = None) -> View: ...
 
 
+class Tools(Protocol):
+    """The tools of one turn as a model reasoner uses them (``core.agents.tools.ToolBox``): their specs, a call by
+    name, the provenance of every call, and the intents the writing tools gathered."""
+
+    calls: list[dict[str, Any]]
+    collected: Collected
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def call(self, name: str, args: Any) -> ToolResult: ...
+
+
 @dataclass
 class TurnInput:
     """One turn: the scope's state when it started, the range it covers, what triggered it, and its reading ports.
@@ -172,7 +194,7 @@ class TurnInput:
     seq_to: int = 0
     question: str = ""
     catalog: list[ActionInfo] | None = None
-    tools: ToolBox | None = None
+    tools: Tools | None = None
 
     def may_propose(self, action: str) -> bool:
         return self.catalog is None or any(a.name == action for a in self.catalog)

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from decklog.core.agents.reasoner import HypothesisIntent, ObligationIntent, ProposalIntent, SuggestionIntent
+from decklog.core.agents.reasoner import (
+    Collected,
+    HypothesisIntent,
+    ObligationIntent,
+    ProposalIntent,
+    SuggestionIntent,
+    ViewReader,
+)
 from decklog.core.agents.tool_args import ToolInputError, full_entry, int_arg, num_arg, short_input, text_arg
 from decklog.core.agents.tool_specs import (
     MAX_READ,
@@ -35,19 +41,8 @@ from decklog.core.views import VIEW_NAMES, change_json, header, obligation_json
 
 if TYPE_CHECKING:
     from decklog.core.agents.ports import ActionInfo
-    from decklog.core.agents.reasoner import ViewReader
 
-__all__ = ["SPECS", "Collected", "ToolBox", "ToolResult", "ToolSpec", "ToolStatus", "error", "no_data", "ok"]
-
-
-@dataclass
-class Collected:
-    """The intents the writing tools gathered during a turn."""
-
-    hypotheses: list[HypothesisIntent] = field(default_factory=list)
-    suggestions: list[SuggestionIntent] = field(default_factory=list)
-    obligations: list[ObligationIntent] = field(default_factory=list)
-    proposals: list[ProposalIntent] = field(default_factory=list)
+__all__ = ["SPECS", "ToolBox", "ToolResult", "ToolSpec", "ToolStatus", "error", "no_data", "ok"]
 
 
 class ToolBox:

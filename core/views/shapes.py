@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from decklog.core.entries import Actor, Entry, Observation
 from decklog.core.state import ObligationState, ScopeState
 from decklog.core.store.ports import ScopeRow
 
-if TYPE_CHECKING:
-    from decklog.core.views.cache import ViewCache
-
 TEXT_CLIP = 200
+
+
+class Briefs(Protocol):
+    """Where renderings of entries' briefs are remembered (``core.views.cache.ViewCache`` is one)."""
+
+    def brief(self, entry: Entry, limit: int) -> dict[str, Any]:
+        """``render_brief(entry, limit)``, remembered; a fresh dict."""
+        ...
 
 
 def at_text(at: datetime) -> str:
@@ -30,7 +35,7 @@ def clip(text: str, limit: int = TEXT_CLIP) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def brief(entry: Entry, *, limit: int = TEXT_CLIP, cache: ViewCache | None = None) -> dict[str, Any]:
+def brief(entry: Entry, *, limit: int = TEXT_CLIP, cache: Briefs | None = None) -> dict[str, Any]:
     """An entry as a view shows it: seq, time, kind, who, one line of text, evidence refs (a fresh dict).
 
     Entries are immutable, so a ``cache`` remembers the rendering by (scope, seq, entry hash, limit)."""
@@ -157,7 +162,7 @@ def proposal_items(state: ScopeState) -> list[dict[str, Any]]:
 
 
 def with_evidence(
-    entry: Entry, chain: dict[int, Entry], *, cache: ViewCache | None = None, depth: int = 2
+    entry: Entry, chain: dict[int, Entry], *, cache: Briefs | None = None, depth: int = 2
 ) -> dict[str, Any]:
     """An entry's brief with the briefs of the entries it points to, ``depth`` hops deep (its evidence chain)."""
     out = brief(entry, cache=cache)

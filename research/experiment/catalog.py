@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decklog.adapters.executors import EXECUTOR_TYPES
 from decklog.core.actions.catalog import Catalog
 from decklog.core.actions.conditions import CONDITIONS
 from research.experiment.scenario import Scenario
@@ -81,4 +82,4 @@ def build(scenario: Scenario, world_url: str, *, timeout_s: float = 5.0) -> Cata
         }
         for name, params in sorted(actions(scenario).items())
     ]
-    return Catalog.from_config(raw, env={WORLD_URL: world_url})
+    return Catalog.from_config(raw, env={WORLD_URL: world_url}, executors=EXECUTOR_TYPES)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from decklog.adapters.executors.http import HttpExecutor
+from decklog.adapters.executors import build_executor
 from decklog.bot.runtime import Runtime
 from decklog.core.actions import ActionDesk, ApproverPolicy, RunAuthority, Runner
 from research.experiment import catalog as scenario_catalog
@@ -35,12 +35,7 @@ async def attach_desk(run: Run, rt: Runtime) -> ExperimentDesk:
     await world.start()
     session = aiohttp.ClientSession()
     catalog = scenario_catalog.build(run.spec.scenario, world.base)
-    executors = {
-        a.name: HttpExecutor(
-            session, url=a.executor.url, reconcile_url=a.executor.reconcile_url, timeout=a.executor.timeout_s
-        )
-        for a in catalog
-    }
+    executors = {a.name: build_executor(a.executor, session) for a in catalog}
 
     async def checkpoint(point: str, auth: RunAuthority) -> None:
         await desk_hands.checkpoint(run, point, auth)

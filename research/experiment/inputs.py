@@ -15,8 +15,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from decklog.bot.receivers import build_receivers
 from decklog.bot.runtime import Runtime
+from decklog.bot.wiring import build_receivers
 from decklog.core.entries import Actor
 from research.experiment.slack_door import SlackDoor
 
@@ -27,7 +27,18 @@ class HttpInputs:
     def __init__(self, rt: Runtime, slack: SlackDoor) -> None:
         self.rt = rt
         self.slack = slack
-        self.part = build_receivers(rt)
+        self.part = build_receivers(
+            rt.store,
+            rt.index,
+            rt.service,
+            rt.clock,
+            rt.alarm,
+            alerts=rt.config.alerts,
+            changes=rt.config.changes,
+            token=rt.settings.alert_token,
+            locks=rt.storage.route_locks(),
+            rates=rt.storage.rate_counter(),
+        )
         for sender in self.part.provides.senders:  # the change links (outbox topic ``changes``)
             rt.dispatcher.register(sender)
         self.runner: web.AppRunner | None = None

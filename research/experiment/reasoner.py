@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from decklog.core.agents.reasoner import TurnInput, TurnOutput, Usage
+from decklog.core.agents.reasoner import Tools, TurnInput, TurnOutput, Usage
 from decklog.core.agents.tool_specs import MAX_READ
-from decklog.core.agents.tools import ToolBox
 from decklog.core.clock import parse_iso
+from decklog.core.state import ScopeState
 from decklog.core.views import FINDING
 from research.experiment import policy
 from research.experiment.scenario import Scenario, action_key
@@ -58,7 +58,7 @@ def _size(data: Any) -> int:
     return len(json.dumps(data, default=str).encode())
 
 
-async def read_views(tools: ToolBox, scenario: Scenario, turn: TurnInput) -> tuple[str, int]:
+async def read_views(tools: Tools, scenario: Scenario, turn: TurnInput) -> tuple[str, int]:
     """The policy's lines from the product views (and the entries they list, read in full); the bytes read."""
     shown: dict[str, Any] = {}
     read = 0
@@ -160,7 +160,7 @@ class ScriptedReasoner:
         await run.maybe("kill_after_model", turn.scope)
         if run.spec.arm == "central":
             run.journal(turn.scope)
-        notes = await act(tools, json.loads(answer or "{}"), run.spec.mutation)
+        notes = await act(tools, turn.state, json.loads(answer or "{}"), run.spec.mutation)
         c = tools.collected
         # the ids this turn's findings get are the seed's (a recording then replays to the same requests)
         obligations = [replace(o, obligation_id=f"ob-{run.rng.getrandbits(24):06x}") for o in c.obligations]
@@ -186,7 +186,7 @@ class ScriptedReasoner:
         )
 
 
-async def act(tools: ToolBox, d: dict[str, Any], mutation: str) -> list[dict[str, Any]]:
+async def act(tools: Tools, state: ScopeState, d: dict[str, Any], mutation: str) -> list[dict[str, Any]]:
     """The decision through the agents' tools; what they cannot carry, as notes for after the turn."""
     notes: list[dict[str, Any]] = []
     if d.get("call"):
@@ -214,14 +214,16 @@ async def act(tools: ToolBox, d: dict[str, Any], mutation: str) -> list[dict[str
         }
         await tools.call("open_obligation", args)
     if p := d.get("propose"):
-        await _propose(tools, p, mutation, notes)
+        await _propose(tools, state, p, mutation, notes)
     return notes
 
 
-async def _propose(tools: ToolBox, p: dict[str, Any], mutation: str, notes: list[dict[str, Any]]) -> None:
+async def _propose(
+    tools: Tools, state: ScopeState, p: dict[str, Any], mutation: str, notes: list[dict[str, Any]]
+) -> None:
     """Re-check the obligation on its ``action`` view, then hand it to the desk with ``propose_action``."""
     oid = str(p["obligation_id"])
-    ob = tools.state.obligations.get(oid)
+    ob = state.obligations.get(oid)
     if ob is None:
         return
     await tools.call("read_view", {"name": "action", "obligation_id": oid})

@@ -33,7 +33,7 @@ from decklog.adapters.slack.app import build_http_session
 from decklog.adapters.slack.ids import Action
 from decklog.adapters.slack.outcomes import SlackDesk
 from decklog.adapters.slack.ports import SlackPorts
-from decklog.bot.actions import ProposalMessages
+from decklog.adapters.slack.proposals import ProposalMessages
 from decklog.bot.parts import Route
 from decklog.bot.runtime import Runtime
 from decklog.bot.slack import SlackEndpoint, SlackIn, build_slack_in, build_slack_out
@@ -76,14 +76,26 @@ class SlackDoor:
         local.slack.server.middlewares.append(posts)
         http = build_http_session()
         endpoint = SlackEndpoint(local.token, local.base_url, local.signing_secret)
-        out = build_slack_out(rt, endpoint, "sandbox", http=http)
+        out = build_slack_out(
+            rt.store,
+            rt.index,
+            rt.alarm,
+            endpoint,
+            "sandbox",
+            slack=rt.config.slack,
+            alerts_channel=rt.settings.alerts_channel,
+            pace_slots=rt.storage.pace_slots(),
+            fence=rt.dispatcher,
+            http=http,
+        )
         # The sender looks up (before posting) every entry committed before it started, which a previous process
         # may have posted; it compares entry times with the wall clock. A run's entries are on the virtual clock,
         # and all of them are this process's: it started at the virtual clock's start.
         out.sender.started_at = rt.clock.now().timestamp()
         out.sender.updaters.append(ProposalMessages(rt.store))
         rt.dispatcher.register(out.sender, first=True)
-        part = await build_slack_in(rt, out, SlackPorts(), endpoint, "sandbox")
+        inbox = await rt.storage.inbox()
+        part = build_slack_in(rt.service, rt.store, rt.index, inbox, out, SlackPorts(), endpoint, "sandbox")
         return cls(rt, local, part, http, posts)
 
     @property

@@ -45,7 +45,7 @@ async def test_reindex_keeps_the_routes_of_bot_messages_and_the_claimed_groups(r
     await rt.dispatcher.idle()
     assert await rt.index.open_scope_for_fingerprint(group_fingerprint(GROUP)) == scope  # derived from the log
 
-    await reindex_all(rt)
+    await reindex_all(rt.store, rt.index)
 
     assert await rt.index.route("C0ALERTS", "1.000200") == scope
     assert await rt.index.open_scope_for_fingerprint(group_fingerprint(GROUP)) == scope

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from pydantic import SecretStr
 
-from decklog.bot.api import ScopesApi
+from decklog.adapters.http.api import ScopesApi
 from decklog.bot.server import DecklogServer
 from decklog.bot.settings import Settings
 from decklog.core.entries import Actor, NewEntry
@@ -433,9 +433,9 @@ async def test_with_a_token_a_proxied_request_with_the_bearer_is_answered(
 
 
 def test_the_start_up_line_says_how_the_api_is_protected(tmp_path: Path) -> None:
-    from decklog.bot.api import protection_line
+    from decklog.adapters.http.api import protection_line
 
-    open_line = protection_line(Settings(data_dir=tmp_path))
+    open_line = protection_line(Settings(data_dir=tmp_path).api_token)
     assert "DECKLOG_API_TOKEN is not set" in open_line and "loopback" in open_line and "proxy" in open_line
-    token_line = protection_line(Settings(data_dir=tmp_path, api_token="t"))
+    token_line = protection_line(Settings(data_dir=tmp_path, api_token="t").api_token)
     assert "Bearer" in token_line and "DECKLOG_API_TOKEN is set" in token_line

@@ -10,15 +10,14 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import pytest
 
 from decklog.adapters.local.slack import FakeSlack
+from decklog.adapters.slack.export import export_to_slack
 from decklog.adapters.slack.ids import Action
-from decklog.bot.reports import export_to_slack
 from decklog.bot.runtime import OUTBOX_TOPICS
 from decklog.bot.server import DecklogServer
 from decklog.bot.settings import Settings
@@ -336,11 +335,10 @@ async def test_export_to_slack_without_a_thread_records_nothing(tmp_path: Path) 
     alice = Actor.human(ALICE, "alice")
     try:
         await store.append("incident/quiet", [NewEntry.make("declared", alice, {"title": "Quiet"})], create=True)
-        rt: Any = SimpleNamespace(store=store)
-        reply = await export_to_slack(rt, "incident/quiet", "md", alice)
+        reply = await export_to_slack(store, "incident/quiet", "md", alice)
         assert "no Slack thread" in reply and "decklog export incident/quiet" in reply
         with pytest.raises(InvalidInput, match="format"):
-            await export_to_slack(rt, "incident/quiet", "pdf", alice)
+            await export_to_slack(store, "incident/quiet", "pdf", alice)
         assert [e.kind for e in await store.read("incident/quiet")] == ["declared"]
     finally:
         await store.close()

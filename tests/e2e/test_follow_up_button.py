@@ -13,11 +13,11 @@ from decklog.adapters.local.slack import FakeSlack
 from decklog.adapters.slack.ids import Action
 from decklog.adapters.slack.listeners.actions import on_follow_up
 from decklog.adapters.slack.request import ACTOR, KEY, Req
-from decklog.bot.reports import read_logs
 from decklog.bot.server import DecklogServer
 from decklog.core.entries import Actor, FollowUp
 from decklog.core.errors import NotFound
 from decklog.core.reports import build_report
+from decklog.core.reports.export import read_logs
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_loop_e2e import ALICE, BOB, GENERAL, ephemerals
 from tests.fakes.trackers import FakeGitHub

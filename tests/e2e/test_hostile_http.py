@@ -265,7 +265,7 @@ async def test_idle_and_slow_header_connections_are_closed(
 async def test_a_slow_slack_body_is_408_and_a_slow_body_elsewhere_is_cut(
     make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("decklog.bot.slack.SLACK_BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("decklog.adapters.slack.http.SLACK_BODY_TIMEOUT_S", 0.5)
     server = await make_server(alert_token="t0ken")
     server.connections.body_timeout = 1.0
     host, port = server.url.removeprefix("http://").rsplit(":", 1)

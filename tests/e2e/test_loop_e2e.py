@@ -8,10 +8,10 @@ from typing import Any
 
 from decklog.adapters.local.services import FakeStatuspage
 from decklog.adapters.slack.ids import Action
-from decklog.bot.reports import read_logs
 from decklog.bot.server import DecklogServer
 from decklog.core.entries import Entry
 from decklog.core.reports import build_report, render
+from decklog.core.reports.export import read_logs
 from decklog.core.views import build_view
 from tests.conftest import ServerFactory, eventually, test_config
 from tests.e2e.test_agents_e2e import ALERTS_CHANNEL, CHANGE, entries, incident, posted_for

@@ -10,8 +10,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from decklog.adapters.executors import build_executor
 from decklog.adapters.executors.pagerduty import PagerDutyExecutor, PagingSender
-from decklog.bot.actions import build_catalog, build_egress, build_executor
+from decklog.bot.actions import build_catalog, build_egress
 from decklog.bot.config import load_config
 from decklog.bot.runtime import OUTBOX_TOPICS, TOPIC_KINDS
 from decklog.bot.settings import Settings, example_config_path
@@ -47,12 +48,15 @@ def test_page_oncall_ships_in_the_example_and_needs_the_routing_key() -> None:
     assert not off.available and "DECKLOG_PAGERDUTY_ROUTING_KEY" in off.unavailable_reason
     on = build_catalog(settings(DECKLOG_PAGERDUTY_ROUTING_KEY=KEY), config).get("page_oncall")
     assert on.available and on.risk == "R2" and on.executor.type == "pagerduty"
-    assert on.executor.url == "https://events.pagerduty.com/v2/enqueue" and on.executor.routing_key == KEY
+    assert (
+        on.executor.options["url"] == "https://events.pagerduty.com/v2/enqueue"
+        and on.executor.options["routing_key"] == KEY
+    )
     moved = build_catalog(
         settings(DECKLOG_PAGERDUTY_ROUTING_KEY=KEY, DECKLOG_PAGERDUTY_EVENTS_URL="http://127.0.0.1:9/v2/enqueue"),
         config,
     ).get("page_oncall")
-    assert moved.executor.url == "http://127.0.0.1:9/v2/enqueue"
+    assert moved.executor.options["url"] == "http://127.0.0.1:9/v2/enqueue"
 
 
 async def test_a_trigger_carries_the_scope_as_dedup_key_and_a_retry_never_pages_twice(http: Any) -> None:

@@ -16,11 +16,11 @@ import pytest
 
 from decklog.adapters.local.services import FakeDeployService
 from decklog.adapters.slack.ids import Action
-from decklog.bot.reports import read_logs
 from decklog.bot.server import DecklogServer
 from decklog.bot.settings import Settings
 from decklog.core.entries import Actor, FollowUp
 from decklog.core.reports import build_report
+from decklog.core.reports.export import read_logs
 from tests.conftest import eventually, test_config
 
 ALICE, BOB = "U0ALICE", "U0BOB"

@@ -11,11 +11,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from decklog.adapters.http.hosts import is_loopback_host
 from decklog.adapters.local.services import FakeDeployService
 from decklog.bot.actions import build_policy, origin_of
 from decklog.bot.cli import main
 from decklog.bot.server import DecklogServer
-from decklog.bot.settings import Settings, SettingsError, is_loopback_host
+from decklog.bot.settings import Settings, SettingsError
 from tests.conftest import ServerFactory, test_config
 
 

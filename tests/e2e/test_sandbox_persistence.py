@@ -347,7 +347,8 @@ def test_the_deploy_service_round_trip_is_exact() -> None:
 async def test_the_sandbox_runs_a_status_page_the_statuspage_action_can_use(
     make_server: ServerFactory, http: Any
 ) -> None:
-    from decklog.bot.actions import build_catalog, build_executor
+    from decklog.adapters.executors import build_executor
+    from decklog.bot.actions import build_catalog
 
     server = await make_server()
     env = server.parts.page.page.env

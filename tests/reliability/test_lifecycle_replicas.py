@@ -36,7 +36,12 @@ async def test_a_due_reminder_is_appended_once_across_replicas(pg_url: str, tmp_
             return row is not None and row.status == "investigating" and row.severity == 1
 
         await eventually(indexed, what="the index row")
-        jobs = [LifecycleJob(rt.store, rt.index, rt.clock, lifecycle_policy(rt)) for rt in (a, b)]
+        jobs = [
+            LifecycleJob(
+                rt.store, rt.index, rt.clock, lifecycle_policy(rt.settings, rt.config.slack, rt.config.reminders)
+            )
+            for rt in (a, b)
+        ]
         clock.advance(seconds=31 * 60)
         fired = await asyncio.gather(*(job.tick() for job in jobs))
         assert sorted(len(f) for f in fired) == [0, 1]
@@ -47,7 +52,12 @@ async def test_a_due_reminder_is_appended_once_across_replicas(pg_url: str, tmp_
         await b.close()
     c = await _replica(pg_url, tmp_path, "c", clock)
     try:
-        assert await LifecycleJob(c.store, c.index, c.clock, lifecycle_policy(c)).tick() == []
+        assert (
+            await LifecycleJob(
+                c.store, c.index, c.clock, lifecycle_policy(c.settings, c.config.slack, c.config.reminders)
+            ).tick()
+            == []
+        )
         assert len(await c.store.read(scope, kinds=("reminder",))) == 1
     finally:
         await c.close()

@@ -207,7 +207,7 @@ async def test_a_parent_gets_its_links_back_from_the_outbox_when_the_request_die
     parent, *children = [o.scope for o in outcomes]
     assert (await world.store.get_state(parent)).linked == ()
     sender = ChangeLinkSender(ChangeService(world.store, world.index, world.service, world.clock), world.store)
-    sender.splits = world.router.splits  # what bot/receivers.py wires: the changes topic's delivery
+    sender.splits = world.router.splits  # what bot/wiring.py wires: the changes topic's delivery
     for child in children:
         await sender.deliver(child, await world.store.read(child, kinds=("declared",)))
         await sender.deliver(child, await world.store.read(child, kinds=("declared",)))  # a redelivery

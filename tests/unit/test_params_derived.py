@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from decklog.adapters.executors import EXECUTOR_TYPES
 from decklog.core.actions.catalog import Catalog
 from decklog.core.actions.params import ParamSpec, derive, normalise
 from decklog.core.actions.proposals import incident_facts
@@ -59,7 +60,7 @@ def test_incident_values_need_from_incident() -> None:
         "executor": {"type": "http", "url": "http://127.0.0.1:9/x"},
     }
     with pytest.raises(InvalidInput, match="incident_values needs from_incident"):
-        Catalog.from_config([raw], env={})
+        Catalog.from_config([raw], env={}, executors=EXECUTOR_TYPES)
     raw["params"] = {"severity": {"from_incident": "mood"}}
     with pytest.raises(InvalidInput, match="from_incident"):
-        Catalog.from_config([raw], env={})
+        Catalog.from_config([raw], env={}, executors=EXECUTOR_TYPES)

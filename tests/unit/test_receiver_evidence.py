@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from decklog.bot import receivers as r
+from decklog.adapters.http import receivers as r
 from decklog.core.signals import truncate_raw
 
 RAW_BYTES = 16_384

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from decklog.bot.reports import render_report
 from decklog.core.entries import Actor
+from decklog.core.reports.export import render_report
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.unit.test_reports import ALICE, BOB, Story, check_golden, fixed_ids, store
 

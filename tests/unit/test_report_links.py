@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from decklog.adapters.http.hosts import is_wildcard_host
 from decklog.bot.config import load_config
 from decklog.bot.parts import Address, http_url
-from decklog.bot.settings import Settings, SettingsError, is_wildcard_host
+from decklog.bot.settings import Settings, SettingsError
 from decklog.bot.trackers import report_link
 
 SCOPE = "incident/payments-5xx"

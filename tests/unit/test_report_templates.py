@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from decklog.bot.config import load_config
-from decklog.bot.reports import read_logs, render_report, report_templates
+from decklog.bot.runtime import report_templates
 from decklog.bot.settings import SettingsError
 from decklog.core.reports import ReportTemplateError, ReportTemplates, build_report, render
+from decklog.core.reports.export import read_logs, render_report
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.e2e.test_export import DECKLOG, entries_of, scope
 from tests.unit.test_reports import GOLDEN, INCIDENT, fixed_ids, store, write_story

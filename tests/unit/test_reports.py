@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from decklog.bot.reports import read_logs, render_report
 from decklog.core.clock import ManualClock
 from decklog.core.entries import Actor, NewEntry
 from decklog.core.reports import ScopeLog, build_report, render
+from decklog.core.reports.export import read_logs, render_report
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "reports"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from decklog.adapters.http.metrics import Live, ServerMetrics
 from decklog.bot.config import load_config
-from decklog.bot.metrics import Live, ServerMetrics
 from decklog.bot.settings import SettingsError
 from decklog.core.agents import SuggestionIntent, TurnInput, TurnOutput, TurnRuntime
 from decklog.core.agents.catchup import ModelCatchUp, Summary

@@ -1,10 +1,13 @@
-"""A proposed action in the thread: parked for approval (with Approve / Deny), and updated once it is decided."""
+"""A proposed action in the thread: parked for approval (with Approve / Deny), and updated once it is decided
+(``proposal_rendering``: the message as of a proposal's approvals, closing and runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from decklog.adapters.slack.ids import Action
 from decklog.adapters.slack.render.blocks import Block, Outgoing, button, context, date, esc, section
-from decklog.core.entries import Entry, ProposalMade
+from decklog.core.entries import ActionResult, ActionStarted, Approval, Entry, ProposalClosed, ProposalMade
 from decklog.core.state import ScopeState
 
 
@@ -98,3 +101,55 @@ def proposal_outcome(p: ProposalMade, outcome: str, who: str, *, details: tuple[
     if details:
         blocks.append(context("\n".join(details)[:3000]))
     return Outgoing(f"{esc(p.action)} {esc(p.proposal_id)}: {esc(outcome)}", blocks)
+
+
+def proposal_rendering(made: Entry, entries: Sequence[Entry], state: ScopeState) -> Outgoing:
+    """The proposal's message as of now: still parked (with buttons), or its outcome and its runs."""
+    prop = made.payload
+    assert isinstance(prop, ProposalMade)
+    pid = prop.proposal_id
+    approvals = [e.payload for e in entries if isinstance(e.payload, Approval) and e.payload.proposal_id == pid]
+    closed = [e.payload for e in entries if isinstance(e.payload, ProposalClosed) and e.payload.proposal_id == pid]
+    runs = [e.payload for e in entries if isinstance(e.payload, ActionStarted) and e.payload.proposal_id == pid]
+    run_ids = {r.run_id for r in runs}
+    results = [e.payload for e in entries if isinstance(e.payload, ActionResult) and e.payload.run_id in run_ids]
+    yes = [a for a in approvals if a.decision == "approved"]
+    details = [f":white_check_mark: approved by <@{a.approver}>" for a in yes]
+    for run in runs:
+        details.append(f":gear: run `{run.run_id}` under fence {run.fence} (key `{run.idempotency_key}`)")
+    for res in results:
+        digest = f" · effect `{res.effect_digest[:19]}…`" if res.effect_digest else ""
+        why = f": {esc(res.error[:200])}" if res.error else ""
+        details.append(f"run `{res.run_id}` *{res.outcome}*{' (reconciled)' if res.reconciled else ''}{digest}{why}")
+    who = ", ".join(f"<@{a.approver}>" for a in yes)
+    current = state.proposals.get(pid)
+    if not closed and not results and current is not None and current.status == "waiting_for_approval":
+        out = proposal_message(prop, state, made)
+        if yes:
+            extra = context(f"Approved so far by {who} ({len(yes)} of {prop.approvals_required})")
+            out = Outgoing(out.text, [*out.blocks[:-1], extra, out.blocks[-1]])
+        return out
+    denied = next((a for a in approvals if a.decision == "denied"), None)
+    if closed:
+        c = closed[-1]
+        outcome = {"expired": "Expired", "voided": "Void", "superseded": "Superseded", "withdrawn": "Withdrawn"}[
+            c.outcome
+        ]
+        return proposal_outcome(prop, f"{outcome}: {c.reason}" if c.reason else outcome, "", details=tuple(details))
+    if denied is not None:
+        reason = f" — {denied.reason}" if denied.reason else ""
+        return proposal_outcome(prop, f"Denied{reason}", f"<@{denied.approver}>", details=tuple(details))
+    final = results[-1].outcome if results else ""
+    outcome = {
+        "": "Approved — running" if runs else "Approved — starting",
+        "applied": "Approved and applied",
+        "refused": "Approved — refused by the target; nothing changed",
+        "failed": "Approved — the target could not be reached; nothing changed",
+        "not_applied": "Approved — not applied",
+        "skipped": "Approved — not run: the safety conditions no longer held",
+        "uncertain": "Approved — outcome uncertain; asking the target",
+        "abandon_uncertain": "Approved — outcome unknown (recorded as an open question; not retried)",
+    }.get(final, f"Approved — {final}")
+    if prop.risk == "R1":
+        outcome = outcome.replace("Approved and applied", "Applied").replace("Approved — ", "")
+    return proposal_outcome(prop, outcome, who, details=tuple(details))

@@ -10,7 +10,7 @@ take PostgreSQL's notification-queue lock at commit and serialise every appender
 ``callback(scope, topics, drained)`` on the event loop for every other replica's commit (its own are skipped by
 token); ``drained`` says whether the committer delivers them itself (a server does; the CLI does not).
 A notification can be lost (the committer died between commit and NOTIFY, the listening connection dropped):
-the dispatcher's periodic sweep of pending rows (bot/ops.py, ``Sweeps.pending``) stays the safety net.
+the dispatcher's periodic sweep of pending rows (core/outbox/sweeps.py, ``Sweeps.pending``) stays the safety net.
 """
 
 from __future__ import annotations

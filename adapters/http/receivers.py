@@ -26,7 +26,7 @@ log at start-up and every minute, so a crash between an alert's commit and the a
 incident links are the ``changes`` outbox topic's (``core.changes.links``). Every answer is sent only after what it
 reports is committed: the router and the change service await their appends.
 
-A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened, issue 18) passes the
+A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened) passes the
 same checks, then goes to ``core.follow_ups.FollowUpCloser`` instead of the change service: 202 when a
 ``follow_up_closed`` entry was recorded, 200 with a ``note`` saying why not (an issue decklog did not file, a
 redelivery, a change older than the one recorded).
@@ -38,9 +38,7 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -49,10 +47,8 @@ from pydantic import SecretStr
 from decklog.adapters.alerts import ALERT_SOURCES
 from decklog.adapters.changes import CHANGE_SOURCES, github
 from decklog.adapters.payload import header_value
-from decklog.bot.parts import Job, Provides, Route
-from decklog.bot.runtime import Runtime
-from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
-from decklog.core.changes import ChangeLinkSender, ChangeService
+from decklog.core.alerts import AlertRouter, AlertSummarizer
+from decklog.core.changes import ChangeService
 from decklog.core.entries import Entry
 from decklog.core.errors import InvalidInput
 from decklog.core.follow_ups import FollowUpCloser
@@ -67,6 +63,7 @@ READ_CHUNK = 64 * 1024
 RAW_DEPTH_MAX = 32  # deeper payloads are kept as (capped) text evidence, not as JSON
 BIG_BODY = 256 * 1024  # bodies at least this big are parsed in a thread, off the event loop
 Body = bytes | bytearray  # a request body, read into one buffer
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 TOKEN_HELP = (
     "DECKLOG_ALERT_TOKEN is not set: set it to a shared secret and send it as 'Authorization: Bearer <token>' "
     "(PagerDuty and GitHub may sign with it instead)"
@@ -120,7 +117,9 @@ SHRINK = {
 
 
 class Receivers:
-    """The two routes' handlers (``parts.receivers.receivers``); tests may tune ``summarizer.interval``."""
+    """The two routes' handlers (``routes``), the store listener and the re-arm job of the alert summaries. The
+    composition root (bot/wiring.py) plugs them in; tests reach it as ``parts.receivers.receivers`` and may tune
+    ``summarizer.interval``."""
 
     def __init__(
         self,
@@ -143,9 +142,13 @@ class Receivers:
         self.max_bytes = max_bytes
         self.raw_bytes = raw_bytes
         self.follow_ups = follow_ups
-        """GitHub ``issues`` webhooks on ``/changes/github``: follow-ups closed or reopened (issue 18)."""
+        """GitHub ``issues`` webhooks on ``/changes/github``: follow-ups closed or reopened."""
 
     # -- routes -----------------------------------------------------------------------------------------------
+
+    def routes(self) -> list[tuple[str, str, Handler]]:
+        """(method, path, handler) of ``POST /alerts/{source}`` and ``POST /changes/{source}``."""
+        return [("POST", ALERT_ROUTE, self.alert), ("POST", CHANGE_ROUTE, self.change)]
 
     async def alert(self, request: web.Request) -> web.Response:
         name = request.match_info["source"]
@@ -399,53 +402,3 @@ def _depth(value: object) -> int:
             return deepest
         stack.extend((child, depth + 1) for child in children)
     return deepest
-
-
-@dataclass
-class ReceiversPart:
-    receivers: Receivers
-    provides: Provides
-
-
-def build_receivers(rt: Runtime) -> ReceiversPart:
-    """The routes, the log listener (alert summaries), the change-link sender, the summary sweeps."""
-    cfg = rt.config.alerts
-    policy = AlertPolicy.build(
-        grouping_window_minutes=cfg.grouping_window_minutes,
-        rate_limit_per_minute=cfg.rate_limit_per_minute,
-        raw_evidence_bytes=cfg.raw_evidence_bytes,
-        default_severity=cfg.default_severity,
-        severity=cfg.severity,
-    )
-    alerts = AlertRouter(
-        rt.store,
-        rt.index,
-        rt.service,
-        rt.clock,
-        policy,
-        locks=rt.storage.route_locks(),
-        rates=rt.storage.rate_counter(),
-    )
-    changes = ChangeService(
-        rt.store, rt.index, rt.service, rt.clock, link_window=timedelta(hours=rt.config.changes.link_window_hours)
-    )
-    summarizer = AlertSummarizer(rt.store, rt.alarm, clock=rt.clock.now)
-    receivers = Receivers(
-        rt.settings.alert_token,
-        rt.index,
-        alerts,
-        changes,
-        summarizer,
-        max_bytes=cfg.max_payload_bytes,
-        raw_bytes=cfg.raw_evidence_bytes,
-        follow_ups=FollowUpCloser(rt.store, rt.index),
-    )
-    provides = Provides(
-        routes=[Route("POST", ALERT_ROUTE, receivers.alert), Route("POST", CHANGE_ROUTE, receivers.change)],
-        senders=[ChangeLinkSender(changes, rt.store, splits=alerts.splits)],
-        listeners=[receivers.on_commit],
-        jobs=[Job("alerts:summaries", 60.0, receivers.rearm)],
-        # routing state from the index and the scope states (the first alert waits for it); summaries due
-        tasks=[alerts.warm, receivers.rearm],
-    )
-    return ReceiversPart(receivers, provides)

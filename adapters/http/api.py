@@ -23,15 +23,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 from pydantic import SecretStr
 
-from decklog.bot.parts import Handler, Provides, Route
-from decklog.bot.reports import render_report
-from decklog.bot.runtime import Runtime
-from decklog.bot.settings import Settings, is_loopback_host
+from decklog.adapters.http.hosts import is_loopback_host
 from decklog.core.clock import Clock
 from decklog.core.entries import CHANGE_STATUSES, INCIDENT_STATUSES, PAYLOADS
 from decklog.core.errors import InvalidInput, NotFound
@@ -39,6 +37,7 @@ from decklog.core.ids import SCOPE_KINDS, ScopeId
 from decklog.core.insights import DEFAULT_DAYS, parse_days
 from decklog.core.insights import compute as compute_insights
 from decklog.core.reports import FORMATS, MEDIA_TYPES, filename
+from decklog.core.reports.export import render_report
 from decklog.core.reports.templating import ReportTemplates
 from decklog.core.search import SEARCH_LIMIT, SEARCH_MAX, SEARCH_MAX_LEN, search_incidents
 from decklog.core.service import parse_severity
@@ -52,6 +51,8 @@ MAX_SEQ = 2**53
 LIST_LIMIT, LIST_MAX = 100, 500
 TIMELINE_LIMIT, TIMELINE_MAX = 100, 1000
 _INT = re.compile(r"^[0-9]{1,16}$")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ApiError(Exception):
@@ -313,7 +314,7 @@ class ScopesApi:
         return error(404, f"no such API route: {request.path}")
 
 
-# -- insights and search (issue 18) -------------------------------------------------------------------------------
+# -- insights and search ------------------------------------------------------------------------------------------
 
 
 class InsightsApi:
@@ -387,9 +388,9 @@ def _host_name(host: str) -> str:
     return name if colon and port.isdigit() and ":" not in name else host
 
 
-def protection_line(settings: Settings) -> str:
-    """The start-up line that says how the REST API is protected."""
-    if settings.api_token is not None:
+def protection_line(api_token: SecretStr | None) -> str:
+    """The start-up line that says how the REST API is protected (``api_token``: ``DECKLOG_API_TOKEN``)."""
+    if api_token is not None:
         return "REST API (/api): every request needs 'Authorization: Bearer <token>' (DECKLOG_API_TOKEN is set)"
     return (
         "REST API (/api): DECKLOG_API_TOKEN is not set, so it answers loopback clients only: a request from another "
@@ -398,20 +399,17 @@ def protection_line(settings: Settings) -> str:
     )
 
 
-def build_api(rt: Runtime) -> Provides:
-    """The REST API routes (under ``/api/scopes``, plus ``/api/insights`` and ``/api/search``)."""
-    api = ScopesApi(rt.store, rt.index, rt.settings.api_token, templates=rt.reports)
-    extra = InsightsApi(rt.index, rt.clock)
-    return Provides(
-        routes=[
-            Route("*", "/api/insights", api.guard(extra.insights)),
-            Route("*", "/api/search", api.guard(extra.search)),
-            Route("*", PREFIX, api.guard(api.list_scopes)),
-            Route("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope)),
-            Route("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline)),
-            Route("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report)),
-            Route("*", PREFIX + "/{tail:.*}", api.no_route),
-            Route("*", "/api", api.no_route),
-            Route("*", "/api/{tail:.*}", api.no_route),
-        ]
-    )
+def routes(api: ScopesApi, insights: InsightsApi) -> list[tuple[str, str, Handler]]:
+    """(method, path, handler) of every route under ``/api``: each guarded by ``api`` (method, token), and a JSON
+    404 for any other path there. ``*``: any method (a guarded handler answers 405 itself)."""
+    return [
+        ("*", "/api/insights", api.guard(insights.insights)),
+        ("*", "/api/search", api.guard(insights.search)),
+        ("*", PREFIX, api.guard(api.list_scopes)),
+        ("*", PREFIX + "/{kind}/{name}", api.guard(api.get_scope)),
+        ("*", PREFIX + "/{kind}/{name}/timeline", api.guard(api.timeline)),
+        ("*", PREFIX + "/{kind}/{name}/report.{fmt}", api.guard(api.report)),
+        ("*", PREFIX + "/{tail:.*}", api.no_route),
+        ("*", "/api", api.no_route),
+        ("*", "/api/{tail:.*}", api.no_route),
+    ]

@@ -8,7 +8,7 @@ Latencies are histograms (``_bucket``/``_sum``/``_count``), so Prometheus can ag
 - ``decklog_turn_seconds``: one agent turn, by outcome (the agents part); ``decklog_turns_waiting``, a gauge read
   from the turn runtime's slots at scrape time.
 
-``decklog_findings_total{reasoner,kind,outcome}`` (issue 15) is computed from the incidents' logs
+``decklog_findings_total{reasoner,kind,outcome}`` (what people made of the agents' findings) is computed from the incidents' logs
 (``core.reports.sections.findings.findings_counts``) by :class:`FindingsCollector`, refreshed before each scrape
 and cached per scope version (a scope whose version did not move is not read again).
 

@@ -1,12 +1,13 @@
 """Exporting post-incident reports: read a scope's log (+ linked scopes + chain verification), build, record.
 
 - ``render_report(store, scope, fmt, templates=…)`` — the bytes and their sha256; a pure read (the REST API uses
-  it). ``templates`` is the runtime's ``ReportTemplates`` (``report_templates(config)``: the shipped templates,
-  overridden by name from ``[reports] templates_dir``), compiled once per process.
+  it). ``templates`` is the process's ``ReportTemplates`` (the shipped templates, overridden by name from
+  ``[reports] templates_dir``), compiled once per process.
 - ``record_export(store, scope, fmt, body, destination=…)`` — the ``report_exported`` entry, appended by the CLI
   once it has written the bytes (never before: an entry must not claim a file that was not written).
-- ``export_to_slack(rt, scope, fmt, actor)`` — the Slack export hook: stashes the bytes, records the export; the
-  Slack sender uploads them into the thread (an outbox effect, so a crash delays the upload but never doubles it).
+
+Exporting to a Slack thread is the Slack adapter's (adapters/slack/export.py): it stashes the bytes and records the
+export under the same key, and the Slack sender uploads them.
 
 Idempotency: a ``report_exported`` entry's key is ``report:<format>:<sha256>:<destination>``, so exporting the
 same bytes to the same place again appends nothing (the log does not grow with repeated exports), while new bytes
@@ -18,28 +19,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from decklog.bot.config import DecklogConfig
-from decklog.bot.settings import SettingsError
 from decklog.core.entries import Actor, NewEntry, ReportExported, ScopeLinked
 from decklog.core.errors import InvalidInput, NotFound
 from decklog.core.ids import ScopeId
-from decklog.core.reports import (
-    Format,
-    ReportTemplateError,
-    ReportTemplates,
-    ScopeLog,
-    build_report,
-    digest,
-    filename,
-    parse_format,
-    render,
-)
+from decklog.core.reports import Format, ReportTemplates, ScopeLog, build_report, digest, parse_format, render
 from decklog.core.store.ports import LogStore
-
-if TYPE_CHECKING:
-    from decklog.bot.runtime import Runtime
 
 # Destinations that are not file paths.
 NAMED_DESTINATIONS = ("stdout", "slack")
@@ -64,19 +49,6 @@ async def read_logs(store: LogStore, scope: str) -> tuple[ScopeLog, list[ScopeLo
         except (NotFound, InvalidInput):
             linked.append(ScopeLog(other, found=False))
     return main, linked
-
-
-def report_templates(config: DecklogConfig) -> ReportTemplates:
-    """The report templates ``config`` asks for; a ``templates_dir`` that is not a directory stops start-up."""
-    if not config.reports.templates_dir:
-        return ReportTemplates()
-    where = Path(config.reports.templates_dir).expanduser()
-    if not where.is_absolute() and config.path:
-        where = Path(config.path).parent / where
-    try:
-        return ReportTemplates(where)
-    except ReportTemplateError as exc:
-        raise SettingsError(f"DECKLOG_CONFIG: {config.path}: reports.templates_dir: {exc}") from None
 
 
 async def render_report(
@@ -120,47 +92,3 @@ async def record_export(
     )
     result = await store.append(str(ScopeId.parse(scope)), [entry])
     return not result.duplicate
-
-
-async def export_to_slack(rt: Runtime, scope: str, fmt: str, actor: Actor) -> str:
-    """Record an export to the scope's Slack thread; the Slack sender uploads it. Returns the reply to show."""
-    from decklog.adapters.slack.sender import REPORT_STASH  # here, so that the CLI's export does not load slack_sdk
-
-    parsed = parse_format(fmt)
-    scope = str(ScopeId.parse(scope))
-    state = await rt.store.get_state(scope)
-    if state.thread is None:
-        return (
-            f"`{scope}` has no Slack thread yet, so there is nowhere to upload its report; "
-            f"`decklog export {scope} --format {parsed}` writes it to a file."
-        )
-    body, sha, _ = await render_report(rt.store, scope, parsed, templates=rt.reports)
-    name = filename(scope, parsed)
-    stash: dict[str, Any] = {
-        "filename": name,
-        "title": f"Post-incident report — {state.title or scope} ({parsed})",
-        "comment": f":page_facing_up: Post-incident report of `{scope}` ({parsed}, {len(body)} bytes) — sha256 `{sha}`",
-        "content": body.decode("utf-8"),
-    }
-    # The bytes first, then the entry that asks for the upload: a crash in between leaves an unused stash only.
-    await rt.store.memo_put(scope, REPORT_STASH, sha, stash)
-    entry = NewEntry.make(
-        "report_exported",
-        actor,
-        ReportExported(format=parsed, sha256=sha, bytes=len(body), destination="slack"),
-        idempotency_key=export_key(parsed, sha, "slack"),
-    )
-    result = await rt.store.append(scope, [entry])
-    if result.duplicate:
-        return f"This {parsed} report is already in the thread (sha256 `{sha}`): nothing changed since it was exported."
-    return f":page_facing_up: Uploading the {parsed} report to the thread — sha256 `{sha}`."
-
-
-class SlackExport:
-    """The Slack export port (``/incident export``, ``@decklog export``, the header's Export button)."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
-
-    async def __call__(self, *, scope: str, fmt: str, actor: Actor, key: str) -> str:
-        return await export_to_slack(self.rt, scope, fmt, actor)
