@@ -11,13 +11,8 @@ from typing import Literal
 from decklog.core.entries import Actor
 from decklog.core.reports.model_actions import (
     ActionLine,
-    ApprovalLine,
     CompensationLine,
     FenceRejection,
-    ProposalLine,
-    RefusalLine,
-    ResultLine,
-    RunLine,
     VerificationLine,
 )
 from decklog.core.reports.model_base import Model as _Model
@@ -25,12 +20,8 @@ from decklog.core.reports.model_base import Origin
 
 __all__ = [
     "FORMAT_VERSION",
-    "ActionLine",
     "AlertLine",
-    "ApprovalLine",
-    "CompensationLine",
     "DecisionLine",
-    "FenceRejection",
     "FindingCount",
     "FollowUpLine",
     "Impact",
@@ -41,19 +32,13 @@ __all__ = [
     "MilestoneName",
     "ObligationLine",
     "OpenQuestion",
-    "Origin",
     "Participant",
-    "ProposalLine",
-    "RefusalLine",
     "Report",
-    "ResultLine",
-    "RunLine",
     "SeverityStep",
     "Summary",
     "TimelineLine",
     "TurnLine",
     "TurnTotals",
-    "VerificationLine",
 ]
 
 MilestoneName = Literal["declared", "first_human_response", "mitigated", "resolved"]
