@@ -1,5 +1,5 @@
-"""``bench/hostile_clients.py bombs|idle``: ``decklog serve`` (HTTP mode, the loopback fake Slack) under the two
-attacks of issue 31, measured against the same server without them, in the same run.
+"""``bench/hostile_clients.py bombs|idle``: ``decklog serve`` (HTTP mode, the loopback fake Slack) under two
+attacks that once slowed or knocked it over, measured against the same server without them, in the same run.
 
 - ``bombs``: 4 connections post a 7.8 KB gzip bomb (8 MB of form fields once decompressed) to ``/slack/events``,
   unsigned, at 5.4 KiB/s each, over and over. Signed ``/incident help`` acks and ``/healthz`` are timed one after

@@ -1,4 +1,4 @@
-"""Follow-ups in the team's tracker (issue 18): the command grammar, and the outbox sender that files each one.
+"""Follow-ups in the team's tracker: the command grammar, and the outbox sender that files each one.
 
 ``follow-up <text> [@owner] [due YYYY-MM-DD]`` (in a thread, ``/incident follow-up …``, or the report's button on an
 open obligation) appends a ``follow_up`` entry. The ``trackers`` outbox topic takes only those entries

@@ -1,4 +1,4 @@
-"""Channel lifecycle (issue 18, Build 5), and the periodic job that appends every lifecycle due item.
+"""Channel lifecycle, and the periodic job that appends every lifecycle due item.
 
 A dedicated incident channel is archived ``archive_after`` after the incident resolves (``[slack] archive_after``,
 default 7 days; ``DECKLOG_ARCHIVE_AFTER`` in seconds wins). The due times are derived from the log, never kept in

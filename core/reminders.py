@@ -1,4 +1,4 @@
-"""Reminders (issue 18, Build 6): durable due times derived from the log, never a timer kept in memory.
+"""Reminders: durable due times derived from the log, never a timer kept in memory.
 
 - **Status updates.** An open incident whose severity has an interval (``[reminders] status_update``, default
   SEV1 30 min, SEV2 60 min) gets a ``reminder`` (purpose ``status_update``) mentioning its commander when no status

@@ -103,7 +103,7 @@ class ScopeService:
         return await self.store.append(str(sid), entries, idempotency_key=idempotency_key, create=True)
 
     def _declarer_roles(self, actor: Actor, kind: str, via: str, then: Sequence[NewEntry]) -> list[NewEntry]:
-        """The declarer's role entry (issue 18): a person declaring an incident in Slack becomes its commander,
+        """The declarer's role entry: a person declaring an incident in Slack becomes its commander,
         unless configured otherwise or the declaration assigns that role itself."""
         role = self.declarer_role
         if not role or actor.type != "human" or kind != "incident" or via != "slack":

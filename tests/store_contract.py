@@ -938,7 +938,7 @@ class IndexContract(FactoryFixtures):
         assert row.status == "resolved" and row.ttr is not None
 
     async def test_a_fork_never_routes_and_is_never_an_open_incident(self, index: IndexPort) -> None:
-        """Issue 31: a fork copies its source's thread, messages and alerts; applied after the source (the CLI's fork)
+        """A fork copies its source's thread, messages and alerts; applied after the source (the CLI's fork)
         or before it (a rebuild in any order), it takes none of the source's routes or fingerprints, and it is listed
         but never offered as an open incident."""
         from decklog.core.fork import copies

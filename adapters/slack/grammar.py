@@ -161,7 +161,7 @@ def no_args(name: str) -> ArgParser:
     return parse
 
 
-# -- issue 15: the typed record, actions on request, catch-up ------------------------------------------------------
+# -- the typed record, actions on request, catch-up ---------------------------------------------------------------
 
 PARAM_TOKEN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
@@ -213,7 +213,7 @@ def catchup_args(rest: list[str]) -> dict[str, str]:
     return {}
 
 
-# -- issue 18: follow-ups in the team's tracker --------------------------------------------------------------------
+# -- follow-ups in the team's tracker -----------------------------------------------------------------------------
 
 
 def follow_up_args(rest: list[str]) -> dict[str, str]:
@@ -228,13 +228,13 @@ def follow_up_args(rest: list[str]) -> dict[str, str]:
 
 
 def done_args(rest: list[str]) -> dict[str, str]:
-    """``done <obligation id>`` (issue 31): close one open obligation."""
+    """``done <obligation id>``: close one open obligation."""
     if len(rest) != 1:
         raise UsageError("`done` takes one obligation id, e.g. `done ob-1a2b3c` (`obligations` lists them)")
     return {"obligation": rest[0]}
 
 
-# -- issue 18: search and handover --------------------------------------------------------------------------------
+# -- search and handover -------------------------------------------------------------------------------------------
 
 
 def search_args(rest: list[str]) -> dict[str, str]:

@@ -20,12 +20,12 @@ class Action(StrEnum):
     PROPOSAL_APPROVE = "proposal_approve"
     PROPOSAL_DENY = "proposal_deny"
     HOME_OPEN = "home_open_incident"  # link buttons in App Home (acked, no effect)
-    # issue 15: answers to agent findings, and the "Record in incident…" message shortcut's kind buttons
+    # answers to agent findings, and the "Record in incident…" message shortcut's kind buttons
     HYPOTHESIS_CONFIRM = "hypothesis_confirm"
     HYPOTHESIS_RULE_OUT = "hypothesis_rule_out"
     OBLIGATION_TAKE = "obligation_take"
     OBLIGATION_DONE = "obligation_done"
-    # issue 18: on each open obligation in the header, files it as a follow-up (value: <scope>|<obligation_id>)
+    # on each open obligation in the header, files it as a follow-up (value: <scope>|<obligation_id>)
     OBLIGATION_FOLLOW_UP = "obligation_follow_up"
     # the shortcut's kind buttons share one actions block, where Slack wants distinct action ids (invalid_blocks)
     RECORD_AS_GOAL = "record_as_goal"  # value: JSON {scope, kind, ts, text}
@@ -76,7 +76,7 @@ METHOD_SCOPES = {
     "chat.getPermalink": None,
     "conversations.create": "channels:manage",
     "conversations.invite": "channels:manage",
-    "conversations.archive": "channels:manage",  # issue 18: the channel lifecycle (adapters/slack/sender.py)
+    "conversations.archive": "channels:manage",  # archiving a resolved incident's channel (adapters/slack/sender.py)
     "conversations.list": "channels:read",
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",

@@ -76,6 +76,6 @@ class SlackPorts:
     decide: Decide | None = None
     export: Export | None = None
     compensate: Compensate | None = None
-    propose: Propose | None = None  # issue 15
-    actions: Actions | None = None  # issue 15
-    catchup: Catchup | None = None  # issue 15: None → the deterministic catch-up
+    propose: Propose | None = None  # None → `run` answers "Actions are not available here."
+    actions: Actions | None = None  # None → `actions` answers the same
+    catchup: Catchup | None = None  # None → the deterministic catch-up

@@ -25,9 +25,11 @@ from decklog.core.agents.reasoner import (
     VerificationIntent,
 )
 from decklog.core.agents.rules import RuleBasedReasoner
-from decklog.core.agents.runtime import TurnRaced, TurnResult, TurnRuntime
+from decklog.core.agents.runtime import TurnRuntime
 from decklog.core.agents.scheduler import TurnScheduler
-from decklog.core.agents.tools import ToolBox, ToolResult
+from decklog.core.agents.tool_specs import ToolResult
+from decklog.core.agents.tools import ToolBox
+from decklog.core.agents.turn_parts import TurnRaced, TurnResult
 
 __all__ = [
     "ActionCatalogView",

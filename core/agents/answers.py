@@ -1,4 +1,4 @@
-"""Answers to agent findings (issue 15): a person confirms or rules out a hypothesis, takes or finishes an
+"""Answers to agent findings: a person confirms or rules out a hypothesis, takes or finishes an
 obligation. Each answer is a ``finding_answer`` entry by that person referring to the finding (``refs``), appended
 with what it implies in the same transaction:
 

@@ -1,4 +1,4 @@
-"""Catch-up with a model (issue 15): one bounded summarising call over the joiner view, recorded like a turn.
+"""Catch-up with a model: one bounded summarising call over the joiner view, recorded like a turn.
 
 ``ModelCatchUp`` is the Slack ``catchup`` port when a model is configured. It builds the joiner view, asks the
 :class:`Summariser` once (no tools, a ``max_tokens`` cap: adapters/anthropic/catchup.py), and appends one

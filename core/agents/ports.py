@@ -1,4 +1,4 @@
-"""Ports the turn runtime uses to reach the action desk (issue 6) and the chat it shows progress in, without
+"""Ports the turn runtime uses to reach the action desk and the chat it shows progress in, without
 depending on either.
 
 ``TurnProgress``: a turn that runs longer than a second shows it (Slack: :fire: on the incident header; an ask

@@ -47,7 +47,6 @@ from decklog.core.views import applied_in, finding_text
 DEFAULT_ROLLBACK_ACTION = "rollback_deploy"  # the defaults of [agents.rules] (bot/config.py RulesConfig)
 DEFAULT_STATUS_ACTION = "status_page_update"
 DEFAULT_STATUS_UPDATE_AFTER_MINUTES = 30.0
-ROLLBACK_ACTION = DEFAULT_ROLLBACK_ACTION  # kept for importers; the reasoner uses its configured name
 PUBLIC_STATUS = {"investigating": "investigating", "identified": "identified", "mitigated": "monitoring"}
 _CHANGE_WORDS = re.compile(r"\b(chang|deploy|releas|commit|rollout|roll out|ship|push|version)", re.I)
 _SUMMARY_WORDS = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)

@@ -393,4 +393,4 @@ class TurnRuntime:
             await quietly(pending, f"storing the wake-up of {scope}")
 
 
-__all__ = ["TurnRaced", "TurnResult", "TurnRuntime", "TurnStats", "TurnViews"]
+__all__ = ["TurnRuntime"]

@@ -45,8 +45,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from decklog.core.agents.recover_proposals import recover_proposals
-from decklog.core.agents.runtime import WARRANT_KINDS, TurnResult, TurnRuntime
+from decklog.core.agents.runtime import WARRANT_KINDS, TurnRuntime
 from decklog.core.agents.triggers import warranting
+from decklog.core.agents.turn_parts import TurnResult
 from decklog.core.alarm import KEYS_KEPT, Alarm
 from decklog.core.clock import Clock, SystemClock, parse_iso
 from decklog.core.entries import Entry, Question

@@ -23,17 +23,7 @@ from decklog.core.agents.reasoner import (
     ViewReader,
 )
 from decklog.core.agents.tool_args import ToolInputError, full_entry, int_arg, num_arg, short_input, text_arg
-from decklog.core.agents.tool_specs import (
-    MAX_READ,
-    PURPOSES,
-    SPECS,
-    ToolResult,
-    ToolSpec,
-    ToolStatus,
-    error,
-    no_data,
-    ok,
-)
+from decklog.core.agents.tool_specs import MAX_READ, PURPOSES, SPECS, ToolResult, ToolSpec, error, no_data, ok
 from decklog.core.obligations import new_obligation_id
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
@@ -41,8 +31,6 @@ from decklog.core.views import VIEW_NAMES, change_json, header, obligation_json
 
 if TYPE_CHECKING:
     from decklog.core.agents.ports import ActionInfo
-
-__all__ = ["SPECS", "ToolBox", "ToolResult", "ToolSpec", "ToolStatus", "error", "no_data", "ok"]
 
 
 class ToolBox:

@@ -30,7 +30,7 @@ QUIET_KINDS = frozenset(
         "fence_rejected",
         "question",
         "answer",
-        "archive_notice",  # issue 18: the lifecycle's own notices, archives and reminders (core/entries/lifecycle.py)
+        "archive_notice",  # the lifecycle's own notices, archives and reminders (core/entries/lifecycle.py)
         "channel_archive",
         "reminder",
     }

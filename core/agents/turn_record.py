@@ -188,7 +188,7 @@ def turn_entries(
 
 
 def with_turn(made: list[NewEntry], turn_seq: int) -> list[NewEntry]:
-    """Provenance (issue 15): each finding of the turn names the seq its ``agent_turn`` gets in the same append."""
+    """Provenance: each finding of the turn names the seq its ``agent_turn`` gets in the same append."""
     return [
         e.model_copy(update={"payload": e.payload.model_copy(update={"turn": turn_seq})})
         if e.kind in FINDING_KINDS and hasattr(e.payload, "turn")

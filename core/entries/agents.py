@@ -15,7 +15,7 @@ class Suggestion(Payload):
     text: str = Field(min_length=1)
     action: str = ""  # e.g. "resolve", or an action name
     rationale: str = ""
-    turn: int = 0  # issue 15: the seq of the agent_turn that produced it
+    turn: int = 0  # provenance: the seq of the agent_turn that produced it (0: a person's)
 
 
 class SuggestionFeedback(Payload):
@@ -64,7 +64,7 @@ class AgentTurn(Payload):
     appended: tuple[int, ...] = ()
 
 
-# --- issue 15: answers to findings (kept apart from the kinds above to ease merges) ---------------------------
+# --- answers to findings: a person's verdict on one agent finding --------------------------------------------
 
 FINDING_VERDICTS = ("confirmed", "ruled_out", "accepted", "dismissed", "taken", "done")
 

@@ -50,7 +50,7 @@ class Hypothesis(Payload):
     text: str = Field(min_length=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
     suspect_scope: str = ""  # e.g. change/r2026-09-19-4
-    turn: int = 0  # issue 15: the seq of the agent_turn that produced it (0: a person's, or recorded before)
+    turn: int = 0  # provenance: the seq of the agent_turn that produced it (0: a person's, or recorded before)
 
 
 class Decision(Payload):

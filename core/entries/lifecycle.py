@@ -1,4 +1,4 @@
-"""Entry kinds of the channel lifecycle and the reminders (issue 18, Build 5 and 6).
+"""Entry kinds of the channel lifecycle and the reminders.
 
 - ``archive_notice``: the dedicated channel will be archived at ``archive_at`` unless there is new activity;
   ``since`` is the moment its clock started (the resolve, or the last activity after it).
@@ -6,8 +6,9 @@
   calls ``conversations.archive``; ``already_archived`` counts as done.
 - ``reminder``: a nudge in the thread: ``status_update`` (no status update for the severity's interval; ``users``:
   the commander), ``follow_up`` (open follow-ups after the resolve; ``users``: their owners) or ``obligations``
-  (issue 31: the incident was resolved with obligations still open, ``obligations``: their ids; appended with the
-  resolve, in its transaction — people close each one or keep it as a follow-up, core/obligations.py).
+  (the incident was resolved with obligations still open, and someone must be told; ``obligations``: their ids;
+  appended with the resolve, in its transaction — people close each one or keep it as a follow-up,
+  core/obligations.py).
 """
 
 from __future__ import annotations

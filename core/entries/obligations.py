@@ -1,4 +1,4 @@
-"""Payloads of obligations (opened, claimed under a fence, released, fulfilled) and follow-ups (issue 18)."""
+"""Payloads of obligations (opened, claimed under a fence, released, fulfilled) and follow-ups."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class ObligationOpened(Payload):
     expected_outcome: str = ""
     due_at: str = ""
     run_id: str = ""  # for verification obligations: the run to verify
-    turn: int = 0  # issue 15: the seq of the agent_turn that opened it (0: not an agent turn's)
+    turn: int = 0  # provenance: the seq of the agent_turn that opened it (0: not an agent turn's)
 
 
 class ObligationClaimed(Payload):
@@ -54,7 +54,7 @@ class ObligationCancelled(Payload):
     reason: str = ""
 
 
-# --- follow-ups in the team's tracker (issue 18) ----------------------------------------------------------------
+# --- follow-ups in the team's tracker ---------------------------------------------------------------------------
 
 
 class FollowUp(Payload):

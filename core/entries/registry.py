@@ -99,14 +99,14 @@ PAYLOADS: dict[str, type[Payload]] = {
     "agent_turn": AgentTurn,
     "report_exported": ReportExported,
     "delivery_failed": DeliveryFailed,
-    "finding_answer": FindingAnswer,  # issue 15
-    "follow_up": FollowUp,  # issue 18
+    "finding_answer": FindingAnswer,  # a person confirms / rules out / takes / finishes an agent finding
+    "follow_up": FollowUp,  # work kept for after the incident, filed in the team's tracker
     "follow_up_synced": FollowUpSynced,
     "follow_up_closed": FollowUpClosed,
-    "archive_notice": ArchiveNotice,  # issue 18: the channel lifecycle and reminders (core/lifecycle.py, core/reminders.py)
+    "archive_notice": ArchiveNotice,  # the channel lifecycle and reminders (core/lifecycle.py, core/reminders.py)
     "channel_archive": ChannelArchive,
     "reminder": Reminder,
-    "forked": Forked,  # issue 17: decklog fork / replay
+    "forked": Forked,  # a copy of another scope for `decklog fork` / `replay`; it never routes live traffic
 }
 
 

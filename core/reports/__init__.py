@@ -19,8 +19,9 @@ from typing import Literal, get_args
 from decklog.core.errors import InvalidInput
 from decklog.core.reports.as_html import render_html
 from decklog.core.reports.as_markdown import render_markdown
-from decklog.core.reports.build import EXCLUDED_KINDS, ScopeLog, build_report, report_entries
+from decklog.core.reports.build import build_report
 from decklog.core.reports.model import Report
+from decklog.core.reports.sections.source import EXCLUDED_KINDS, ScopeLog, report_entries
 from decklog.core.reports.templating import ReportTemplateError, ReportTemplates
 
 Format = Literal["md", "json", "html"]

@@ -26,15 +26,7 @@ from decklog.core.reports.sections import (
     questions,
     timeline,
 )
-from decklog.core.reports.sections.source import (
-    EXCLUDED_KINDS,
-    MERGED_KINDS,
-    ScopeLog,
-    Source,
-    http_url,
-    message_permalink,
-    report_entries,
-)
+from decklog.core.reports.sections.source import ScopeLog, Source
 
 
 def build_report(main: ScopeLog, linked: Sequence[ScopeLog] = ()) -> Report:
@@ -72,14 +64,4 @@ def compose_report(src: Source) -> Report:
     )
 
 
-__all__ = [
-    "EXCLUDED_KINDS",
-    "MERGED_KINDS",
-    "ScopeLog",
-    "Source",
-    "build_report",
-    "compose_report",
-    "http_url",
-    "message_permalink",
-    "report_entries",
-]
+__all__ = ["build_report", "compose_report"]

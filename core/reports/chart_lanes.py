@@ -24,7 +24,8 @@ from decklog.core.reports.chart_shapes import (
     outcome_class,
     text_width,
 )
-from decklog.core.reports.model import ActionLine, AlertLine, Milestone, RunLine, SeverityStep, VerificationLine
+from decklog.core.reports.model import AlertLine, Milestone, SeverityStep
+from decklog.core.reports.model_actions import ActionLine, RunLine, VerificationLine
 
 MAX_ALERT_LANES = 8
 ALERT_BINS = 60

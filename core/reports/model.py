@@ -11,13 +11,8 @@ from typing import Literal
 from decklog.core.entries import Actor
 from decklog.core.reports.model_actions import (
     ActionLine,
-    ApprovalLine,
     CompensationLine,
     FenceRejection,
-    ProposalLine,
-    RefusalLine,
-    ResultLine,
-    RunLine,
     VerificationLine,
 )
 from decklog.core.reports.model_base import Model as _Model
@@ -25,12 +20,8 @@ from decklog.core.reports.model_base import Origin
 
 __all__ = [
     "FORMAT_VERSION",
-    "ActionLine",
     "AlertLine",
-    "ApprovalLine",
-    "CompensationLine",
     "DecisionLine",
-    "FenceRejection",
     "FindingCount",
     "FollowUpLine",
     "Impact",
@@ -41,19 +32,13 @@ __all__ = [
     "MilestoneName",
     "ObligationLine",
     "OpenQuestion",
-    "Origin",
     "Participant",
-    "ProposalLine",
-    "RefusalLine",
     "Report",
-    "ResultLine",
-    "RunLine",
     "SeverityStep",
     "Summary",
     "TimelineLine",
     "TurnLine",
     "TurnTotals",
-    "VerificationLine",
 ]
 
 MilestoneName = Literal["declared", "first_human_response", "mitigated", "resolved"]
@@ -147,7 +132,7 @@ class DecisionLine(_Model):
 
 
 class FindingCount(_Model):
-    """Issue 15: one reasoner's findings of one kind, by what people answered (core/reports/sections/findings.py)."""
+    """One reasoner's findings of one kind, by what people answered (core/reports/sections/findings.py)."""
 
     reasoner: str
     kind: str
@@ -208,7 +193,7 @@ class ObligationLine(_Model):
 
 class FollowUpLine(_Model):
     """A ``follow_up`` entry and what its tracker said: ``open`` (not filed yet), ``synced`` (filed, open in the
-    tracker) or ``closed`` (closed there; a reopen makes it ``synced`` again). Issue 18."""
+    tracker) or ``closed`` (closed there; a reopen makes it ``synced`` again)."""
 
     seq: int
     at: str
@@ -307,7 +292,7 @@ class Report(_Model):
     timeline: tuple[TimelineLine, ...]
     decisions: tuple[DecisionLine, ...]
     inferences: tuple[InferenceLine, ...]
-    findings: tuple[FindingCount, ...] = ()  # issue 15
+    findings: tuple[FindingCount, ...] = ()  # how people answered each reasoner's findings
     actions: tuple[ActionLine, ...]
     verifications: tuple[VerificationLine, ...]
     fence_rejections: tuple[FenceRejection, ...]
@@ -315,7 +300,7 @@ class Report(_Model):
     open_questions: tuple[OpenQuestion, ...]
     obligations: tuple[ObligationLine, ...]  # still open (or claimed), follow-ups excluded
     follow_ups: tuple[ObligationLine, ...]  # every follow-up, whatever its status
-    tracker_follow_ups: tuple[FollowUpLine, ...] = ()  # issue 18: follow_up entries, with their tracker state
+    tracker_follow_ups: tuple[FollowUpLine, ...] = ()  # follow_up entries, with their tracker state
     participants: tuple[Participant, ...]
     agent_turns: tuple[TurnLine, ...]
     agent_totals: TurnTotals

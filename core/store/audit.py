@@ -29,7 +29,6 @@ from decklog.core.store.chain import ChainKey
 from decklog.core.store.rows import row_to_entry
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.readonly import (
-    EntryRow,
     StateRow,
     entry_rows,
     read_sqlite,
@@ -175,4 +174,4 @@ def _diff(what: str, expected: dict[Any, Any], live: dict[Any, Any], recorded: C
     return out
 
 
-__all__ = ["AuditResult", "EntryRow", "audit", "index_problems", "index_tables_of", "scope_files"]
+__all__ = ["AuditResult", "audit", "index_problems", "index_tables_of", "scope_files"]

@@ -1,4 +1,4 @@
-"""Catch-up (issue 15): what a person joining an incident needs, as a short text built from the joiner view.
+"""Catch-up: what a person joining an incident needs, as a short text built from the joiner view.
 
 Deterministic: the same view and the same ``now`` give the same text, with no model. With a model, the same view
 is what the bounded summarising call reads (adapters/anthropic/catchup.py). Sections: the goal, status and

@@ -65,7 +65,7 @@ async def investigation(r: Reader) -> list[Part]:
 
 
 def ruled_out(s: ScopeState, answers: list[Entry], hypotheses: list[Entry]) -> list[dict[str, Any]]:
-    """The suspects people ruled out (issue 15), each with whether new evidence arrived since: an alert first seen
+    """The suspects people ruled out, each with whether new evidence arrived since: an alert first seen
     after the ruling. A suspect hypothesised again after its ruling is not listed (it is a suspect again)."""
     latest: dict[str, Entry] = {}
     for e in answers:

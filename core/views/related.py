@@ -1,4 +1,4 @@
-"""Actions already run in RELATED incidents (issue 17): one cause often opens several incidents, and views are per
+"""Actions already run in RELATED incidents: one cause often opens several incidents, and views are per
 incident, so a fresh turn would not see that the mitigation already ran next door and would run it again.
 
 Related: another incident linked to this one, sharing a service with it, or declared within ``CO_OCCURRING`` of it

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from decklog.core.agents.runtime import TurnResult
+from decklog.core.agents.turn_parts import TurnResult
 from decklog.core.entries import Actor, NewEntry
 from research.experiment import desk_hands
 from research.experiment.reasoner import HOLD, NOTES, RESOLVE

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from decklog.core.actions import ActionDesk
-from decklog.core.agents.runtime import TurnResult
+from decklog.core.agents.turn_parts import TurnResult
 from decklog.core.clock import ManualClock
 from decklog.core.entries import Actor, Entry, NewEntry
 from decklog.core.obligations import lease_live

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from decklog.core.agents.ports import ActionCatalogView
-from decklog.core.agents.runtime import TurnResult, TurnRuntime
+from decklog.core.agents.runtime import TurnRuntime
+from decklog.core.agents.turn_parts import TurnResult
 from decklog.core.entries import Actor
 from decklog.core.store.ports import IndexPort
 from research.experiment.hands import LEASE

@@ -1,4 +1,4 @@
-"""The sandbox page's "Send your own" alert example (issue 31, item 16), run exactly as the page shows it: a person
+"""The sandbox page's "Send your own" alert example, run exactly as the page shows it: a person
 opens *What is this?*, copies the curl command and pastes it into a shell. It used to answer 400 ``fingerprint: is
 required`` (decklog's generic alert needs one; the example left it out)."""
 

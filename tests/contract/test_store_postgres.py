@@ -142,7 +142,8 @@ async def test_a_version_1_database_gets_the_due_turns_wake_and_ask_columns(pg_u
 
 
 async def test_a_version_2_database_gets_parked_inbox_requests_and_forked_scopes(pg_url: str) -> None:
-    """Issue 31: ``inbox.parked_at``/``error`` (poison requests) and the index's ``scopes.forked_from``."""
+    """A database made at schema version 2 gains ``inbox.parked_at``/``error`` (poison requests) and the index's
+    ``scopes.forked_from`` (forks) on open, with nothing lost."""
 
     def columns() -> set[tuple[str, str]]:
         with psycopg.connect(pg_url) as conn:
@@ -152,7 +153,7 @@ async def test_a_version_2_database_gets_parked_inbox_requests_and_forked_scopes
         return {(str(r[0]), str(r[1])) for r in rows}
 
     added = {("inbox", "parked_at"), ("inbox", "error"), ("scopes", "forked_from")}
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it before issue 31
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it at schema version 2
         conn.execute("ALTER TABLE inbox DROP COLUMN parked_at, DROP COLUMN error")
         conn.execute("ALTER TABLE scopes DROP COLUMN forked_from")
         conn.execute("UPDATE schema_versions SET version = 2")

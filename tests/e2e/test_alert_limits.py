@@ -1,4 +1,4 @@
-"""The alert receiver's size limit over real HTTP (issue 31): what is over it gets a 413 that names the limit and
+"""The alert receiver's size limit over real HTTP: what is over it gets a 413 that names the limit and
 what to change in the sender, and — when the sender showed the token — one entry in the alerts channel however
 often it retries; what is under it is recorded whole, with a capped prefix of the body as evidence."""
 

@@ -1,4 +1,4 @@
-"""A real Prometheus Alertmanager (Debian's ``prometheus-alertmanager``) sending to ``decklog serve`` (issue 31):
+"""A real Prometheus Alertmanager (Debian's ``prometheus-alertmanager``) sending to ``decklog serve``:
 alerts are posted to Alertmanager's ``/api/v2/alerts``, and Alertmanager's webhook notifications reach
 ``/alerts/alertmanager`` as they would in production. Under ``CI=true`` a missing Alertmanager fails these tests.
 
@@ -102,7 +102,7 @@ def thread_posts(server: DecklogServer) -> list[Any]:
     return [c for c in slack_calls(server.sandbox).calls_to("chat.postMessage") if c.args.get("thread_ts")]
 
 
-# -- item 1: big groups ------------------------------------------------------------------------------------------
+# -- big groups --------------------------------------------------------------------------------------------------
 
 
 async def test_a_ten_thousand_alert_group_from_a_real_alertmanager_is_recorded_whole(
@@ -176,7 +176,7 @@ async def test_a_group_over_the_limit_is_refused_and_recorded_once_however_often
     assert await incidents(server) == sorted([scope, group])
 
 
-# -- item 2: a truncated group resolves whole -------------------------------------------------------------------
+# -- a truncated group resolves whole ---------------------------------------------------------------------------
 
 
 async def test_a_group_truncated_by_max_alerts_resolves_every_alert_when_it_resolves(
@@ -216,7 +216,7 @@ async def test_a_group_truncated_by_max_alerts_resolves_every_alert_when_it_reso
     assert (await server.runtime.store.verify(scope)).ok
 
 
-# -- item 8: one notification, many services --------------------------------------------------------------------
+# -- one notification, many services ----------------------------------------------------------------------------
 
 
 def link_counts(links: list[Entry]) -> dict[str, int]:

@@ -334,7 +334,7 @@ async def test_payloads_over_the_limit_are_413_whether_declared_or_streamed(make
         assert response.status == 413 and "error" in await response.json()
     status, _ = await post(server, "/alerts/generic", generic(summary="x" * 1000))
     assert status == 202
-    refused = [s for s in await incidents(server) if "notifications-refused" in s]  # issue 31: the 413s, once
+    refused = [s for s in await incidents(server) if "notifications-refused" in s]  # the 413s, recorded once
     assert len(await incidents(server)) == 2 and len(refused) == 1
 
 

@@ -348,7 +348,7 @@ async def test_without_a_token_only_loopback_clients_are_answered(peer: str, ans
     ).status == 200  # any client, with the bearer
 
 
-# -- issue 31 item 10: no token, behind a proxy or a rebound DNS name ------------------------------------------------
+# -- no token, behind a proxy or a rebound DNS name: every client may look like loopback --------------------------
 
 
 @asynccontextmanager

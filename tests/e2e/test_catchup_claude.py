@@ -1,4 +1,4 @@
-"""Issue 15: ``catch me up`` with Claude is one bounded summarising call over the joiner view (no tools, a
+"""``catch me up`` with Claude is one bounded summarising call over the joiner view (no tools, a
 max_tokens cap), recorded as an ``agent_turn``; when the call fails, the answer is the deterministic catch-up."""
 
 from __future__ import annotations

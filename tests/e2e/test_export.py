@@ -252,7 +252,7 @@ async def test_slack_export_uploads_into_the_thread_once_per_digest(server: Deck
 
 
 async def test_one_export_is_one_line_in_the_timeline(server: DecklogServer) -> None:
-    """Issue 31: the upload into the thread appends no second ``report_exported``; the timeline (the REST API's,
+    """The upload into the thread appends no second ``report_exported``; the timeline (the REST API's,
     the CLI's) shows one line per export, the one the person asked for."""
     fake: FakeSlack = server.sandbox
     scope, state = await declare(server)

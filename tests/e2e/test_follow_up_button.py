@@ -1,4 +1,4 @@
-"""The "Follow-up" button on each open obligation of the incident's header (issue 18), end to end through the fake
+"""The "Follow-up" button on each open obligation of the incident's header, end to end through the fake
 Slack: a click appends one ``follow_up`` (its ``obligation_id``), the ``trackers`` outbox topic files it in the
 loopback GitHub, a second click records nothing, and the report lists it."""
 
@@ -84,7 +84,7 @@ async def test_the_follow_up_button_files_an_open_obligation_once(
         lambda: any("Follow-up #" in t for t in ephemerals(server, ALICE)), timeout=20, what="the confirmation"
     )
 
-    # kept as a follow-up, the obligation is closed (issue 31): the header drops its button; a client still
+    # kept as a follow-up, the obligation is closed: the header drops its button; a client still
     # showing it may click again (called as Bolt would, after the middleware): the same follow-up, nothing new
     assert "ob-1" not in (await server.runtime.store.get_state(scope)).obligations
     await eventually(lambda: not follow_up_buttons(server, GENERAL, ts), timeout=20, what="the button gone")

@@ -1,4 +1,5 @@
-"""decklog state / fork / replay (issue 17, build 8; DESIGN §9)."""
+"""``decklog state`` / ``fork`` / ``replay`` (docs/design.md §9): look at a scope as of any seq, copy it into a fork
+that never reaches Slack or executors, and replay it with another reasoner to see what would have differed."""
 
 from __future__ import annotations
 

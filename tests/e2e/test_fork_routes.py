@@ -1,4 +1,4 @@
-"""Issue 31 item 4: a fork (or a replay, which writes a fork) never changes where a live thread, channel or alert
+"""A fork (or a replay, which writes a fork) never changes where a live thread, channel or alert
 routes — neither when it is written nor after ``decklog reindex`` — and ``verify --all`` passes afterwards."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile HTTP clients (issue 31, items 7, 9 and 12): none of them slows the others down or knocks the server over.
+"""Hostile HTTP clients: none of them slows the others down or knocks the server over.
 
 - gzip bombs trickled into ``/slack/events`` without credentials: signed acks keep their pace (a ratio to the same
   acks measured without the attack, in the same test), the bombs get 415 before anything is decompressed or parsed;
@@ -106,7 +106,7 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-# -- item 7: gzip bombs on /slack/events ----------------------------------------------------------------------------
+# -- gzip bombs on /slack/events ------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -190,7 +190,7 @@ async def test_slack_events_refuses_what_slack_never_sends_before_reading_it(ser
     assert not await server.runtime.store.scope_ids()
 
 
-# -- item 9: idle connections and slow clients ----------------------------------------------------------------------
+# -- idle connections and slow clients ------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -240,7 +240,9 @@ async def test_more_idle_connections_than_the_file_limit_leave_the_server_answer
     print(f"\nidle connections: {len(sockets)} against a file limit of {nofile}; log {len(log)} bytes")
     assert "Too many open files" not in log
     assert len(log) < 16 * 1024, log[-3000:]
-    assert any(line.startswith("REST API (/api):") for line in output), output  # item 10's start-up line
+    assert any(line.startswith("REST API (/api):") for line in output), (
+        output
+    )  # the start-up line says how the API is protected
 
 
 async def test_idle_and_slow_header_connections_are_closed(
@@ -288,7 +290,7 @@ async def test_a_slow_slack_body_is_408_and_a_slow_body_elsewhere_is_cut(
         assert resp.status == 200
 
 
-# -- item 12: malformed Slack requests, response_url, shutdown ------------------------------------------------------
+# -- malformed Slack requests, response_url, shutdown ---------------------------------------------------------------
 
 
 async def test_malformed_slack_requests_get_a_4xx_that_names_the_problem(

@@ -1,4 +1,4 @@
-"""Insights (issue 18, Build 3): MTTA / MTTM / MTTR and counts over incidents, from the index's ``milestones``
+"""Insights: MTTA / MTTM / MTTR and counts over incidents, from the index's ``milestones``
 rows (kept in step with each scope's state), on SQLite and PostgreSQL; the API and CLI shapes; bad input."""
 
 from __future__ import annotations

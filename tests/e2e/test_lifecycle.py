@@ -1,4 +1,4 @@
-"""Channel lifecycle (issue 18, Build 5): a dedicated incident channel gets a notice, then is archived
+"""Channel lifecycle: a dedicated incident channel gets a notice, then is archived
 ``archive_after`` after the resolve; activity or a reopen cancels it; the due times are read from the log, so a
 restart neither loses nor repeats them. Time is a ManualClock the test moves; the job's tick is called directly (the
 same call the periodic job makes); every Slack effect is awaited by polling with a deadline."""

@@ -1,4 +1,4 @@
-"""Issue 31 item 14: a title over the limit (300 characters) is the caller's mistake, named as such in every door —
+"""A title over the limit (300 characters) is the caller's mistake, named as such in every door —
 never "Something went wrong on our side" after retries, never ``internal error`` (exit 70). An alert's longer title
 is cut to the limit instead (losing an alert is worse than a shortened title)."""
 

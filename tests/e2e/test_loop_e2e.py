@@ -1,5 +1,5 @@
-"""Issue 15 end to end through the fake Slack: people write the typed record, agent findings are answered, any
-catalog action can be asked for, a joiner catches up, and the report counts the findings."""
+"""People and agents working one incident, end to end through the fake Slack: people write the typed record, agent
+findings are answered, any catalog action can be asked for, a joiner catches up, and the report counts the findings."""
 
 from __future__ import annotations
 

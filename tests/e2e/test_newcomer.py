@@ -1,4 +1,4 @@
-"""A newcomer is never confused by decklog (issue 31, items 13, 15, 17), through the real doors: ``make run`` and
+"""A newcomer is never confused by decklog, through the real doors: ``make run`` and
 ``decklog serve`` as subprocesses, alerts over loopback HTTP, and the ``decklog`` CLI as a subprocess run from
 another directory with only its environment.
 
@@ -112,7 +112,7 @@ async def post_alert(url: str, body: dict[str, object], source: str = "generic")
         return answer
 
 
-# -- item 13: make run and the CLI agree ---------------------------------------------------------------------------
+# -- make run and the CLI agree ------------------------------------------------------------------------------------
 
 
 async def test_make_run_and_the_cli_read_the_same_data_from_any_directory(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ async def test_every_nothing_here_names_where_it_looked(tmp_path: Path, pg_url: 
     assert missing.returncode == 1 and f"the database {shown}" in missing.stderr, missing.stderr
 
 
-# -- item 15: an unreachable database ------------------------------------------------------------------------------
+# -- an unreachable database ---------------------------------------------------------------------------------------
 
 
 def closed_port() -> int:
@@ -214,7 +214,7 @@ def test_a_bad_migrate_target_is_named_as_such(tmp_path: Path) -> None:
     assert f"postgresql://u@127.0.0.1:{port}/db (--to)" in out.stderr and "pw-x" not in out.stderr
 
 
-# -- item 17: start-up noise, did you mean -------------------------------------------------------------------------
+# -- start-up noise, did you mean ----------------------------------------------------------------------------------
 
 
 def warnings_in(text: str) -> list[str]:
@@ -274,7 +274,7 @@ def test_a_mistyped_subcommand_names_the_closest_one(tmp_path: Path, typed: str,
     assert not (tmp_path / "data").exists()
 
 
-# -- item 17: MTTA in insights and in the report -------------------------------------------------------------------
+# -- MTTA in insights and in the report ----------------------------------------------------------------------------
 
 
 async def test_insights_mtta_reads_as_the_reports_first_human_response(tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ async def test_insights_mtta_reads_as_the_reports_first_human_response(tmp_path:
     assert as_json["mtta_seconds"]["p50"] == milestone["since_declared_s"] == 19.7
 
 
-# -- item 17: the timeline tells alerts apart ----------------------------------------------------------------------
+# -- the timeline tells alerts apart -------------------------------------------------------------------------------
 
 
 def alertmanager_group(status: str, instances: list[str], resolved: tuple[str, ...] = ()) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""Reminders (issue 18, Build 6): the commander is nudged in the thread when no status update was posted for the
+"""Reminders: the commander is nudged in the thread when no status update was posted for the
 severity's interval; the owners of open follow-ups are reminded days after the resolve. Due times come from the
 log (a restart repeats nothing); a status update resets the clock; a SEV3 is never nudged by default."""
 

@@ -1,4 +1,4 @@
-"""Issue 31 item 6: resolving with obligations still open says so in the thread (a post the Slack sender makes
+"""Resolving with obligations still open says so in the thread (a post the Slack sender makes
 through the outbox) and lets people close each one (Done) or keep it as a follow-up (Follow-up): buttons on that
 message, and ``@decklog done|follow-up <obligation>`` / ``obligations``. No obligation stays open with nobody told.
 

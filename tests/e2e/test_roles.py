@@ -1,4 +1,4 @@
-"""Roles (issue 18, Build 7): a person declaring in Slack becomes the commander (unless configured otherwise);
+"""Roles: a person declaring in Slack becomes the commander (unless configured otherwise);
 ``@decklog handover <role> @user`` moves a role and shows the new holder the catch-up; the header shows who holds
 what."""
 

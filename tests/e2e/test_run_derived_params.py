@@ -1,4 +1,4 @@
-"""Issue 31 item 5: ``/incident run page_oncall SCOPE`` with nothing else typed. The parameters an action declares
+"""``/incident run page_oncall SCOPE`` with nothing else typed. The parameters an action declares
 as derived from the incident (``from_incident`` in ``[actions.params.*]``) are filled in from it — the page's
 summary from the incident's title, severity, service and link; its PagerDuty severity from the incident's — and the
 proposal shows them; what a person types still wins."""

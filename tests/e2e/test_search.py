@@ -1,4 +1,4 @@
-"""Search past incidents (issue 18, Build 4): ``GET /api/search`` on SQLite and PostgreSQL, its bad input fuzzed,
+"""Search past incidents: ``GET /api/search`` on SQLite and PostgreSQL, its bad input fuzzed,
 and ``/incident search`` end to end through the fake Slack (an ephemeral answer)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 31 item 11: what people and alerts wrote never becomes a ping or a link in Slack.
+"""What people and alerts wrote never becomes a ping or a link in Slack.
 
 Slack reads a message's top-level ``text`` (its notification and screen-reader text) as mrkdwn, like its blocks:
 ``<!channel>`` pings the channel, ``<@U0BOB>`` pings Bob, ``<https://evil.example|click>`` is a disguised link. A

@@ -1,4 +1,4 @@
-"""Issue 31 item 3: a poison Slack request (signed, stored, acknowledged, and failing every time it is processed)
+"""A poison Slack request (signed, stored, acknowledged, and failing every time it is processed)
 is retried a bounded number of times, then parked with its error where ``decklog doctor`` shows it. It is never
 replayed at boot, the server goes on with everything else, and ``decklog doctor --retry`` queues it again."""
 

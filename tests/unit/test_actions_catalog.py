@@ -30,7 +30,7 @@ def test_the_shipped_example_declares_the_rollback_and_the_status_page_update() 
         "rollback_deploy": False,
         "restore_deploy": False,
         "status_page_update": False,
-        "page_oncall": False,  # issue 18: available once DECKLOG_PAGERDUTY_ROUTING_KEY is set
+        "page_oncall": False,  # available once DECKLOG_PAGERDUTY_ROUTING_KEY is set
     }
     assert unset.get("rollback_deploy").unavailable_reason == "DECKLOG_DEPLOY_API_URL is not set"
     env = {

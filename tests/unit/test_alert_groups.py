@@ -1,4 +1,4 @@
-"""Alert groups as real senders make them (issue 31), in core over a real SQLite log and index with a manual clock:
+"""Alert groups as real senders make them, in core over a real SQLite log and index with a manual clock:
 a resolved group resolves the alerts it left out (from stored state, in every incident of the group), the storm
 limit counts groups, a notification split by service fans out from one parent (and the parent's links survive a
 crash), and a refused notification is recorded once per window. Payloads go through the real Alertmanager parser."""
@@ -99,7 +99,7 @@ def test_without_a_group_a_resolved_status_resolves_only_what_it_names() -> None
     assert signal.group == "" and not signal.group_resolved
 
 
-# -- item 2: a resolved group resolves every alert of it ------------------------------------------------------------
+# -- a resolved group resolves every alert of it --------------------------------------------------------------------
 
 
 async def test_a_resolved_group_resolves_the_alerts_it_left_out_from_stored_state(world: World) -> None:
@@ -162,7 +162,7 @@ async def test_a_resolved_split_group_resolves_a_service_it_left_out_entirely(wo
         assert await firing_count(world, scope) == 0, scope
 
 
-# -- item 8: storms and splits -------------------------------------------------------------------------------------
+# -- storms and splits ---------------------------------------------------------------------------------------------
 
 
 async def test_the_storm_limit_counts_a_split_notifications_groups_and_a_big_group_once(world: World) -> None:
@@ -222,7 +222,7 @@ def test_a_header_with_many_links_names_ten_and_counts_the_rest() -> None:
     assert "`incident/c-9`" in text and "`incident/c-10`" not in text and "+120 more" in text
 
 
-# -- item 1: a refused notification, recorded once per window ----------------------------------------------------
+# -- a refused notification, recorded once per window ------------------------------------------------------------
 
 
 def refusals(w: World) -> Refusals:

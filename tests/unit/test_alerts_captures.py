@@ -1,4 +1,4 @@
-"""Issue 14's behaviours on payloads captured from real installs (tests/fixtures/alerts/*/SOURCES.md): a Grafana
+"""Alert intake on payloads captured from real installs (tests/fixtures/alerts/*/SOURCES.md): a Grafana
 Cloud no-data notification and a test-button notification (no service label, Go's zero endsAt), an Alertmanager
 group cut short by max_alerts, a PagerDuty incident's lifecycle (priority up and down, resolve, reopen), and
 Grafana's documented body with Go's zero startsAt (a vendor example, not a capture)."""

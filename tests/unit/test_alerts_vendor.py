@@ -1,4 +1,4 @@
-"""Alerts as vendors really send them (issue 14), on the real fixtures: one notification is one incident, vendor
+"""Alerts as vendors really send them, on the real fixtures: one notification is one incident, vendor
 incident identity, severity following the sources until a person decides, truncation, content dedupe, Datadog's
 default payload, and old logs still verifying after the new state fields."""
 

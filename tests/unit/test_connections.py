@@ -1,5 +1,5 @@
 """bot/connections.py's small parts: the connection bound derived from the file limit, and error logs that never
-repeat in a tight loop (issue 31 item 9: asyncio's accept loop logged "Too many open files" ~8,000 times a second)."""
+repeat in a tight loop (asyncio's accept loop once logged "Too many open files" ~8,000 times a second)."""
 
 from __future__ import annotations
 

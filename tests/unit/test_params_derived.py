@@ -1,4 +1,4 @@
-"""Issue 31 item 5: parameters derived from the incident (``from_incident``, ``incident_values``)."""
+"""Parameters derived from the incident (``from_incident``, ``incident_values``)."""
 
 from __future__ import annotations
 

@@ -24,20 +24,17 @@ from decklog.core.reports.chart_canvas import MAX_TICKS, WIDTH, Scale, seconds, 
 from decklog.core.reports.chart_lanes import ALERT_BINS, MAX_ACTION_LANES, MAX_ALERT_LANES
 from decklog.core.reports.chart_shapes import MILESTONE, Label, Line, Mark, Rect, num, outcome_class
 from decklog.core.reports.model import (
-    ActionLine,
     AlertLine,
     Impact,
     Integrity,
     Milestone,
-    ProposalLine,
     Report,
-    ResultLine,
-    RunLine,
     SeverityStep,
     Summary,
     TimelineLine,
     TurnTotals,
 )
+from decklog.core.reports.model_actions import ActionLine, ProposalLine, ResultLine, RunLine
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.e2e.test_export import scope
 from tests.unit.test_report_templates import cli

@@ -1,4 +1,4 @@
-"""The report's follow-ups (issue 18): each ``follow_up`` with its tracker link and state — open (not filed yet),
+"""The report's follow-ups: each ``follow_up`` with its tracker link and state — open (not filed yet),
 synced (filed, open in the tracker), closed (and reopened → synced again) — golden Markdown and HTML,
 byte-identical on re-export. ``UPDATE_GOLDEN=1`` rewrites the golden files (tests/unit/test_reports.py)."""
 

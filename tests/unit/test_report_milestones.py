@@ -1,5 +1,5 @@
 """The report's "first human response" is the state's ``acknowledged_at`` (what insights' MTTA reads), whatever
-the entries (issue 31): one definition, checked over every short sequence of the entries that could differ."""
+the entries: one definition, checked over every short sequence of the entries that could differ."""
 
 from __future__ import annotations
 

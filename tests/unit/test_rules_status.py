@@ -1,5 +1,6 @@
-"""Issue 15, rule 6: a SEV1/SEV2 incident with no public update for ``status_update_after`` gets a proposal of
-the configured status action — once — and nothing when the action is not configured or the severity is lower."""
+"""The rules reasoner's status rule (rule 6 in core/agents/rules.py): a SEV1/SEV2 incident with no public update for
+``status_update_after`` gets a proposal of the configured status action — once — and nothing when the action is not
+configured or the severity is lower."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 31 item 11, for every renderer: no text people, alerts or a model wrote reaches Slack's mrkdwn raw.
+"""For every renderer: no text people, alerts or a model wrote reaches Slack's mrkdwn raw.
 
 Each entry kind the thread shows (``REPLIES``), the header, a proposal's message and its outcome, and App Home are
 rendered with ``<!channel> <@U0BOB> <https://evil.example|click>`` in every text field; the fallback ``text`` and

@@ -1,4 +1,4 @@
-"""The views' ``related_actions`` (issue 17): actions already run in incidents related to this one — linked, sharing
+"""The views' ``related_actions``: actions already run in incidents related to this one — linked, sharing
 a service, or declared within the hour — within the window, from the index and the other scopes' logs, bounded by
 the view's budget. Times come from a ``ManualClock``, so every view here is fixed."""
 

@@ -100,8 +100,8 @@ async def on_finding(deps: SlackDeps, req: Req) -> None:
 
 
 async def on_follow_up(deps: SlackDeps, req: Req) -> None:
-    """The "Follow-up" button on an open obligation (the header's, issue 18; the resolve's notice and
-    ``obligations``, issue 31) → kept as a follow-up: a ``follow_up`` entry (its text, its holder as the owner,
+    """The "Follow-up" button on an open obligation (in the header, on the resolve's notice, in
+    ``obligations``) → kept as a follow-up: a ``follow_up`` entry (its text, its holder as the owner,
     ``obligation_id``) that the ``trackers`` outbox topic files, and the obligation closed — once per obligation."""
     scope, oid = _split(req.action["value"])
     key = f"slack:follow_up:{scope}:{oid}"

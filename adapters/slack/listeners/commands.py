@@ -33,7 +33,7 @@ def register(app: AsyncApp, deps: SlackDeps) -> None:
                 await req.respond(text=FORM_EXPIRED, response_type="ephemeral")
             return
         await req.respond(text=reply.text, blocks=reply.blocks or None, response_type="ephemeral")
-        if reply.notify:  # issue 18: handover shows the new holder the catch-up
+        if reply.notify:  # handover shows the new holder the catch-up
             await subcommands.handlers.send_notify(req.client, req.where, reply.notify)
 
     app.command(COMMAND, middleware=[counted(deps, "commands"), command_context(deps)])(acked(deps, on_incident))

@@ -75,7 +75,7 @@ async def _mention(deps: SlackDeps, req: Req) -> None:
     else:
         reply = await deps.runner.run(cmd, req.actor, where, req.key)
         reply_text, blocks = reply.text, reply.blocks or None
-        if reply.notify:  # issue 18: handover shows the new holder the catch-up
+        if reply.notify:  # handover shows the new holder the catch-up
             await subcommands.handlers.send_notify(req.client, where, reply.notify)
     if reply_text:
         await req.client.chat_postEphemeral(

@@ -1,4 +1,4 @@
-"""Issue 15: every agent finding can be answered in the thread, and says which turn made it.
+"""Every agent finding can be answered in the thread, and says which turn made it.
 
 Buttons (value ``<scope>|<seq of the finding>``): Confirm / Rule out on a hypothesis, Take it / Done on an
 obligation (Accept / Dismiss on suggestions and Approve / Deny on proposals live with their renderers). The

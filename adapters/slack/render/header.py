@@ -21,7 +21,7 @@ from decklog.core.alerts.batch import source_name
 from decklog.core.entries import Entry
 from decklog.core.state import ScopeState
 
-RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record (issue 15)
+RECORD_KINDS = ("goal", "constraint", "decision")  # what the header shows of the typed record
 CONSTRAINTS_SHOWN = 5
 OBLIGATIONS_SHOWN = 8
 LINKS_SHOWN = 10  # a split alert notification's parent can hold 100+ links: a context block takes 3,000 characters
@@ -59,7 +59,7 @@ def pointer(state: ScopeState, channel: str) -> Outgoing:
 
 def _obligations(state: ScopeState) -> list[Block]:
     """The open obligations (the first ``OBLIGATIONS_SHOWN``), each with a "Follow-up" button that files it in the
-    team's tracker (issue 18; ``value``: ``<scope>|<obligation_id>``)."""
+    team's tracker (``value``: ``<scope>|<obligation_id>``)."""
     shown = list(state.obligations.values())[:OBLIGATIONS_SHOWN]
     blocks: list[Block] = [section("*Open obligations*")]
     for n, o in enumerate(shown):

@@ -1,4 +1,4 @@
-"""Issue 31: open obligations, each with a way to close it or keep it as a follow-up — the thread's notice when an
+"""Open obligations, each with a way to close it or keep it as a follow-up — the thread's notice when an
 incident resolved with obligations still open (a ``reminder`` of purpose ``obligations``, core/obligations.py
 ``left_open``), and the answer to ``/incident obligations``.
 

@@ -274,5 +274,5 @@ REPLIES: dict[type[Payload], Renderer] = {
     FenceRejected: _fence,
     DeliveryFailed: _delivery,
     AgentTurn: _turn,
-    FindingAnswer: _finding_answer,  # issue 15
+    FindingAnswer: _finding_answer,  # a person's verdict on an agent finding, in the thread
 }

@@ -179,7 +179,7 @@ async def compensate(call: Call) -> Reply:
     return Reply(await call.ports.compensate(scope=call.scope, run_id=run_id, actor=call.actor, key=call.key))
 
 
-# -- issue 15: the typed record, actions on request, catch-up ------------------------------------------------------
+# -- the typed record, actions on request, catch-up ---------------------------------------------------------------
 
 RECORD_KINDS = ("goal", "constraint", "decision", "hypothesis")
 RECORD_ICONS = {"goal": ":dart:", "constraint": ":no_entry:", "decision": ":scales:", "hypothesis": ":bulb:"}
@@ -233,7 +233,7 @@ async def _catch_up(call: Call, actor: Actor, key: str) -> str:
 
 async def follow_up(call: Call) -> Reply:
     """``follow-up <text> [@owner] [due YYYY-MM-DD]``: a ``follow_up`` entry; the ``trackers`` topic files it.
-    ``follow-up <obligation id>`` (issue 31) keeps that open obligation as a follow-up, as its button does."""
+    ``follow-up <obligation id>`` keeps that open obligation as a follow-up, as its button does."""
     if OBLIGATION_ID.fullmatch(call.args.get("text", "")) and not call.args.get("owner") and not call.args.get("due"):
         return Reply(await keep_obligation(call.service, call.scope, call.args["text"], call.actor, key=call.key))
     payload = {k: v for k, v in call.args.items() if k in ("text", "owner", "due") and v}
@@ -245,7 +245,7 @@ async def follow_up(call: Call) -> Reply:
     )
 
 
-# -- issue 31: the obligations a resolve left open ---------------------------------------------------------------
+# -- the obligations a resolve left open: each is closed or kept, none stays open with nobody told --------------
 
 #: An obligation's id as people type it (``ob-1a2b3c``, the ids core/obligations.py makes).
 OBLIGATION_ID = re.compile(r"ob-[A-Za-z0-9_-]+")
@@ -282,7 +282,7 @@ async def obligation_done(call: Call) -> Reply:
     return Reply(f":white_check_mark: {line}" if line.startswith("Recorded") else line)
 
 
-# -- issue 18: search, handover ---------------------------------------------------------------------------------
+# -- search, handover ------------------------------------------------------------------------------------------
 
 
 async def search(call: Call) -> Reply:

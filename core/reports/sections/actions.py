@@ -18,7 +18,7 @@ from decklog.core.entries import (
     ProposalMade,
     Verification,
 )
-from decklog.core.reports.model import (
+from decklog.core.reports.model_actions import (
     ActionLine,
     ApprovalLine,
     FenceRejection,

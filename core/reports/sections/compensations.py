@@ -7,12 +7,7 @@ from decklog.core.entries import (
     EffectCompensated,
     Entry,
 )
-from decklog.core.reports.model import (
-    ActionLine,
-    CompensationLine,
-    ProposalLine,
-    RunLine,
-)
+from decklog.core.reports.model_actions import ActionLine, CompensationLine, ProposalLine, RunLine
 from decklog.core.reports.sections.source import Source
 
 

@@ -1,4 +1,4 @@
-"""Provenance of agent findings (issue 15): per reasoner and kind, how many findings were confirmed, ruled out,
+"""Provenance of agent findings: per reasoner and kind, how many findings were confirmed, ruled out,
 accepted, dismissed or left unanswered. Pure: the same entries give the same counts.
 
 ``finding_outcomes`` classifies each agent finding (hypothesis, suggestion, obligation, proposal) by the people's

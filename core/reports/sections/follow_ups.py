@@ -1,4 +1,4 @@
-"""Follow-ups in the team's tracker (issue 18): each ``follow_up`` entry with its issue's link and state, folded
+"""Follow-ups in the team's tracker: each ``follow_up`` entry with its issue's link and state, folded
 from ``follow_up_synced`` and ``follow_up_closed`` (``refs``/``follow_up``: the follow-up's seq), in log order."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from decklog.core.reports.model import OpenQuestion, RunLine, VerificationLine
+from decklog.core.reports.model import OpenQuestion
+from decklog.core.reports.model_actions import RunLine, VerificationLine
 from decklog.core.reports.sections.source import Source
 
 

@@ -18,9 +18,7 @@ from decklog.core.entries import (
     MessageEdited,
     ScopeLinked,
 )
-from decklog.core.reports.model import (
-    Origin,
-)
+from decklog.core.reports.model_base import Origin
 from decklog.core.state import ScopeState, fold_all
 from decklog.core.store.ports import VerifyReport
 

@@ -184,7 +184,7 @@ inbox = sa.Table(
     sa.Column("done_at", sa.Float(precision=53), nullable=True),
     key("owner", nullable=True),
     sa.Column("lease_until", sa.Float(precision=53), nullable=True),
-    sa.Column("parked_at", sa.Float(precision=53), nullable=True),  # given up after its attempts (issue 31)
+    sa.Column("parked_at", sa.Float(precision=53), nullable=True),  # a poison request, given up after its attempts
     sa.Column("error", sa.Text, nullable=True),
     sa.UniqueConstraint("key", name="inbox_key"),
 )
@@ -232,7 +232,7 @@ ADDED_COLUMNS = (
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 
-# issue 16: Slack's per-channel pace, shared by every replica's sender (core/store/postgres/pace.py): the next
+# Slack's per-channel pace, shared by every replica's sender (core/store/postgres/pace.py): the next
 # free post slot of each channel, on the database clock (epoch seconds).
 channel_pace = sa.Table(
     "channel_pace",
@@ -255,7 +255,7 @@ alert_rates = sa.Table(
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
 REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates)
 
-# issue 18 (insights): one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
+# insights: one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(
     "milestones",
     metadata,
