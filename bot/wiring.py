@@ -35,6 +35,8 @@ from decklog.adapters.http.api import InsightsApi, ScopesApi
 from decklog.adapters.http.api import routes as api_routes
 from decklog.adapters.http.hosts import is_loopback_host
 from decklog.adapters.http.metrics import ServerMetrics
+from decklog.adapters.http.openapi import ApiDescription
+from decklog.adapters.http.writes import ScopeWrites
 from decklog.adapters.http.receivers import Receivers
 from decklog.adapters.local.sandbox import (
     LocalPage,
@@ -66,6 +68,7 @@ from decklog.bot.settings import Settings, SettingsError, SlackMode
 from decklog.bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
 from decklog.bot.trackers import build_tracker, report_link
 from decklog.core.actions import Catalog
+from decklog.core.actions.desk import ActionDesk
 from decklog.core.alarm import Alarm
 from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
 from decklog.core.changes import ChangeLinkSender, ChangeService
@@ -76,7 +79,7 @@ from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sender import Sender
 from decklog.core.reports import ReportTemplates
 from decklog.core.service import ScopeService
-from decklog.core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks
+from decklog.core.store.ports import ApiKeys, IndexPort, LogStore, RateCounter, RouteLocks
 
 log = logging.getLogger("decklog")
 
@@ -349,8 +352,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
             rates=rt.storage.rate_counter(),
         )
         built.provided.append(built.receivers.provides)
-    if "api" in parts:
-        built.provided.append(build_api(rt.store, rt.index, rt.clock, token=settings.api_token, templates=rt.reports))
+    api_part = "api" in parts  # built after the actions part: the writes propose and decide through its desk
     if "reports" in parts:
         hooks.export = SlackExport(rt.store, rt.reports)
     if "agents" in parts:
@@ -396,6 +398,20 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
         if built.agents is not None:  # the agents' proposals go to the desk (instead of suggestions)
             built.agents.turns.use_proposer(built.actions.desk)
             built.agents.turns.use_catalog(built.actions.catalog)
+    if api_part and rt.api_keys is not None:  # Runtime.open always opens them
+        built.provided.append(
+            build_api(
+                rt.store,
+                rt.index,
+                rt.clock,
+                token=settings.api_token,
+                templates=rt.reports,
+                service=rt.service,
+                keys=rt.api_keys,
+                desk=built.actions.desk if built.actions is not None else None,
+                description=rt.description,
+            )
+        )
     return built
 
 
@@ -453,12 +469,24 @@ def build_receivers(
 
 
 def build_api(
-    store: LogStore, index: IndexPort, clock: Clock, *, token: SecretStr | None, templates: ReportTemplates
+    store: LogStore,
+    index: IndexPort,
+    clock: Clock,
+    *,
+    token: SecretStr | None,
+    templates: ReportTemplates,
+    service: ScopeService,
+    keys: ApiKeys,
+    desk: ActionDesk | None,
+    description: ApiDescription,
 ) -> Provides:
-    """The REST API's routes (adapters/http/api.py). ``token``: ``DECKLOG_API_TOKEN`` (None: loopback clients
-    only)."""
-    api = ScopesApi(store, index, token, templates=templates)
-    return Provides(routes=[Route(m, p, h) for m, p, h in api_routes(api, InsightsApi(index, clock))])
+    """The REST API's routes (adapters/http/api.py, adapters/http/writes.py), each described in ``description``
+    (``GET /api/openapi.json``). ``token``: ``DECKLOG_API_TOKEN`` (an admin token); ``keys``: the stored tokens and
+    idempotent replies; ``desk``: proposals and approvals (None without the actions part)."""
+    api = ScopesApi(store, index, token, templates=templates, keys=keys)
+    writes = ScopeWrites(service, store, keys, desk)
+    made = api_routes(api, InsightsApi(index, clock), writes=writes, description=description)
+    return Provides(routes=[Route(m, p, h) for m, p, h in made])
 
 
 def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address) -> Provides:
