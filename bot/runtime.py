@@ -12,12 +12,12 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decklog.adapters.http.openapi import ApiDescription
 from decklog.bot.config import DecklogConfig, load_config
 from decklog.bot.settings import Settings, SettingsError
 from decklog.core.agents.triggers import QUIET_KINDS
 from decklog.core.alarm import Alarm, AsyncioAlarm
 from decklog.core.clock import Clock, SystemClock
-from decklog.adapters.http.openapi import ApiDescription
 from decklog.core.entries import PAYLOADS
 from decklog.core.index.sender import IndexSender
 from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy

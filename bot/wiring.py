@@ -36,8 +36,8 @@ from decklog.adapters.http.api import routes as api_routes
 from decklog.adapters.http.hosts import is_loopback_host
 from decklog.adapters.http.metrics import ServerMetrics
 from decklog.adapters.http.openapi import ApiDescription
-from decklog.adapters.http.writes import ScopeWrites
 from decklog.adapters.http.receivers import Receivers
+from decklog.adapters.http.writes import ScopeWrites
 from decklog.adapters.local.sandbox import (
     LocalPage,
     LocalSlack,
@@ -50,6 +50,7 @@ from decklog.adapters.local.sandbox import (
 from decklog.adapters.slack.app import build_http_session
 from decklog.adapters.slack.export import SlackExport
 from decklog.adapters.slack.ports import SlackPorts
+from decklog.adapters.webhooks.sender import Endpoint, WebhooksSender
 from decklog.bot.actions import (
     Actions,
     build_actions,
@@ -185,6 +186,7 @@ async def _build(
     provided += features.provided
     address = Address()
     provided.append(_tracker_senders(rt, http, features, address))
+    provided.append(build_webhooks(rt, http))
     inbox = await rt.storage.inbox()
     closers.append(inbox.close)
     slack = build_slack_in(rt.service, rt.store, rt.index, inbox, out, features.hooks, endpoint, mode)
@@ -505,6 +507,20 @@ def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features,
             assert isinstance(executor, PagerDutyExecutor)
             senders.append(PagingSender(rt.store, executor, [spec.name for spec in paging]))
     return Provides(senders=senders)
+
+
+def build_webhooks(rt: Runtime, http: aiohttp.ClientSession) -> Provides:
+    """The ``webhooks`` sender over ``[[webhooks]]`` (adapters/webhooks/sender.py). Always registered, so that with
+    no endpoint configured its outbox rows are simply done. Its egress allowlist: ``[security] egress_allow`` when
+    set, else exactly the webhook URLs' hosts."""
+    hooks = rt.config.webhooks
+    endpoints = [Endpoint(h.key, h.url, h.secret, frozenset(h.kinds), h.timeout_s) for h in hooks]
+    egress = EgressPolicy.configured(rt.config.security.egress_allow, [h.url for h in hooks])
+    if endpoints:
+        log.info(
+            "webhooks: %s", ", ".join(f"{e.key} ({', '.join(sorted(e.kinds)) or 'every kind'})" for e in endpoints)
+        )
+    return Provides(senders=[WebhooksSender(rt.store, endpoints, http, egress, rt.clock)])
 
 
 def _finish_work(slack: SlackIn) -> Stopper:

@@ -583,7 +583,15 @@ def routes(
         query=m.TimelineQuery,
     )
     report_answers: dict[int, Any] = {
-        200: Answer("the report", media="*/*", schema={"type": "string"}, headers={"ETag": "the report's sha256"}),
+        200: Answer(
+            "the report (by the path's format)",
+            media_schemas={
+                "text/markdown": {"type": "string"},
+                "application/json": {"type": "object"},
+                "text/html": {"type": "string"},
+            },
+            headers={"ETag": "the report's sha256"},
+        ),
         304: Answer("not modified (If-None-Match)"),
     }
     fmt = PathParam("fmt", {"type": "string", "enum": list(FORMATS)}, "md, json or html")

@@ -53,6 +53,8 @@ class Answer:
     media: str = "application/json"
     schema: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    media_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Several media types, each with its schema (a report: Markdown, JSON or HTML by its path)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,8 @@ class ApiDescription:
                 body["content"] = {a.media: {"schema": ref(a.model)}}
             elif a.schema is not None:
                 body["content"] = {a.media: {"schema": a.schema}}
+            elif a.media_schemas:
+                body["content"] = {media: {"schema": schema} for media, schema in a.media_schemas.items()}
             if a.headers:
                 body["headers"] = {h: {"schema": {"type": "string"}, "description": d} for h, d in a.headers.items()}
             responses[str(status)] = body

@@ -191,9 +191,7 @@ def list_scopes(
         stmt = stmt.where(sa.or_(sa.func.lower(scopes.c.title).like(pattern), scopes.c.id.like(pattern)))
     if before is not None:  # the rows after (created_at, id) in the listing's order: a cursor
         stmt = stmt.where(
-            sa.or_(
-                scopes.c.created_at < before[0], sa.and_(scopes.c.created_at == before[0], scopes.c.id > before[1])
-            )
+            sa.or_(scopes.c.created_at < before[0], sa.and_(scopes.c.created_at == before[0], scopes.c.id > before[1]))
         )
     stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id)
     return [scope_row(r) for r in conn.execute(stmt if limit is None else stmt.limit(limit))]
