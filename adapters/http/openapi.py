@@ -24,7 +24,7 @@ from decklog.adapters.http.models import ErrorOut
 Scope = Literal["public", "read", "write", "admin"]
 REF = "#/components/schemas/{model}"
 ERRORS = {
-    400: "bad input: the message names the field",
+    400: "bad input: the message names the field (plain text when the HTTP layer refused the request itself)",
     401: "no valid bearer token (or, without DECKLOG_API_TOKEN, not a loopback client)",
     403: "the token's scope does not allow this route",
     404: "no such scope, entry, proposal or route",
@@ -182,9 +182,10 @@ class ApiDescription:
         if op.scope == "public":
             errors = {k: v for k, v in errors.items() if k in (400, 404, 405)}
         for status, why in errors.items():
-            responses.setdefault(
-                str(status), {"description": why, "content": {"application/json": {"schema": ref(ErrorOut)}}}
-            )
+            content: dict[str, Any] = {"application/json": {"schema": ref(ErrorOut)}}
+            if status == 400:  # refused by the HTTP layer before any route (a request line over 8 KiB): plain text
+                content["text/plain"] = {"schema": {"type": "string"}}
+            responses.setdefault(str(status), {"description": why, "content": content})
         out["responses"] = responses
         return out
 
