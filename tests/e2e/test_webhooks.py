@@ -102,7 +102,7 @@ async def test_deliveries_are_signed_in_order_retried_and_verified_by_the_refere
             timeout=30,
             what=f"every entry of {scope} delivered, in order, to the endpoint that failed twice",
         )
-        assert [p["type"] for p in everything.verified][0] == "entry.declared"
+        assert everything.verified[0]["type"] == "entry.declared"
         assert everything.requests > len(want)  # the two 500s were retried
         assert len(set(everything.ids)) == len(want)  # one webhook-id per entry, the same on a retry
         await eventually(
