@@ -8,7 +8,7 @@ A door registers each route it serves once, where it builds its routes::
 and ``GET /api/openapi.json`` answers ``description.document()``: every operation registered by the time the
 server starts (routes added by any adapter appear with no change here). Path parameters are written as aiohttp
 writes them (``{kind}``); a ``Path`` names their schema. Every operation gets the error answers it can give
-(``{"error": "..."}``): 400, 401, 403 (scope), 404, 429 (failed authentication), and 409/422 for writes.
+(``{"error": "..."}``): 400, 401, 403 (scope), 404, 405, 429 (failed authentication), and 409 for writes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ ERRORS = {
 }
 WRITE_ERRORS = {
     409: "the request contradicts the scope's state, or the Idempotency-Key was used for another request",
-    422: "the request is well-formed but refused by policy (e.g. an R4 action)",
 }
 
 
