@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test check lint format typecheck bench experiment browser monitoring clean
+.PHONY: run test check lint format typecheck bench experiment browser monitoring clean api-schema
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
