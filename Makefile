@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test check lint format typecheck bench experiment browser monitoring clean
+.PHONY: run test check lint format typecheck bench experiment browser monitoring clean api-schema
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -75,6 +75,11 @@ typecheck: $(VENV)/.dev
 
 ## check: lint, format, types, tests — run before every commit
 check: lint typecheck test
+
+## api-schema: the OpenAPI description validated and schemathesis against a live server (also part of `make test`);
+## -s prints schemathesis's summary (operations, test cases generated and passed)
+api-schema: $(VENV)/.dev
+	$(PY) -m pytest -q -s tests/e2e/test_api_schema.py
 
 ## bench: every benchmark, each printing ratios against a baseline measured in the same run
 bench: $(VENV)/.dev

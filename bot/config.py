@@ -107,6 +107,58 @@ class ReportsConfig(_Section):
         return url
 
 
+class WebhookConfig(_Section):
+    """One ``[[webhooks]]`` endpoint (adapters/webhooks/sender.py): every entry of ``kinds`` (empty: all kinds),
+    signed with ``secret`` as the Standard Webhooks specification says (``whsec_`` and base64 of 24-64 random
+    bytes). ``name`` keys its delivery progress; it defaults to the URL's host and path."""
+
+    url: str
+    secret: str = Field(repr=False)
+    kinds: tuple[str, ...] = ()
+    name: str = ""
+    timeout_s: float = Field(10.0, gt=0, le=60)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host")
+        return value.strip()
+
+    @field_validator("secret")
+    @classmethod
+    def _whsec(cls, value: str) -> str:
+        import base64
+        import binascii
+
+        raw = value.strip().removeprefix("whsec_")
+        try:
+            key = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            key = b""
+        if not value.strip().startswith("whsec_") or not 24 <= len(key) <= 64:
+            raise ValueError("must be whsec_ followed by base64 of 24-64 random bytes (openssl rand -base64 32)")
+        return value.strip()
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        from decklog.core.entries import PAYLOADS
+
+        unknown = [k for k in kinds if k not in PAYLOADS]
+        if unknown:
+            raise ValueError(f"unknown entry kind {unknown[0]!r}")
+        return kinds
+
+    @property
+    def key(self) -> str:
+        if self.name:
+            return self.name
+        parts = urlsplit(self.url)
+        return f"{parts.netloc}{parts.path}"
+
+
 class SecurityConfig(_Section):
     # Hosts executors (and read tools) may call (core/egress.py). None (the key absent) = the hosts of the
     # configured executor URLs; [] = nothing.
@@ -159,6 +211,7 @@ class DecklogConfig(_Section):
     security: SecurityConfig = SecurityConfig()
     reminders: RemindersConfig = RemindersConfig()
     actions: tuple[dict[str, Any], ...] = ()
+    webhooks: tuple[WebhookConfig, ...] = ()
     path: str = ""
 
 

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decklog.adapters.http.openapi import ApiDescription
 from decklog.bot.config import DecklogConfig, load_config
 from decklog.bot.settings import Settings, SettingsError
 from decklog.core.agents.triggers import QUIET_KINDS
@@ -23,14 +24,14 @@ from decklog.core.outbox.dispatcher import Dispatcher, RetryPolicy
 from decklog.core.reports import ReportTemplateError, ReportTemplates
 from decklog.core.service import ScopeService
 from decklog.core.store.backend import storage_for
-from decklog.core.store.ports import IndexPort, LogStore, StorageFactory
+from decklog.core.store.ports import ApiKeys, IndexPort, LogStore, StorageFactory
 
 log = logging.getLogger(__name__)
 
 # Every entry gets one outbox row per topic, unless the topic names the entry kinds it cares about
 # (``TOPIC_KINDS``). Both are fixed so that a CLI append and the server agree; a topic whose sender is not running
 # in this process simply stays pending until one is.
-OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging")
+OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging", "webhooks")
 #: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
 #: ``actions``: core.actions.sender.ActionsSender runs approved proposals and verifies on verification obligations
 #: and resolved alerts; nothing else reaches it. ``agents``: core.agents.scheduler.AgentsSender arms turns for the
@@ -38,6 +39,7 @@ OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "
 #: and answers questions. ``index`` and ``slack`` take every kind (search; messages posted via the API/CLI).
 #: ``trackers``: core.follow_ups.FollowUpsSender files each follow-up in GitHub Issues or Jira;
 #: ``paging``: adapters.executors.pagerduty.PagingSender resolves a PagerDuty page when the incident resolves.
+#: ``webhooks``: adapters.webhooks.sender.WebhooksSender posts each entry to the ``[[webhooks]]`` that want its kind.
 #: Entries recorded before a filter existed keep their rows; a sender ignores what it does not act on.
 TOPIC_KINDS: dict[str, tuple[str, ...]] = {
     "changes": ("declared",),
@@ -73,6 +75,9 @@ class Runtime:
     dispatcher: Dispatcher
     alarm: Alarm
     reports: ReportTemplates = field(default_factory=ReportTemplates)  # compiled once; [reports] templates_dir
+    api_keys: ApiKeys | None = None  # the REST API's tokens and idempotent replies
+    description: ApiDescription = field(default_factory=ApiDescription)
+    """The REST API's OpenAPI registry: every door that serves an /api route adds its operations here."""
 
     @classmethod
     async def open(
@@ -102,10 +107,13 @@ class Runtime:
         dispatcher = Dispatcher(store, [], policy=retry, alarm=alarm, cursors=storage.cursor_claims())
         dispatcher.register(IndexSender(index, store))
         service = ScopeService(store, index, declarer_role=config.slack.declarer_role)
-        return cls(settings, config, clock, storage, store, index, service, dispatcher, alarm, reports)
+        api_keys = await storage.api_keys()
+        return cls(settings, config, clock, storage, store, index, service, dispatcher, alarm, reports, api_keys)
 
     async def close(self) -> None:
         await self.dispatcher.stop()
+        if self.api_keys is not None:
+            await self.api_keys.close()
         await self.index.close()
         await self.store.close()
         await self.storage.close()

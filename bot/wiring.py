@@ -35,7 +35,9 @@ from decklog.adapters.http.api import InsightsApi, ScopesApi
 from decklog.adapters.http.api import routes as api_routes
 from decklog.adapters.http.hosts import is_loopback_host
 from decklog.adapters.http.metrics import ServerMetrics
+from decklog.adapters.http.openapi import ApiDescription
 from decklog.adapters.http.receivers import Receivers
+from decklog.adapters.http.writes import ScopeWrites
 from decklog.adapters.local.sandbox import (
     LocalPage,
     LocalSlack,
@@ -48,6 +50,7 @@ from decklog.adapters.local.sandbox import (
 from decklog.adapters.slack.app import build_http_session
 from decklog.adapters.slack.export import SlackExport
 from decklog.adapters.slack.ports import SlackPorts
+from decklog.adapters.webhooks.sender import Endpoint, WebhooksSender
 from decklog.bot.actions import (
     Actions,
     build_actions,
@@ -66,6 +69,7 @@ from decklog.bot.settings import Settings, SettingsError, SlackMode
 from decklog.bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
 from decklog.bot.trackers import build_tracker, report_link
 from decklog.core.actions import Catalog
+from decklog.core.actions.desk import ActionDesk
 from decklog.core.alarm import Alarm
 from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
 from decklog.core.changes import ChangeLinkSender, ChangeService
@@ -76,7 +80,7 @@ from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sender import Sender
 from decklog.core.reports import ReportTemplates
 from decklog.core.service import ScopeService
-from decklog.core.store.ports import IndexPort, LogStore, RateCounter, RouteLocks
+from decklog.core.store.ports import ApiKeys, IndexPort, LogStore, RateCounter, RouteLocks
 
 log = logging.getLogger("decklog")
 
@@ -182,6 +186,7 @@ async def _build(
     provided += features.provided
     address = Address()
     provided.append(_tracker_senders(rt, http, features, address))
+    provided.append(build_webhooks(rt, http))
     inbox = await rt.storage.inbox()
     closers.append(inbox.close)
     slack = build_slack_in(rt.service, rt.store, rt.index, inbox, out, features.hooks, endpoint, mode)
@@ -349,8 +354,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
             rates=rt.storage.rate_counter(),
         )
         built.provided.append(built.receivers.provides)
-    if "api" in parts:
-        built.provided.append(build_api(rt.store, rt.index, rt.clock, token=settings.api_token, templates=rt.reports))
+    api_part = "api" in parts  # built after the actions part: the writes propose and decide through its desk
     if "reports" in parts:
         hooks.export = SlackExport(rt.store, rt.reports)
     if "agents" in parts:
@@ -396,6 +400,20 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
         if built.agents is not None:  # the agents' proposals go to the desk (instead of suggestions)
             built.agents.turns.use_proposer(built.actions.desk)
             built.agents.turns.use_catalog(built.actions.catalog)
+    if api_part and rt.api_keys is not None:  # Runtime.open always opens them
+        built.provided.append(
+            build_api(
+                rt.store,
+                rt.index,
+                rt.clock,
+                token=settings.api_token,
+                templates=rt.reports,
+                service=rt.service,
+                keys=rt.api_keys,
+                desk=built.actions.desk if built.actions is not None else None,
+                description=rt.description,
+            )
+        )
     return built
 
 
@@ -453,12 +471,24 @@ def build_receivers(
 
 
 def build_api(
-    store: LogStore, index: IndexPort, clock: Clock, *, token: SecretStr | None, templates: ReportTemplates
+    store: LogStore,
+    index: IndexPort,
+    clock: Clock,
+    *,
+    token: SecretStr | None,
+    templates: ReportTemplates,
+    service: ScopeService,
+    keys: ApiKeys,
+    desk: ActionDesk | None,
+    description: ApiDescription,
 ) -> Provides:
-    """The REST API's routes (adapters/http/api.py). ``token``: ``DECKLOG_API_TOKEN`` (None: loopback clients
-    only)."""
-    api = ScopesApi(store, index, token, templates=templates)
-    return Provides(routes=[Route(m, p, h) for m, p, h in api_routes(api, InsightsApi(index, clock))])
+    """The REST API's routes (adapters/http/api.py, adapters/http/writes.py), each described in ``description``
+    (``GET /api/openapi.json``). ``token``: ``DECKLOG_API_TOKEN`` (an admin token); ``keys``: the stored tokens and
+    idempotent replies; ``desk``: proposals and approvals (None without the actions part)."""
+    api = ScopesApi(store, index, token, templates=templates, keys=keys)
+    writes = ScopeWrites(service, store, keys, desk)
+    made = api_routes(api, InsightsApi(index, clock), writes=writes, description=description)
+    return Provides(routes=[Route(m, p, h) for m, p, h in made])
 
 
 def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address) -> Provides:
@@ -477,6 +507,20 @@ def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features,
             assert isinstance(executor, PagerDutyExecutor)
             senders.append(PagingSender(rt.store, executor, [spec.name for spec in paging]))
     return Provides(senders=senders)
+
+
+def build_webhooks(rt: Runtime, http: aiohttp.ClientSession) -> Provides:
+    """The ``webhooks`` sender over ``[[webhooks]]`` (adapters/webhooks/sender.py). Always registered, so that with
+    no endpoint configured its outbox rows are simply done. Its egress allowlist: ``[security] egress_allow`` when
+    set, else exactly the webhook URLs' hosts."""
+    hooks = rt.config.webhooks
+    endpoints = [Endpoint(h.key, h.url, h.secret, frozenset(h.kinds), h.timeout_s) for h in hooks]
+    egress = EgressPolicy.configured(rt.config.security.egress_allow, [h.url for h in hooks])
+    if endpoints:
+        log.info(
+            "webhooks: %s", ", ".join(f"{e.key} ({', '.join(sorted(e.kinds)) or 'every kind'})" for e in endpoints)
+        )
+    return Provides(senders=[WebhooksSender(rt.store, endpoints, http, egress, rt.clock)])
 
 
 def _finish_work(slack: SlackIn) -> Stopper:

@@ -49,6 +49,7 @@ from decklog.bot.cli.scopes import (
     cmd_state,
     cmd_timeline,
 )
+from decklog.bot.cli.tokens import cmd_token
 from decklog.bot.cli.verify import cmd_verify
 from decklog.bot.config import load_config
 from decklog.bot.settings import Settings, SettingsError, load_settings
@@ -83,6 +84,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "state": cmd_state,
     "fork": cmd_fork,
     "replay": cmd_replay,
+    "token": cmd_token,
 }
 
 

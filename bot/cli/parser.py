@@ -51,7 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_parsers(sub)
 
     _add_fork_parsers(sub)
+    _add_token_parsers(sub)
     return p
+
+
+def _add_token_parsers(sub: Any) -> None:
+    """``decklog token create|list|revoke`` (bot/cli/tokens.py): the REST API's tokens."""
+    t = sub.add_parser("token", help="REST API tokens: create (printed once), list, revoke")
+    ts = t.add_subparsers(dest="token_command", metavar="ACTION", parser_class=_Parser)
+    ts.required = True
+    s = ts.add_parser("create", help="make a token and print it once (only its hash is stored)")
+    s.add_argument("--name", required=True, help="its name, recorded as the actor of every write it makes")
+    s.add_argument("--scope", required=True, choices=("read", "write", "admin"), help="what it may do")
+    s.add_argument("--user", default="", metavar="SLACK_USER_ID", help="the person it acts for (approvals)")
+    s = ts.add_parser("list", help="every token: name, scope, person, made, revoked")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s = ts.add_parser("revoke", help="revoke a token by name (at once, on every replica)")
+    s.add_argument("name")
 
 
 def _add_process_parsers(sub: Any) -> None:

@@ -171,6 +171,7 @@ def list_scopes(
     service: str | None = None,
     updated_since: str | None = None,
     limit: int | None = 500,
+    before: tuple[str, str] | None = None,
 ) -> list[ScopeRow]:
     stmt = sa.select(scopes).where(scopes.c.status != "reserved")
     if kind:
@@ -188,6 +189,10 @@ def list_scopes(
     if text:
         pattern = f"%{text.lower()}%"
         stmt = stmt.where(sa.or_(sa.func.lower(scopes.c.title).like(pattern), scopes.c.id.like(pattern)))
+    if before is not None:  # the rows after (created_at, id) in the listing's order: a cursor
+        stmt = stmt.where(
+            sa.or_(scopes.c.created_at < before[0], sa.and_(scopes.c.created_at == before[0], scopes.c.id > before[1]))
+        )
     stmt = stmt.order_by(scopes.c.created_at.desc(), scopes.c.id)
     return [scope_row(r) for r in conn.execute(stmt if limit is None else stmt.limit(limit))]
 

@@ -4,7 +4,8 @@ A caller asks for the narrowest port it uses: ``EntryLog`` (append with compare-
 decide-callables; reads; verify), ``Outbox`` (the delivery rows), ``SenderMemos`` (what a sender remembers),
 ``CommitFeed`` (hear about commits); ``LogStore`` is all of them plus ``close``, ``DeliveryStore`` what the
 dispatcher and the senders use. ``IndexPort`` is the derived index (listing, routing, fingerprints, inbound dedup,
-search, milestones); ``Inbox`` holds requests from outside before they are acknowledged.
+search, milestones); ``Inbox`` holds requests from outside before they are acknowledged; ``ApiKeys`` the REST
+API's tokens (hashes) and the first answers of its idempotent writes.
 
 Some ports exist only where several processes share one database: ``CursorClaims`` (one drainer per (scope,
 topic) outbox cursor, and the other replicas' commits), ``Leases`` (named leases on the database clock),
@@ -312,7 +313,11 @@ class IndexPort(Protocol):
         service: str | None = None,
         updated_since: str | None = None,
         limit: int | None = 500,
-    ) -> list[ScopeRow]: ...
+        before: tuple[str, str] | None = None,
+    ) -> list[ScopeRow]:
+        """Newest first (``created_at`` descending, then id). ``before``: only the rows after the row
+        ``(created_at, id)`` in that order — a cursor that holds while scopes are declared (they sort before it)."""
+        ...
 
     async def unresolved_incidents(self, *, limit: int = 2000) -> list[str]: ...
 
@@ -585,6 +590,62 @@ class DueTurns(Protocol):
         """A replica holds ``scope``'s turn now, under a live lease (its progress reaction is not stale)."""
 
 
+# -- API tokens and idempotent replies ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApiTokenRow:
+    """One API token as stored: never the secret, only its sha256 (``digest``). ``scope``: read, write or admin;
+    ``user``: the Slack user id it acts for ("" = nobody: its writes are the system's, and it cannot approve)."""
+
+    name: str
+    scope: str
+    digest: str
+    created_at: float
+    user: str = ""
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredReply:
+    """The first answer to an API write made under an ``Idempotency-Key`` (``key`` names the token too), and the
+    sha256 of the request it answered (a replay with another request is refused)."""
+
+    key: str
+    request_hash: str
+    status: int
+    body: str
+
+
+class ApiKeys(Protocol):
+    """The REST API's own rows: its tokens (hashes only) and the replies its writes gave under an idempotency key.
+    Neither is derived from the logs, so both live beside them, not in the (rebuildable) index."""
+
+    async def token_add(self, row: ApiTokenRow) -> bool:
+        """Store a new token; False when a token that is not revoked already has that name."""
+        ...
+
+    async def token_by_digest(self, digest: str) -> ApiTokenRow | None:
+        """The token whose secret hashes to ``digest`` (revoked ones too: the caller refuses them)."""
+        ...
+
+    async def tokens(self) -> list[ApiTokenRow]:
+        """Every token, oldest first (revoked ones too)."""
+        ...
+
+    async def token_revoke(self, name: str, *, at: float) -> bool:
+        """Revoke the live token named ``name``; False when there is none."""
+        ...
+
+    async def reply_get(self, key: str) -> StoredReply | None: ...
+
+    async def reply_put(self, reply: StoredReply) -> StoredReply:
+        """Keep ``reply`` unless one is already stored under its key; returns the one stored (the first wins)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 # -- the factory ----------------------------------------------------------------------------------------------------
 
 
@@ -632,6 +693,10 @@ class StorageFactory(Protocol):
 
     def due_turns(self, alarm: Alarm, owner: str, *, max_wait: float, lease_s: float, poll_s: float) -> DueTurns | None:
         """Due agent turns shared by the processes (``owner`` names this one; ``max_wait`` caps the debounce)."""
+        ...
+
+    async def api_keys(self) -> ApiKeys:
+        """The REST API's tokens and idempotent replies, opened (made when there are none yet)."""
         ...
 
     async def health(self) -> dict[str, str]:

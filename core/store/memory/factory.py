@@ -10,10 +10,12 @@ from collections.abc import Collection, Mapping, Sequence
 
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
+from decklog.core.store.memory.api_keys import MemoryApiKeys
 from decklog.core.store.memory.inbox import MemoryInbox
 from decklog.core.store.memory.index import MemoryIndex
 from decklog.core.store.memory.log_store import MemoryLogStore, MemoryStorage
 from decklog.core.store.ports import (
+    ApiKeys,
     CursorClaims,
     DueTurns,
     Inbox,
@@ -70,6 +72,9 @@ class MemoryFactory:
 
     def due_turns(self, alarm: Alarm, owner: str, *, max_wait: float, lease_s: float, poll_s: float) -> DueTurns | None:
         return None
+
+    async def api_keys(self) -> ApiKeys:
+        return MemoryApiKeys(self.storage.api)
 
     async def health(self) -> dict[str, str]:
         return {}

@@ -155,6 +155,7 @@ class MemoryIndex:
         service: str | None = None,
         updated_since: str | None = None,
         limit: int | None = 500,
+        before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
         return self._list(
             kind=kind,
@@ -165,6 +166,7 @@ class MemoryIndex:
             service=service,
             updated_since=updated_since,
             limit=limit,
+            before=before,
         )
 
     def _list(
@@ -178,6 +180,7 @@ class MemoryIndex:
         service: str | None = None,
         updated_since: str | None = None,
         limit: int | None = 500,
+        before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
         def wanted(r: dict[str, Any]) -> bool:
             if r["status"] == "reserved":
@@ -191,6 +194,10 @@ class MemoryIndex:
             if service and f'"{service}"' not in r["services"]:
                 return False
             if updated_since and r["updated_at"] < updated_since:
+                return False
+            if before is not None and not (
+                r["created_at"] < before[0] or (r["created_at"] == before[0] and r["id"] > before[1])
+            ):
                 return False
             return not text or text.lower() in r["title"].lower() or text.lower() in r["id"].lower()
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
 from decklog.core.store.ports import (
+    ApiKeys,
     CursorClaims,
     DueTurns,
     Inbox,
@@ -25,6 +26,7 @@ from decklog.core.store.ports import (
     RateCounter,
     RouteLocks,
 )
+from decklog.core.store.postgres.api_keys import PostgresApiKeys
 from decklog.core.store.postgres.due_turns import PostgresDueTurns
 from decklog.core.store.postgres.inbox import PostgresInbox
 from decklog.core.store.postgres.index import PostgresIndex
@@ -102,6 +104,10 @@ class PostgresFactory:
 
     def due_turns(self, alarm: Alarm, owner: str, *, max_wait: float, lease_s: float, poll_s: float) -> DueTurns | None:
         return PostgresDueTurns(self._own(), alarm, owner, max_wait=max_wait, lease_s=lease_s, poll_s=poll_s)
+
+    async def api_keys(self) -> ApiKeys:
+        store = self._own()
+        return PostgresApiKeys(store.engine, store.executor)
 
     async def health(self) -> dict[str, str]:
         try:

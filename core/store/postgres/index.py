@@ -137,6 +137,7 @@ class PostgresIndex:
         service: str | None = None,
         updated_since: str | None = None,
         limit: int | None = 500,
+        before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
         return await self._read(
             lambda conn: q.list_scopes(
@@ -149,6 +150,7 @@ class PostgresIndex:
                 service=service,
                 updated_since=updated_since,
                 limit=limit,
+                before=before,
             )
         )
 

@@ -252,8 +252,31 @@ alert_rates = sa.Table(
     sa.Column("count", sa.BigInteger, nullable=False),
 )
 
+# The REST API's tokens (only the sha256 of each secret; one live token per name) and the first answer of each
+# write made under an Idempotency-Key (core/store/postgres/api_keys.py). Added without a schema version:
+# ``create_all`` adds them to an older database, and an older decklog never reads them.
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    key("digest", primary_key=True),
+    key("name"),
+    sa.Column("scope", sa.Text, nullable=False),
+    sa.Column("user_id", sa.Text, nullable=False, server_default=""),
+    sa.Column("created_at", sa.Float(precision=53), nullable=False),
+    sa.Column("revoked_at", sa.Float(precision=53), nullable=True),
+)
+sa.Index("api_tokens_live_name", api_tokens.c.name, unique=True, postgresql_where=api_tokens.c.revoked_at.is_(None))
+api_replies = sa.Table(
+    "api_replies",
+    metadata,
+    key("key", primary_key=True),
+    sa.Column("request_hash", sa.Text, nullable=False),
+    sa.Column("status", sa.Integer, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
-REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates)
+REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates, api_tokens, api_replies)
 
 # insights: one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(

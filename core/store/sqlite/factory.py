@@ -14,6 +14,7 @@ from pathlib import Path
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
 from decklog.core.store.ports import (
+    ApiKeys,
     CursorClaims,
     DueTurns,
     Inbox,
@@ -24,6 +25,7 @@ from decklog.core.store.ports import (
     RateCounter,
     RouteLocks,
 )
+from decklog.core.store.sqlite.api_keys import SqliteApiKeys
 from decklog.core.store.sqlite.inbox import SqliteInbox
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.log_store import SqliteLogStore
@@ -94,6 +96,9 @@ class SqliteFactory:
 
     def due_turns(self, alarm: Alarm, owner: str, *, max_wait: float, lease_s: float, poll_s: float) -> DueTurns | None:
         return None
+
+    async def api_keys(self) -> ApiKeys:
+        return await SqliteApiKeys.open(self.data_dir)
 
     async def health(self) -> dict[str, str]:
         return {}

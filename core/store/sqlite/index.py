@@ -121,6 +121,7 @@ class SqliteIndex:
         service: str | None = None,
         updated_since: str | None = None,
         limit: int | None = 500,
+        before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
         return await self.file.read(
             lambda conn: q.list_scopes(
@@ -133,6 +134,7 @@ class SqliteIndex:
                 service=service,
                 updated_since=updated_since,
                 limit=limit,
+                before=before,
             )
         )
 

@@ -1,0 +1,1 @@
+"""Outgoing webhooks: each committed entry posted to the ``[[webhooks]]`` endpoints, signed per Standard Webhooks."""
