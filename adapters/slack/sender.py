@@ -21,6 +21,12 @@ and died) — is first looked up by its metadata (``conversations.replies`` / ``
 ``include_all_metadata``) and posted only if absent. Nothing is written before a post, so the header of a new
 incident costs no extra fsync. Posts are paced per channel (adapters/slack/pacing.py); a 429 raises
 ``RetryAfter`` (no failure budget spent).
+
+What waits for a channel's next post slot goes in order of what matters (``post_priority``, from the entry and the
+incident's stored state, so a restart or another replica orders the same way): a new incident's header by
+severity, then posts in the threads of open SEV1/2 incidents, then the rest, then low-value posts. While the
+channel is in a burst, low-value posts (alert summaries, link notices, alert notes: ``low_value``) are not posted in
+their threads but gathered in the channel's storm digest, one message updated in place (adapters/slack/digest.py).
 """
 
 from __future__ import annotations
@@ -38,16 +44,28 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from decklog.adapters.slack import render
-from decklog.adapters.slack.pacing import ChannelPacer
+from decklog.adapters.slack.digest import StormDigest
+from decklog.adapters.slack.pacing import DEFAULT, HEADER, LOW, NORMAL, URGENT, ChannelPacer, Priority
 from decklog.adapters.slack.render.header import pointer
 from decklog.adapters.slack.render.lifecycle import lifecycle_reply
 from decklog.core.alarm import Alarm
-from decklog.core.entries import Actor, Entry, Message, NewEntry, Observation, ReportExported, ThreadLinked
+from decklog.core.alerts.rules import SUMMARY_SOURCE
+from decklog.core.entries import (
+    Actor,
+    Entry,
+    Message,
+    NewEntry,
+    Observation,
+    ReportExported,
+    ScopeLinked,
+    ThreadLinked,
+)
 from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
 from decklog.core.index.keys import route_key
 from decklog.core.outbox.sender import LeaseFence, LeaseLost, PermanentFailure, RetryAfter
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.views import CONTEXT_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +118,7 @@ class SlackStats:
     skipped_duplicates: int = 0
     rate_limited: int = 0
     archived: int = 0  # channels archived (conversations.archive)
+    coalesced: int = 0  # low-value posts gathered in a storm digest instead of their threads
 
 
 RECORD_KINDS = frozenset({"goal", "constraint", "decision"})
@@ -173,6 +192,9 @@ class SlackSender:
         self._memos: dict[str, dict[str, dict[str, Any]]] = {}
         self._last_header: dict[str, float] = {}
         self.records = HeaderRecords(store)
+        self.digest = StormDigest(
+            client, pacer, paced=lambda channel: self.pacer.wait(channel, Priority(LOW)), fail=self.raise_for
+        )
         # Features may ask for earlier messages to be updated in place after an entry is delivered (e.g. a
         # proposal's message once it is decided): each returns [(seq of the earlier entry, its new rendering)].
         # Updaters never see messages that came from Slack (``from_slack``), nor alert observations (the header
@@ -214,11 +236,33 @@ class SlackSender:
             out = render.entry_reply(entry, state)
             if out is not None:
                 thread_ts = None if thread.dedicated_channel else thread.ts
-                await self.post_once(scope, f"post:{entry.seq}", entry, thread.channel, thread_ts, out)
+                key = f"post:{entry.seq}"
+                if not (low_value(entry) and await self._coalesced(scope, key, state, out)):
+                    priority = post_priority(entry, state)
+                    await self.post_once(scope, key, entry, thread.channel, thread_ts, out, priority=priority)
             for updater in self.updaters:
                 for seq, updated in await updater(scope, entry, state):
                     await self.update_entry_message(scope, seq, updated)
         await self.refresh_header(scope)
+
+    async def _coalesced(self, scope: str, key: str, state: ScopeState, out: render.Outgoing) -> bool:
+        """A low-value post while its channel is in a burst: its line goes into the channel's storm digest instead
+        of the thread (True). Once there, a redelivery does nothing (the memo says so)."""
+        assert state.thread is not None
+        memo = await self.memo_get(scope, key)
+        if memo and (memo.get("ts") or memo.get("state") == "coalesced"):
+            self.stats.skipped_duplicates += 1
+            return True
+        channel = state.thread.channel
+        if memo or not self.digest.wants(channel):  # a post already under way (``posting``) is looked up, not moved
+            return False
+        if self.fence is not None and not self.fence.holds(scope, TOPIC):
+            raise LeaseLost(f"{scope}: the delivery cursor's lease ran out before its digest line")
+        title = state.title or scope
+        digest_ts = await self.digest.add(channel, scope, out.text, title=title, link=state.thread.permalink)
+        self.stats.coalesced += 1
+        await self.memo_put(scope, key, {"state": "coalesced", "channel": channel, "digest": digest_ts})
+        return True
 
     async def update_entry_message(self, scope: str, seq: int, out: render.Outgoing) -> bool:
         """chat.update the message an earlier entry was posted as (memo ``post:<seq>``), when its rendering changed.
@@ -299,7 +343,10 @@ class SlackSender:
             await self.memo_put(scope, "header", {"state": "no_channel"})
             return
         out = render.header(state, await self.records.get(scope))
-        posted = await self.post_once(scope, "header", entry, channel, None, out, event_type="decklog_header")
+        first = Priority(HEADER, state.severity or 5, entry.at.timestamp())
+        posted = await self.post_once(
+            scope, "header", entry, channel, None, out, event_type="decklog_header", priority=first
+        )
         permalink = ""
         try:
             link = await self.client.chat_getPermalink(channel=channel, message_ts=posted["ts"])
@@ -310,7 +357,7 @@ class SlackSender:
         await self.memo_put(scope, "header", header_memo)
         await self._link_thread(scope, header_memo)
         if dedicated and origin[:1] in ("C", "G") and origin != channel:
-            await self.post_once(scope, "pointer", entry, origin, None, pointer(state, channel))
+            await self.post_once(scope, "pointer", entry, origin, None, pointer(state, channel), priority=first)
 
     async def _link_thread(self, scope: str, memo: dict[str, Any]) -> None:
         dedicated = bool(memo.get("dedicated"))
@@ -388,7 +435,10 @@ class SlackSender:
         out = lifecycle_reply(entry, state)
         if out is not None:
             thread_ts = None if state.thread.dedicated_channel else state.thread.ts
-            await self.post_once(scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out)
+            priority = post_priority(entry, state)
+            await self.post_once(
+                scope, f"post:{entry.seq}", entry, state.thread.channel, thread_ts, out, priority=priority
+            )
 
     async def _archive_channel(self, scope: str, entry: Entry, p: ChannelArchive, state: ScopeState) -> None:
         key = f"archive:{entry.seq}"
@@ -442,7 +492,7 @@ class SlackSender:
         content = stash.get("content")
         if not isinstance(content, str) or hashlib.sha256(content.encode("utf-8")).hexdigest() != p.sha256:
             raise PermanentFailure(f"the bytes of report sha256 {p.sha256[:12]}… are not available to upload")
-        await self.paced(scope, channel)
+        await self.paced(scope, channel, post_priority(entry, state))
         await self.memo_put(scope, key, {"state": "uploading", "at": time.time()})
         try:
             resp = await self.client.files_upload_v2(
@@ -497,6 +547,7 @@ class SlackSender:
         out: render.Outgoing,
         *,
         event_type: str = "decklog_entry",
+        priority: Priority = DEFAULT,
     ) -> dict[str, Any]:
         memo = await self.memo_get(scope, key)
         if memo and memo.get("ts"):
@@ -512,7 +563,7 @@ class SlackSender:
                 await self.memo_put(scope, key, done)
                 self._uncertain.discard((scope, key))
                 return done
-        await self.paced(scope, channel)
+        await self.paced(scope, channel, priority)
         metadata = {
             "event_type": event_type,
             "event_payload": {"scope": scope, "seq": entry.seq, "entry_id": entry.id, "key": key},
@@ -544,11 +595,12 @@ class SlackSender:
         await self.index.add_route(route_key(channel, done["ts"]), scope)
         return done
 
-    async def paced(self, scope: str, channel: str) -> None:
-        """Wait for the channel's next post slot (shared by every replica, so possibly many seconds away), then
-        check that this replica still holds the scope's cursor: a post started after another replica took it over
-        would not be found by that replica's look-before-posting, and Slack would show it twice (decision 121)."""
-        await self.pacer.wait(channel)
+    async def paced(self, scope: str, channel: str, priority: Priority = DEFAULT) -> None:
+        """Wait for the channel's next post slot (shared by every replica, so possibly many seconds away) in
+        ``priority``'s turn, then check that this replica still holds the scope's cursor: a post started after
+        another replica took it over would not be found by that replica's look-before-posting, and Slack would show
+        it twice (decision 121)."""
+        await self.pacer.wait(channel, priority)
         if self.fence is not None and not self.fence.holds(scope, TOPIC):
             raise LeaseLost(f"{scope}: the delivery cursor's lease ran out while waiting to post to {channel}")
 
@@ -610,6 +662,33 @@ def from_slack(entry: Entry) -> bool:
     """A message that came from Slack: it is already in the thread, the fold leaves the state (hence the header)
     as it was, and no updater acts on a message. The sender skips it without reading anything."""
     return isinstance(entry.payload, Message) and bool(entry.payload.ts)
+
+
+#: Observation sources whose posts can wait in a burst: the alerts' own notes (per-minute summaries, one-time notes,
+#: refusals) and the context agent's (similar past incidents, recent changes on the services).
+LOW_VALUE_SOURCES = frozenset({SUMMARY_SOURCE, CONTEXT_SOURCE})
+
+
+def low_value(entry: Entry) -> bool:
+    """A post that can wait and be gathered with others in a burst: link notices and the notes of
+    ``LOW_VALUE_SOURCES``."""
+    p = entry.payload
+    return isinstance(p, ScopeLinked) or (isinstance(p, Observation) and p.source in LOW_VALUE_SOURCES)
+
+
+def post_priority(entry: Entry, state: ScopeState) -> Priority:
+    """Where a post of ``entry`` goes among those waiting for its channel's slot (adapters/slack/pacing.py),
+    from what is stored: a new incident's header first by severity, then what happens in open SEV1/2 incidents,
+    then the rest, and low-value posts last; the oldest first within each."""
+    severity = state.severity or 5
+    at = entry.at.timestamp()
+    if entry.kind == "declared":
+        return Priority(HEADER, severity, at)
+    if low_value(entry):
+        return Priority(LOW, severity, at)
+    if severity <= 2 and state.status != "resolved":
+        return Priority(URGENT, severity, at)
+    return Priority(NORMAL, severity, at)
 
 
 def alert_observation(entry: Entry) -> bool:

@@ -19,7 +19,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from decklog.adapters.local.slack import FakeSlackServer
-from decklog.adapters.slack.pacing import ChannelPacer
+from decklog.adapters.slack.pacing import DEFAULT, ChannelPacer, Priority
 from decklog.adapters.slack.sender import SlackSender
 from decklog.core.outbox import dispatcher as dispatching
 from decklog.core.outbox.dispatcher import Dispatcher
@@ -78,7 +78,7 @@ class HeldPacer(ChannelPacer):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def wait(self, channel: str) -> None:
+    async def wait(self, channel: str, priority: Priority = DEFAULT) -> None:
         self.entered.set()
         await self.release.wait()
 
