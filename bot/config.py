@@ -67,7 +67,7 @@ class EvidenceConfig(_Section):
     """``[agents.evidence]``: the outside read tools' bounds and the checks' PromQL windows (core/evidence)."""
 
     window: str = Field("5m", pattern=r"^\d+[smhd]$")  # the span each check looks at (rate windows)
-    baseline: str = Field("30m", pattern=r"^\d+[smhd]$")  # the span before it that a check compares with
+    baseline: str = Field("30m", pattern=r"^\d+[smhd]$")  # a check compares with the same window this much earlier
     lookback_minutes: float = Field(30, gt=0)  # how far back a range query looks for an onset or a new version
     max_reads: int = Field(80, ge=1, le=1000)  # per turn
     max_seconds: float = Field(10, gt=0)  # per turn, all reads together

@@ -6,7 +6,8 @@ and a ``*_build_info`` version that changed).
 
 **Checks** (each one PromQL query through ``Evidence``, core/evidence/queries.py): the error ratio and the p99
 latency against the same service's own baseline (the ``baseline`` span before the window), ``up``, restarts,
-CPU saturation, and the versions its build-info metric reported. An anomalous check gets one range query for its
+CPU saturation, and the versions its build-info metric reported. The baseline of a check is the same query over
+the same window, ``baseline`` earlier (``offset``). An anomalous check gets one range query for its
 onset (the first step at which it crossed). Alertmanager says what else fires.
 
 **Ranking**, each rule a named piece of evidence with its weight (the confidence is their sum, capped; no
@@ -256,8 +257,10 @@ class Investigator:
             return
         comp = evidence.catalog.get(cand.service)
         q = ServiceQueries(cand.service, evidence.sources.window, comp.annotations if comp else None)
-        offset = evidence.sources.window
-        base_q = ServiceQueries(cand.service, evidence.sources.baseline, comp.annotations if comp else None)
+        # The baseline is the same window one ``baseline`` span earlier: far enough back that the fault (which
+        # began at most minutes before the alert) is not in it, so one bad p99 sample cannot be its own baseline.
+        offset = evidence.sources.baseline
+        base_q = q
 
         async def instant(check: str, expr: str) -> tuple[float | None, int]:
             vector, idx = await evidence.read(
@@ -395,7 +398,7 @@ class Investigator:
                     c.reasons.append((f"explained by its anomalous dependency {', '.join(sorted(below))}", EXPLAINED))
                 elif above:
                     c.reasons.append((f"the deepest anomalous dependency of {', '.join(sorted(above))}", DEEPEST))
-                if earliest is not None and c.onset is not None and c.onset <= earliest and len(onsets) > 1:
+                if earliest is not None and c.onset is not None and c.onset <= earliest and max(onsets) > c.onset:
                     c.reasons.append(("its anomaly began first", EARLIEST))
             if c.alerting and (c.anomalies or not metrics):
                 c.reasons.append(("it is alerting", ALERTING))

@@ -48,7 +48,7 @@ class EvidenceSources:
     catalog: ServiceCatalog | None = None
     limits: Limits = Limits()
     window: str = "5m"
-    baseline: str = "30m"  # the earlier span a check compares the window with
+    baseline: str = "30m"  # how long before now the window a check compares with ends (a PromQL offset)
     lookback_s: float = 1800.0  # how far back a range query looks for an onset
 
     @property
