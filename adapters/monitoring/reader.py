@@ -65,9 +65,11 @@ class JsonReader:
                 auth=self.auth,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             ) as response:
-                body = await response.content.read(self.max_bytes + 1)
-                if len(body) > self.max_bytes:
-                    raise SourceError(f"{path} answered more than {self.max_bytes} bytes")
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(65_536):
+                    body += chunk
+                    if len(body) > self.max_bytes:
+                        raise SourceError(f"{path} answered more than {self.max_bytes} bytes")
                 if response.status >= 400:
                     snippet = body[:200].decode(errors="replace").strip()
                     raise SourceError(f"{path} answered HTTP {response.status}: {snippet}")

@@ -29,7 +29,7 @@ before the incident). When nothing stands out it says so, naming what it checked
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -181,13 +181,19 @@ class Investigator:
             await self._indexed_changes(turn, evidence, cands)
             await self._past(turn, evidence, cands)
         metrics = evidence is not None and evidence.metrics is not None
+        unread = False
         if metrics and evidence is not None:
             for cand in cands.values():
                 await self.check(turn.now, evidence, cand)
             await self._other_alerts(evidence, cands)
-        return self._rank(
-            turn, cands, metrics=metrics, evidence=evidence, first_alert_seq=first_alert.first_seq if first_alert else 0
-        )
+            # Not one query answered: the checks say nothing, so rank on what the log holds (as without metrics).
+            metrics = any(o.source == "prometheus" and not o.error for o in evidence.observations)
+            unread = not metrics
+        first_seq = first_alert.first_seq if first_alert else 0
+        report = self._rank(turn, cands, metrics=metrics, evidence=evidence, first_alert_seq=first_seq)
+        if unread:
+            report.findings = [replace(f, text=f"{f.text}; Prometheus could not be read") for f in report.findings]
+        return report
 
     # -- gathering -----------------------------------------------------------------------------------------------
 
