@@ -24,8 +24,9 @@ Action names come from ``[agents.rules]`` in decklog.toml (``rollback_action``, 
 constants here. A suspect a person ruled out (``finding_answer``) is never suggested again unless new evidence (an
 alert first seen after the ruling) arrives.
 
-Asked a question, it answers from the investigation (or joiner) view: what changed, what is firing, what is
-suspected, what is open.
+Asked a question, it answers from the read tools where a rule can (core/agents/ask_tools.py: who owns a service,
+what it depends on, its error rate now, what was checked), else from the investigation (or joiner) view: what
+changed, what is firing, what is suspected, what is open. Anything else: "I can't answer that without a model".
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from decklog.core.agents.ask_tools import CANNOT, answer_from_tools
 from decklog.core.agents.investigator import Investigator
 from decklog.core.agents.reasoner import (
     HypothesisIntent,
@@ -312,8 +314,13 @@ class RuleBasedReasoner:
 
     async def answer(self, turn: TurnInput) -> str:
         question = turn.question
+        from_tools = await answer_from_tools(turn)
+        if from_tools is not None:
+            return from_tools
         if _SUMMARY_WORDS.search(question) and not _CHANGE_WORDS.search(question):
             return await self._summary(turn)
+        if not _CHANGE_WORDS.search(question):
+            return CANNOT  # an honest "no" rather than a summary that does not answer
         view = await turn.views.view("investigation")
         sec = view.sections
         lines: list[str] = []

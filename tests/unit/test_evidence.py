@@ -22,7 +22,7 @@ from decklog.core.evidence.catalog import Component, ServiceCatalog
 from decklog.core.evidence.observer import Evidence, EvidenceSources, Limits
 from decklog.core.evidence.queries import ServiceQueries
 from tests.helpers.monitoring import free_port
-from tests.unit.test_agents import CHANGE, SCOPE, World, alerting_incident, world
+from tests.unit.test_agents import ALICE, CHANGE, SCOPE, World, alerting_incident, world
 
 __all__ = ["world"]
 
@@ -143,3 +143,30 @@ def test_the_catalog_reads_components_and_resources_and_names_what_does_not_pars
     plain = ServiceQueries("payments", "5m")
     assert plain.up() == 'min(up{service="payments"} or up{job="payments"})'
     assert json.dumps(catalog.get("orders-db").to_json())  # type: ignore[union-attr]
+
+
+async def test_ask_answers_from_the_tools_where_a_rule_can_and_says_so_where_it_cannot(world: World) -> None:
+    catalog = ServiceCatalog(
+        [
+            Component("payments", owner="team-pay", system="shop", depends_on=("ledger",)),
+            Component("ledger", depends_on=("postgres",)),
+            Component("checkout", depends_on=("payments",)),
+        ]
+    )
+    runtime = world.runtime(RuleBasedReasoner(), evidence=EvidenceSources(catalog=catalog))
+    await alerting_incident(world)
+
+    async def ask(question: str) -> str:
+        result = await runtime.ask(SCOPE, question, ALICE, key=question)
+        assert result.output is not None and result.output.answer is not None
+        return result.output.answer
+
+    assert await ask("who owns payments?") == "payments is owned by team-pay (system shop)."
+    assert await ask("what does payments depend on?") == (
+        "payments depends on ledger; further down: postgres (level 2). Used by checkout."
+    )
+    assert (await ask("what is the airspeed of an unladen swallow?")).startswith("I can't answer that without a model")
+    assert CHANGE in await ask("what changed?")
+    assert "has not checked anything" in await ask("what did you check?")
+    noted = [e.payload for e in await world.entries("observation") if e.actor.type == "agent"]
+    assert [p.data["query"] for p in noted] == ["component payments", "dependencies of payments"]  # type: ignore[attr-defined]
