@@ -33,5 +33,5 @@ async def test_evidence_and_an_obligation_from_slash_commands_and_mentions(serve
     assert ob[0].text == "check the replica lag before failing over" and ob[0].purpose == "task"
     assert (await store.get_state(scope)).evidence == 2
     # the usage names an example when the text is missing
-    with pytest.raises(UsageError, match="`evidence` needs a text, e.g. `evidence pool at"):
+    with pytest.raises(UsageError, match=r"`evidence` needs a text, e\.g\. `evidence pool at"):
         record_args("evidence")([])
