@@ -11,8 +11,11 @@ questions to answer live in the same row (one turn at a time per scope, on one r
 one process (SQLite) a wake-up is the scope's ``agents``/``wake`` memo, re-armed at boot. The turn slots are shared
 the same way where the backend has leases.
 
+Outside read tools (core/evidence): ``DECKLOG_PROMETHEUS_URL``, ``DECKLOG_ALERTMANAGER_URL``, ``DECKLOG_CATALOG``
+(``build_evidence``); without any, the investigator reads the log only.
+
 Settings: ``DECKLOG_FIRST_TURN_DELAY`` / ``DECKLOG_TURN_DEBOUNCE`` win over ``[agents]`` in decklog.toml (default
-60 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
+15 s / 13 s); ``DECKLOG_TURN_MAX_WAIT`` (default 60 s) caps both; ``ANTHROPIC_API_KEY`` (and
 ``ANTHROPIC_BASE_URL``) select Claude. Progress (:fire:) goes through ``SlackProgress``, which is also a Slack
 sender updater (it removes an ask's :fire: when the answer is delivered).
 """
@@ -27,9 +30,13 @@ from typing import Any
 from prometheus_client import Gauge, Histogram
 from slack_sdk.web.async_client import AsyncWebClient
 
+from decklog.adapters.catalog.backstage import load_catalog
+from decklog.adapters.monitoring.alertmanager import AlertmanagerSource
+from decklog.adapters.monitoring.prometheus import PrometheusSource
+from decklog.adapters.monitoring.reader import JsonReader
 from decklog.adapters.slack.ask import SlackAsk
 from decklog.adapters.slack.progress import SlackProgress
-from decklog.bot.config import AgentsConfig, ChangesConfig, ObligationsConfig
+from decklog.bot.config import AgentsConfig, ChangesConfig, EvidenceConfig, ObligationsConfig
 from decklog.bot.parts import Provides
 from decklog.bot.settings import Settings
 from decklog.core.agents import ContextAgents, Reasoner, RuleBasedReasoner, TurnResult, TurnRuntime, TurnScheduler
@@ -38,12 +45,17 @@ from decklog.core.agents.catchup import ModelCatchUp
 from decklog.core.agents.shared_slots import SharedSlots
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
+from decklog.core.egress import EgressPolicy
+from decklog.core.evidence.observer import EvidenceSources, Limits
 from decklog.core.prompts import PromptLibrary
 from decklog.core.store.ports import DueTurns, IndexPort, Leases, LogStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_FIRST_TURN_DELAY = 60.0
+#: 15 s: the investigator's first hypothesis should come while the incident is young, and its checks take a
+#: second; Alertmanager already holds a group's first notification for its group_wait (30 s by default), so the
+#: alerts that fire together arrive together (docs/decisions/0155-first-turn-after-15-seconds.md).
+DEFAULT_FIRST_TURN_DELAY = 15.0
 DEFAULT_TURN_DEBOUNCE = 13.0
 #: With replicas: how long a replica holds a due turn without renewing it (renewed every third of it while the
 #: turn runs), and how often each replica looks for due turns (besides the due times it armed itself).
@@ -52,7 +64,7 @@ DUE_POLL_S = 1.0
 
 
 def turn_delays(settings: Settings, config: AgentsConfig) -> tuple[float, float]:
-    """(first turn delay, debounce): the environment when set, else decklog.toml, else 60 s and 13 s."""
+    """(first turn delay, debounce): the environment when set, else decklog.toml, else 15 s and 13 s."""
 
     def pick(name: str, configured: float | None, default: float) -> float:
         if name in settings.model_fields_set:
@@ -86,6 +98,56 @@ def build_reasoner(settings: Settings, config: AgentsConfig, *, max_retries: int
         input_usd_per_mtok=config.input_usd_per_mtok,
         output_usd_per_mtok=config.output_usd_per_mtok,
     )
+
+
+def build_evidence(
+    settings: Settings, config: EvidenceConfig, *, egress_allow: tuple[str, ...] | None = None
+) -> tuple[EvidenceSources | None, list[JsonReader]]:
+    """The outside read tools from ``DECKLOG_PROMETHEUS_URL``, ``DECKLOG_ALERTMANAGER_URL`` and ``DECKLOG_CATALOG``
+    (None when none is set), and the HTTP readers to close at shutdown. The read tools pass ``[security]
+    egress_allow`` when it is set, else the hosts of these two URLs. A catalog file that does not parse is named
+    here (with its line) and the rest loads."""
+    urls = [u for u in (settings.prometheus_url, settings.alertmanager_url) if u]
+    egress = EgressPolicy.configured(egress_allow, urls)
+    readers: list[JsonReader] = []
+    limits = Limits(
+        max_calls=config.max_reads,
+        max_seconds=config.max_seconds,
+        max_bytes=config.max_bytes,
+        call_timeout_s=config.call_timeout_s,
+    )
+    metrics = alerts = catalog = None
+    if settings.prometheus_url:
+        basic = None
+        if settings.prometheus_user:
+            password = settings.prometheus_password.get_secret_value() if settings.prometheus_password else ""
+            basic = (settings.prometheus_user, password)
+        token = settings.prometheus_token.get_secret_value() if settings.prometheus_token else ""
+        reader = JsonReader(
+            settings.prometheus_url, egress=egress, bearer=token, basic=basic, timeout_s=config.call_timeout_s
+        )
+        readers.append(reader)
+        metrics = PrometheusSource(reader)
+    if settings.alertmanager_url:
+        token = settings.alertmanager_token.get_secret_value() if settings.alertmanager_token else ""
+        reader = JsonReader(settings.alertmanager_url, egress=egress, bearer=token, timeout_s=config.call_timeout_s)
+        readers.append(reader)
+        alerts = AlertmanagerSource(reader)
+    if settings.catalog is not None:
+        catalog = load_catalog(settings.catalog)
+        for problem in catalog.problems:
+            log.warning("catalog: %s (the rest of the catalog loads)", problem)
+        log.info("catalog: %d components from %s", len(catalog), settings.catalog)
+    sources = EvidenceSources(
+        metrics=metrics,
+        alerts=alerts,
+        catalog=catalog,
+        limits=limits,
+        window=config.window,
+        baseline=config.baseline,
+        lookback_s=config.lookback_minutes * 60,
+    )
+    return (sources if sources.any else None), readers
 
 
 @dataclass
@@ -131,6 +193,7 @@ def build_agents(
     owner: str,
     turn_seconds: Histogram,
     turns_waiting: Gauge,
+    egress_allow: tuple[str, ...] | None = None,
 ) -> Agents:
     """The turn runtime and its debounced scheduler: the ``agents`` sender, the ``ask`` port, progress reactions.
 
@@ -141,6 +204,7 @@ def build_agents(
     max_wait = settings.turn_max_wait
     progress = SlackProgress(client=client, store=store)
     reasoner = build_reasoner(settings, cfg)
+    evidence, readers = build_evidence(settings, cfg.evidence, egress_allow=egress_allow)
     turns = TimedTurns(
         store,
         histogram=turn_seconds,
@@ -154,6 +218,7 @@ def build_agents(
         change_window_hours=changes.link_window_hours,
         progress=progress,
         max_concurrent=cfg.max_concurrent_turns,
+        evidence=evidence,
     )
     turns_waiting.set_function(lambda: turns.slots.waiting)
     if leases is not None:  # replicas: the concurrent turns are counted across them
@@ -176,6 +241,7 @@ def build_agents(
     model_client = getattr(reasoner, "client", None)  # Claude's HTTP client (the rules have none)
     if model_client is not None:
         provides.drains.append(model_client.close)
+    provides.drains.extend(reader.close for reader in readers)
     log.info(
         "agents: %s reasoner%s, first turn after %gs, debounce %gs, max wait %gs",
         reasoner.name,

@@ -63,6 +63,18 @@ class RulesConfig(_Section):
         }
 
 
+class EvidenceConfig(_Section):
+    """``[agents.evidence]``: the outside read tools' bounds and the checks' PromQL windows (core/evidence)."""
+
+    window: str = Field("5m", pattern=r"^\d+[smhd]$")  # the span each check looks at (rate windows)
+    baseline: str = Field("30m", pattern=r"^\d+[smhd]$")  # a check compares with the same window this much earlier
+    lookback_minutes: float = Field(30, gt=0)  # how far back a range query looks for an onset or a new version
+    max_reads: int = Field(80, ge=1, le=1000)  # per turn
+    max_seconds: float = Field(10, gt=0)  # per turn, all reads together
+    max_bytes: int = Field(512_000, ge=1000)  # per turn
+    call_timeout_s: float = Field(3, gt=0)
+
+
 class AgentsConfig(_Section):
     first_turn_delay: float | None = Field(None, ge=0)  # DECKLOG_FIRST_TURN_DELAY wins when set
     turn_debounce: float | None = Field(None, ge=0)
@@ -76,6 +88,7 @@ class AgentsConfig(_Section):
     input_usd_per_mtok: float = 3.0
     output_usd_per_mtok: float = 15.0
     rules: RulesConfig = Field(default_factory=RulesConfig)
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig)
 
 
 class ApprovalsConfig(_Section):

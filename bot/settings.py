@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     log_key: SecretStr | None = Field(None, validation_alias="DECKLOG_LOG_KEY")  # HMAC key of new scopes' chains
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
-    first_turn_delay: float = Field(60.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
+    first_turn_delay: float = Field(15.0, ge=0, validation_alias="DECKLOG_FIRST_TURN_DELAY")
     turn_debounce: float = Field(13.0, ge=0, validation_alias="DECKLOG_TURN_DEBOUNCE")
     turn_max_wait: float = Field(60.0, gt=0, validation_alias="DECKLOG_TURN_MAX_WAIT")  # caps the debounce
     # postgresql://… or postgresql+psycopg://…: every scope and the index in that database; unset = SQLite files
@@ -85,6 +85,14 @@ class Settings(BaseSettings):
     jira_issue_type: str = Field("Task", min_length=1, validation_alias="DECKLOG_JIRA_ISSUE_TYPE")
     pagerduty_routing_key: SecretStr | None = Field(None, validation_alias="DECKLOG_PAGERDUTY_ROUTING_KEY")
     pagerduty_events_url: str = Field(PAGERDUTY_DEFAULT_EVENTS_URL, validation_alias="DECKLOG_PAGERDUTY_EVENTS_URL")
+    # the agents' outside read tools (core/evidence): Prometheus and Alertmanager HTTP APIs, a Backstage catalog
+    prometheus_url: str | None = Field(None, validation_alias="DECKLOG_PROMETHEUS_URL")
+    prometheus_token: SecretStr | None = Field(None, validation_alias="DECKLOG_PROMETHEUS_TOKEN")  # bearer
+    prometheus_user: str | None = Field(None, validation_alias="DECKLOG_PROMETHEUS_USER")  # basic auth
+    prometheus_password: SecretStr | None = Field(None, validation_alias="DECKLOG_PROMETHEUS_PASSWORD")
+    alertmanager_url: str | None = Field(None, validation_alias="DECKLOG_ALERTMANAGER_URL")
+    alertmanager_token: SecretStr | None = Field(None, validation_alias="DECKLOG_ALERTMANAGER_TOKEN")
+    catalog: Path | None = Field(None, validation_alias="DECKLOG_CATALOG")  # a catalog-info.yaml or a directory
     # seconds after the resolve before a dedicated channel is archived (unset: [slack] archive_after)
     archive_after: float | None = Field(None, ge=0, allow_inf_nan=False, validation_alias="DECKLOG_ARCHIVE_AFTER")
 
@@ -99,6 +107,9 @@ class Settings(BaseSettings):
         "github_token",
         "jira_token",
         "pagerduty_routing_key",
+        "prometheus_token",
+        "prometheus_password",
+        "alertmanager_token",
         mode="before",
     )
     @classmethod
@@ -116,6 +127,10 @@ class Settings(BaseSettings):
         "jira_email",
         "jira_project",
         "archive_after",
+        "prometheus_url",
+        "prometheus_user",
+        "alertmanager_url",
+        "catalog",
         mode="before",
     )
     @classmethod
@@ -137,6 +152,8 @@ class Settings(BaseSettings):
         "github_api_url",
         "jira_url",
         "pagerduty_events_url",
+        "prometheus_url",
+        "alertmanager_url",
     )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:

@@ -375,6 +375,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
             owner=rt.dispatcher.owner,
             turn_seconds=metrics.turn_seconds,
             turns_waiting=metrics.turns_waiting,
+            egress_allow=config.security.egress_allow,
         )
         hooks.ask, hooks.catchup = built.agents.ask, built.agents.catchup  # catchup: None without Claude
         built.provided.append(built.agents.provides)

@@ -182,6 +182,8 @@ RECORD_EXAMPLES = {
     "constraint": "no deploys to payments without the commander",
     "decision": "roll back r41",
     "hypothesis": "the db pool change exhausts connections",
+    "evidence": "pool at 100/100 on db-1 since 14:02",
+    "obligation": "check the replica lag before failing over",
 }
 
 

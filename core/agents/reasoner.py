@@ -18,6 +18,8 @@ from decklog.core.state import ScopeState
 if TYPE_CHECKING:
     from decklog.core.agents.ports import ActionInfo
     from decklog.core.agents.tool_specs import ToolResult, ToolSpec
+    from decklog.core.evidence.observer import Evidence
+    from decklog.core.store.ports import IndexPort
     from decklog.core.views import View
 
 VerificationOutcome = Literal["verified", "failed", "inconclusive"]
@@ -25,10 +27,16 @@ VerificationOutcome = Literal["verified", "failed", "inconclusive"]
 
 @dataclass(frozen=True)
 class HypothesisIntent:
+    """``subject``: the service or change it names; ``rank``: 1 = the turn's most likely cause (0: unranked);
+    ``observations``: indexes into the turn's ``Evidence.observations`` it rests on (recorded as refs)."""
+
     text: str
     confidence: float | None = None
     suspect_scope: str = ""
     refs: tuple[int, ...] = ()
+    subject: str = ""
+    rank: int = 0
+    observations: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,8 @@ class TurnInput:
     question: str = ""
     catalog: list[ActionInfo] | None = None
     tools: Tools | None = None
+    evidence: Evidence | None = None  # the outside read tools (None: no source is configured)
+    index: IndexPort | None = None  # changes and past incidents
 
     def may_propose(self, action: str) -> bool:
         return self.catalog is None or any(a.name == action for a in self.catalog)

@@ -2,10 +2,13 @@
 
 Each rule first checks the stored state cheaply, and only then reads the one view it needs:
 
-1. investigation — an alerting incident linked to a change scope on the same service → the hypothesis
-   "suspect <change>" (evidence: the link and the first alerts) and an obligation to roll it back *only if the
-   recorded safety conditions hold* (action ``rollback_deploy``), once per change — unless that rollback already
-   applied in a related incident (the view's ``related_actions``): then a finding citing the run instead.
+1. investigation — the investigator (core/agents/investigator.py) ranks the causes of the firing alerts from the
+   outside read tools (Prometheus, Alertmanager, the service catalog), the changes and past incidents; each is a
+   hypothesis with its subject, rank, evidence-derived confidence and refs to the observations it rests on. When
+   the top one is a change: an obligation to roll it back *only if the recorded safety conditions hold* (action
+   ``rollback_deploy``), once per change — unless that rollback already applied in a related incident (the
+   view's ``related_actions``): then a finding citing the run instead. Nothing standing out is said, with what
+   was checked. Without outside sources, a change linked to an alerting service is the evidence.
 2. action — an open rollback obligation with an action, never proposed before → a proposal through the
    ``Proposer`` port (it parks for approval; nothing runs here). Never one whose action already applied on the
    same target in a related incident (the views' ``related_actions``): a finding citing that run instead.
@@ -21,8 +24,9 @@ Action names come from ``[agents.rules]`` in decklog.toml (``rollback_action``, 
 constants here. A suspect a person ruled out (``finding_answer``) is never suggested again unless new evidence (an
 alert first seen after the ruling) arrives.
 
-Asked a question, it answers from the investigation (or joiner) view: what changed, what is firing, what is
-suspected, what is open.
+Asked a question, it answers from the read tools where a rule can (core/agents/ask_tools.py: who owns a service,
+what it depends on, its error rate now, what was checked), else from the investigation (or joiner) view: what
+changed, what is firing, what is suspected, what is open. Anything else: "I can't answer that without a model".
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from decklog.core.agents.ask_tools import CANNOT, answer_from_tools
+from decklog.core.agents.investigator import Investigator
 from decklog.core.agents.reasoner import (
     HypothesisIntent,
     ObligationIntent,
@@ -78,6 +84,7 @@ class RuleBasedReasoner:
         self.rollback_action = rollback_action
         self.status_action = status_action
         self.status_update_after_s = status_update_after_minutes * 60
+        self.investigator = Investigator()
 
     async def run(self, turn: TurnInput) -> TurnOutput:
         out = TurnOutput()
@@ -97,40 +104,57 @@ class RuleBasedReasoner:
     # -- 1. investigation ------------------------------------------------------------------------------------
 
     async def investigate(self, turn: TurnInput, out: TurnOutput) -> None:
+        """Rank the causes of the firing alerts (core/agents/investigator.py) and record them as hypotheses; a rollback
+        obligation for the top one when it is a change. With outside sources the checks run when an alert arrived
+        since the last turn; without, a change linked to an alerting service is the evidence there is."""
         s = turn.state
-        if not s.firing_alerts or not any(x.startswith("change/") for x in s.linked):
+        if not s.firing_alerts:
+            return
+        fresh = any(a.first_seq >= turn.seq_from for a in s.firing_alerts)
+        evidence = turn.evidence if fresh else None
+        if evidence is None and not any(x.startswith("change/") for x in s.linked):
             return
         view = await turn.views.view("investigation")
         suspects = set(view.sections.get("suspects", []))
         suspects |= {str(o.params.get("change", "")) for o in s.obligations.values() if o.purpose == "rollback"}
         for ruled in view.sections.get("ruled_out", []):  # a person ruled it out: only new evidence reopens it
             (suspects.discard if ruled.get("new_evidence") else suspects.add)(ruled.get("suspect_scope", ""))
-        first_alert = min(s.firing_alerts, key=lambda a: a.first_seq)
+        linked = [c for c in view.sections.get("linked_changes", []) if not self._after_incident(c, turn)]
+        report = await self.investigator.investigate(turn, evidence, linked=linked)
+        if report.nothing and evidence is not None:
+            evidence.conclude("investigator", report.nothing)
+            return
         info = turn.action_info(self.rollback_action)
-        for change in view.sections.get("linked_changes", []):
-            scope = change.get("scope", "")
-            common = sorted(set(change.get("services", [])) & set(s.services))
-            if change.get("missing") or not common or scope in suspects or self._after_incident(change, turn):
+        for finding in report.findings:
+            if finding.change and finding.change in suspects:
+                continue  # hypothesised before (or ruled out without new evidence): not again
+            out.hypotheses.append(
+                HypothesisIntent(
+                    text=finding.text,
+                    confidence=finding.confidence,
+                    suspect_scope=finding.change,
+                    refs=finding.refs,
+                    subject=finding.subject,
+                    rank=finding.rank,
+                    observations=finding.observations,
+                )
+            )
+            if not finding.change or finding.rank != 1:
                 continue
-            service = common[0]
-            alerts = [a for a in s.firing_alerts if a.service in ("", service)] or [first_alert]
-            refs = tuple(sorted({change.get("link_seq", 0), *(a.first_seq for a in alerts[:3])} - {0}))
-            text, confidence = self._suspicion(change, service, alerts[0].title, turn)
-            out.hypotheses.append(HypothesisIntent(text=text, confidence=confidence, suspect_scope=scope, refs=refs))
-            suspects.add(scope)
-            params = {"service": service, "change": scope}
+            suspects.add(finding.change)
+            params = {"service": finding.service, "change": finding.change}
             if done := applied_in(view.sections.get("related_actions", []), self.rollback_action, params):
-                out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=refs))
+                out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=finding.refs))
                 continue  # rolled back in a related incident already: say so, do not open it again
             out.obligations.append(
                 ObligationIntent(
-                    text=f"roll back {scope} only if the recorded safety conditions hold",
+                    text=f"roll back {finding.change} only if the recorded safety conditions hold",
                     purpose="rollback",
                     conditions=info.safety_conditions if info is not None else (),
                     action=self.rollback_action,
                     params=params,
-                    expected_outcome=f"the {service} alerts resolve after the rollback",
-                    refs=refs,
+                    expected_outcome=f"the {finding.service} alerts resolve after the rollback",
+                    refs=finding.refs,
                     obligation_id=new_obligation_id(),
                     hypothesis_index=len(out.hypotheses) - 1,
                 )
@@ -144,27 +168,6 @@ class RuleBasedReasoner:
         )
         declared_at = _when(turn.state.created_at)
         return bool(changed_at and declared_at and changed_at > declared_at)
-
-    @staticmethod
-    def _suspicion(change: dict[str, Any], service: str, alert: str, turn: TurnInput) -> tuple[str, float]:
-        what = change.get("title") or change.get("scope", "")
-        version = str(change.get("version") or "")
-        if version and version not in what:
-            what = f"{what} ({version})"
-        lead = ""
-        changed_at = _when(change.get("deployed_at", "")) or _when(change.get("at", ""))
-        declared_at = _when(turn.state.created_at)
-        confidence = 0.6
-        if changed_at and declared_at:
-            minutes = (declared_at - changed_at).total_seconds() / 60
-            if minutes >= 0:
-                lead = f" {minutes:.0f} min before the incident"
-                if minutes <= 60:
-                    confidence = 0.75
-        paths = change.get("paths") or [p for c in change.get("commits", []) for p in c.get("paths", [])]
-        touched = f"; it touched {', '.join(paths[:3])}" if paths else ""
-        text = f"suspect {change.get('scope')}: “{what}” changed {service}{lead}, and “{alert}” is firing{touched}"
-        return text, confidence
 
     # -- 2. action -------------------------------------------------------------------------------------------
 
@@ -310,8 +313,13 @@ class RuleBasedReasoner:
 
     async def answer(self, turn: TurnInput) -> str:
         question = turn.question
+        from_tools = await answer_from_tools(turn)
+        if from_tools is not None:
+            return from_tools
         if _SUMMARY_WORDS.search(question) and not _CHANGE_WORDS.search(question):
             return await self._summary(turn)
+        if not _CHANGE_WORDS.search(question):
+            return CANNOT  # an honest "no" rather than a summary that does not answer
         view = await turn.views.view("investigation")
         sec = view.sections
         lines: list[str] = []

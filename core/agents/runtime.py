@@ -48,6 +48,7 @@ from decklog.core.clock import Clock, SystemClock
 from decklog.core.entries import PAYLOADS as ENTRY_KINDS
 from decklog.core.entries import Actor, AgentTurn, Entry, NewEntry, Question
 from decklog.core.errors import InvalidInput, NotFound
+from decklog.core.evidence.observer import Evidence, EvidenceSources
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
 from decklog.core.views import DEFAULT_BUDGET, ViewCache
@@ -76,6 +77,7 @@ class TurnRuntime:
         progress: TurnProgress | None = None,
         progress_after: float = 1.0,
         max_concurrent: int | None = None,
+        evidence: EvidenceSources | None = None,
     ) -> None:
         self.store = store
         self.reasoner = reasoner
@@ -98,6 +100,7 @@ class TurnRuntime:
         self.progress_after = progress_after
         self._locks: dict[str, asyncio.Lock] = {}
         self.view_cache = ViewCache()  # what earlier turns' views read and rendered (entries never change)
+        self.evidence = evidence if evidence is not None and evidence.any else None
 
     # -- wiring (the action desk plugs in here once it exists) ----------------------------------------------
 
@@ -106,6 +109,10 @@ class TurnRuntime:
 
     def use_catalog(self, catalog: ActionCatalogView | None) -> None:
         self.catalog = catalog
+
+    def use_evidence(self, evidence: EvidenceSources | None) -> None:
+        """The outside read tools (Prometheus, Alertmanager, the service catalog) every turn may use."""
+        self.evidence = evidence if evidence is not None and evidence.any else None
 
     def use_progress(self, progress: TurnProgress | None) -> None:
         self.progress = progress
@@ -275,6 +282,7 @@ class TurnRuntime:
         views = TurnViews(self.store, state, self.budget, self.view_cache, index=self.index)
         catalog = self.catalog.available() if self.catalog is not None else None
         now = self.clock.now()
+        evidence = Evidence(self.evidence, self.clock.now) if self.evidence is not None else None
         tools = ToolBox(
             store=self.store,
             state=state,
@@ -283,6 +291,7 @@ class TurnRuntime:
             index=self.index,
             catalog=catalog,
             change_window_hours=self.change_window_hours,
+            evidence=evidence,
         )
         turn = TurnInput(
             scope=state.scope,
@@ -295,6 +304,8 @@ class TurnRuntime:
             question=question,
             catalog=catalog,
             tools=tools,
+            evidence=evidence,
+            index=self.index,
         )
         return turn, views
 

@@ -55,6 +55,7 @@ class ToolSpec:
     description: str
     input_schema: dict[str, Any]
     kind: Literal["read", "intent"]
+    needs: str = ""  # "metrics" | "alerts" | "catalog": offered only when that source is configured
 
     def to_api(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -114,6 +115,44 @@ SPECS: tuple[ToolSpec, ...] = (
         "read",
     ),
     ToolSpec(
+        "query_metrics",
+        "R1. A PromQL query to Prometheus: instant (default) or a range over the last `minutes`. Each call is "
+        "recorded as an observation; cite its `observation` number in record_hypothesis.",
+        _obj(
+            {
+                "query": {"type": "string", "minLength": 1, "description": 'PromQL, e.g. up{service="payments"}'},
+                "minutes": {"type": "number", "minimum": 1, "maximum": 1440, "description": "a range query"},
+            },
+            ["query"],
+        ),
+        "read",
+        "metrics",
+    ),
+    ToolSpec(
+        "list_firing_alerts",
+        "R1. What fires or is silenced right now outside this incident: Alertmanager's alerts and silences, and "
+        "Prometheus' pending and firing alerts.",
+        _obj({}, []),
+        "read",
+        "alerts",
+    ),
+    ToolSpec(
+        "get_service",
+        "R1. A service in the catalog: owner, system, what it depends on (transitively), what depends on it, "
+        "links and annotations.",
+        _obj({"name": {"type": "string", "minLength": 1}}, ["name"]),
+        "read",
+        "catalog",
+    ),
+    ToolSpec(
+        "check_service",
+        "R1. The standard checks of a service in one call: error ratio and p99 latency against its baseline, up, "
+        "restarts, CPU saturation, versions (each recorded as an observation).",
+        _obj({"name": {"type": "string", "minLength": 1}}, ["name"]),
+        "read",
+        "metrics",
+    ),
+    ToolSpec(
         "record_hypothesis",
         "Record a hypothesis about the cause (an intent: recorded after the turn, marked as agent-inferred).",
         _obj(
@@ -121,7 +160,14 @@ SPECS: tuple[ToolSpec, ...] = (
                 "text": {"type": "string", "minLength": 1},
                 "confidence": {"type": "number", "minimum": 0, "maximum": 1},
                 "suspect_scope": {"type": "string", "description": "e.g. change/payments-v2.4.1"},
+                "subject": {"type": "string", "description": "the service or change scope it names"},
+                "rank": {"type": "integer", "minimum": 1, "description": "1 = the most likely cause"},
                 "evidence_seqs": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                "observations": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0},
+                    "description": "the `observation` numbers of this turn's reads it rests on",
+                },
             },
             ["text"],
         ),

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from decklog.core.agents.investigator import Candidate, Investigator
 from decklog.core.agents.reasoner import (
     Collected,
     HypothesisIntent,
@@ -23,7 +24,17 @@ from decklog.core.agents.reasoner import (
     ViewReader,
 )
 from decklog.core.agents.tool_args import ToolInputError, full_entry, int_arg, num_arg, short_input, text_arg
-from decklog.core.agents.tool_specs import MAX_READ, PURPOSES, SPECS, ToolResult, ToolSpec, error, no_data, ok
+from decklog.core.agents.tool_specs import (
+    MAX_READ,
+    PURPOSES,
+    SPECS,
+    ToolResult,
+    ToolSpec,
+    error,
+    no_data,
+    ok,
+)
+from decklog.core.evidence.observer import Evidence
 from decklog.core.obligations import new_obligation_id
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
@@ -31,6 +42,28 @@ from decklog.core.views import VIEW_NAMES, change_json, header, obligation_json
 
 if TYPE_CHECKING:
     from decklog.core.agents.ports import ActionInfo
+
+
+def _alerts(alerts: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "labels": a.get("labels", {}),
+            "state": (a.get("status") or {}).get("state", "") or a.get("state", ""),
+            "startsAt": a.get("startsAt") or a.get("activeAt", ""),
+        }
+        for a in (alerts or [])[:30]
+    ]
+
+
+def _silences(silences: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [
+        {
+            "matchers": s.get("matchers", []),
+            "state": (s.get("status") or {}).get("state", ""),
+            "comment": s.get("comment", ""),
+        }
+        for s in (silences or [])[:20]
+    ]
 
 
 class ToolBox:
@@ -46,6 +79,7 @@ class ToolBox:
         index: IndexPort | None = None,
         catalog: list[ActionInfo] | None = None,
         change_window_hours: float = 6.0,
+        evidence: Evidence | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -55,6 +89,7 @@ class ToolBox:
         self.index = index
         self.catalog = catalog
         self.change_window_hours = change_window_hours
+        self.evidence = evidence
         self.collected = Collected()
         self.calls: list[dict[str, Any]] = []
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[ToolResult]]] = {
@@ -63,6 +98,10 @@ class ToolBox:
             "read_entries": self._read_entries,
             "search_similar_incidents": self._search,
             "list_recent_changes": self._changes,
+            "query_metrics": self._query_metrics,
+            "list_firing_alerts": self._firing,
+            "get_service": self._service,
+            "check_service": self._check_service,
             "record_hypothesis": self._hypothesis,
             "suggest": self._suggest,
             "open_obligation": self._obligation,
@@ -70,7 +109,19 @@ class ToolBox:
         }
 
     def specs(self) -> list[ToolSpec]:
-        return [s for s in SPECS if s.name != "search_similar_incidents" or self.index is not None]
+        return [s for s in SPECS if (s.name != "search_similar_incidents" or self.index is not None) and self._has(s)]
+
+    def _has(self, spec: ToolSpec) -> bool:
+        ev = self.evidence
+        if not spec.needs:
+            return True
+        if ev is None:
+            return False
+        if spec.needs == "metrics":
+            return ev.metrics is not None
+        if spec.needs == "alerts":
+            return ev.metrics is not None or ev.alerts is not None
+        return bool(ev.sources.catalog)
 
     async def call(self, name: str, args: Any) -> ToolResult:
         handler = self._handlers.get(name)
@@ -168,6 +219,96 @@ class ToolBox:
             return no_data(f"no change on {', '.join(services)} in the last {hours:g} hours")
         return ok([change_json(row, self.state.linked) for row, _at in found])
 
+    # -- outside read tools (R1; each read is recorded as an observation) ------------------------------------
+
+    def _source(self, need: str) -> Evidence:
+        spec = next(s for s in SPECS if s.needs == need)
+        if self.evidence is None or not self._has(spec):
+            raise ToolInputError(f"no {need} source is configured in this process; use the log's tools instead")
+        return self.evidence
+
+    async def _query_metrics(self, args: dict[str, Any]) -> ToolResult:
+        ev = self._source("metrics")
+        metrics = ev.metrics
+        assert metrics is not None
+        expr = text_arg(args, "query", required=True)
+        minutes = args.get("minutes")
+        if minutes is None:
+            value, idx = await ev.read("prometheus", expr, lambda: metrics.query(expr), check="query")
+        else:
+            span = num_arg(args, "minutes", default=5, low=1, high=1440)
+            start, step = self.now - timedelta(minutes=span), max(1.0, span * 60 / 120)
+            value, idx = await ev.read(
+                "prometheus",
+                expr,
+                lambda: metrics.query_range(expr, start=start, end=self.now, step_s=step),
+                check="query_range",
+            )
+        return self._observed(ev, idx, value)
+
+    async def _firing(self, args: dict[str, Any]) -> ToolResult:
+        ev = self._source("alerts")
+        out: dict[str, Any] = {}
+        if ev.alerts is not None:
+            am = ev.alerts
+            alerts, i1 = await ev.read("alertmanager", "GET /api/v2/alerts", am.alerts, check="firing")
+            silences, i2 = await ev.read("alertmanager", "GET /api/v2/silences", am.silences, check="silences")
+            out["alertmanager"] = {"alerts": _alerts(alerts), "silences": _silences(silences), "observations": [i1, i2]}
+        if ev.metrics is not None:
+            prom = ev.metrics
+            alerts, i3 = await ev.read("prometheus", "GET /api/v1/alerts", prom.alerts, check="alerts")
+            out["prometheus"] = {"alerts": _alerts(alerts), "observation": i3}
+        return ok(out)
+
+    async def _service(self, args: dict[str, Any]) -> ToolResult:
+        ev = self._source("catalog")
+        name = text_arg(args, "name", required=True)
+        comp = ev.catalog.get(name)
+        if comp is None:
+            known = ", ".join(sorted(ev.catalog.components)[:30])
+            return no_data(f"no component {name!r} in the catalog (known: {known})")
+        data = {
+            **comp.to_json(),
+            "depends_on_transitively": [{"name": n, "depth": d} for n, d in ev.catalog.dependencies(comp.name)],
+            "dependents": ev.catalog.dependents(comp.name),
+        }
+        idx = ev.note("catalog", f"component {comp.name}", data, service=comp.name)
+        return ok({**data, "observation": idx})
+
+    async def _check_service(self, args: dict[str, Any]) -> ToolResult:
+        ev = self._source("metrics")
+        name = text_arg(args, "name", required=True)
+        cand = Candidate(name, 0)
+        await Investigator().check(self.now, ev, cand)
+        return ok(
+            {
+                "service": name,
+                "checks": [
+                    {
+                        "check": c.check,
+                        "value": c.value,
+                        "baseline": c.baseline,
+                        "anomalous": c.anomalous,
+                        "observation": c.obs,
+                    }
+                    for c in cand.checks
+                ],
+                "versions": cand.versions,
+                "onset": cand.onset,
+            }
+        )
+
+    @staticmethod
+    def _observed(ev: Evidence, idx: int, value: Any) -> ToolResult:
+        if idx < 0:
+            return error(f"not read: {ev.exhausted()}; conclude from what you have")
+        obs = ev.observations[idx]
+        if obs.error:
+            return error(f"{obs.source} could not answer: {obs.error} (observation {idx})")
+        if not value:
+            return no_data(f"the query answered no series (observation {idx})")
+        return ok({"observation": idx, "result": value})
+
     # -- intent tools ------------------------------------------------------------------------------------------
 
     async def _hypothesis(self, args: dict[str, Any]) -> ToolResult:
@@ -179,8 +320,23 @@ class ToolBox:
             raise ToolInputError(f"`confidence` must be a number between 0 and 1, got {confidence!r}")
         suspect = text_arg(args, "suspect_scope")
         refs = self._refs(args)
+        rank = args.get("rank", 0)
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ToolInputError(f"`rank` must be a positive integer (1 = most likely), got {rank!r}")
+        observed = args.get("observations") or []
+        count = len(self.evidence.observations) if self.evidence is not None else 0
+        if not isinstance(observed, list) or not all(isinstance(x, int) and 0 <= x < count for x in observed):
+            raise ToolInputError(f"`observations` must list observation numbers of this turn's reads (0..{count - 1})")
         self.collected.hypotheses.append(
-            HypothesisIntent(text, float(confidence) if confidence is not None else None, suspect, refs)
+            HypothesisIntent(
+                text,
+                float(confidence) if confidence is not None else None,
+                suspect,
+                refs,
+                subject=text_arg(args, "subject") or suspect,
+                rank=rank,
+                observations=tuple(observed),
+            )
         )
         return ok("recorded after this turn as an agent-inferred hypothesis")
 

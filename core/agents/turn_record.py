@@ -61,11 +61,26 @@ class _Recorder:
             return 0
         return self.base + len(self.made)
 
-    def hypotheses(self, out: TurnOutput) -> list[int]:
+    def observations(self, turn: TurnInput) -> list[int]:
+        """The turn's outside reads (core/evidence/observer.py), first: its findings refer to them."""
+        if turn.evidence is None:
+            return []
+        return [self.add("observation", o.payload()) for o in turn.evidence.observations]
+
+    def hypotheses(self, out: TurnOutput, observed: list[int]) -> list[int]:
         seqs: list[int] = []
         for h in out.hypotheses:
-            payload = {"text": h.text[:TEXT_MAX], "confidence": h.confidence, "suspect_scope": h.suspect_scope}
-            seqs.append(self.add("hypothesis", payload, self.refs(h.refs)) if h.text.strip() else 0)
+            payload = {
+                "text": h.text[:TEXT_MAX],
+                "confidence": h.confidence,
+                "suspect_scope": h.suspect_scope,
+                "subject": h.subject,
+                "rank": h.rank,
+            }
+            on = [observed[i] for i in h.observations if 0 <= i < len(observed) and observed[i]]
+            seqs.append(
+                self.add("hypothesis", payload, tuple(sorted({*self.refs(h.refs), *on}))) if h.text.strip() else 0
+            )
         return seqs
 
     def obligations(self, out: TurnOutput, hypothesis_seqs: list[int]) -> None:
@@ -137,6 +152,10 @@ class _Recorder:
             )
             self.add("answer", payload, self.refs((facts.question_seq,)))
 
+    @staticmethod
+    def evidence_summary(turn: TurnInput) -> list[dict[str, Any]]:
+        return [turn.evidence.summary()] if turn.evidence is not None and turn.evidence.observations else []
+
     def agent_turn(self, turn: TurnInput, out: TurnOutput, facts: TurnFacts) -> NewEntry:
         appended = tuple(range(self.base + 1, self.base + len(self.made) + 1))
         proposals = [
@@ -152,7 +171,7 @@ class _Recorder:
             seq_from=turn.seq_from,
             seq_to=turn.seq_to,
             trigger=turn.trigger,
-            tool_calls=tuple([*out.tool_calls, *proposals, *self.notes]),
+            tool_calls=tuple([*out.tool_calls, *proposals, *self.notes, *self.evidence_summary(turn)]),
             input_tokens=out.usage.input_tokens,
             output_tokens=out.usage.output_tokens,
             cache_read_input_tokens=out.usage.cache_read_input_tokens,
@@ -179,7 +198,7 @@ def turn_entries(
 ) -> list[NewEntry]:
     """The turn's outputs as entries, each finding naming its turn, then its ``agent_turn``."""
     r = _Recorder(current, actor)
-    r.obligations(out, r.hypotheses(out))
+    r.obligations(out, r.hypotheses(out, r.observations(turn)))
     r.verifications(out, fences, now)
     r.suggestions(out)
     r.answer(turn, out, facts)

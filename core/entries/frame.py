@@ -50,6 +50,8 @@ class Hypothesis(Payload):
     text: str = Field(min_length=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
     suspect_scope: str = ""  # e.g. change/r2026-09-19-4
+    subject: str = ""  # what it names: a service ("payments") or a change scope ("change/r2026-09-19-4")
+    rank: int = Field(default=0, ge=0)  # 1 = the turn's most likely cause; 0 = unranked (a person's)
     turn: int = 0  # provenance: the seq of the agent_turn that produced it (0: a person's, or recorded before)
 
 

@@ -647,7 +647,7 @@ def test_turn_delays_come_from_the_environment_then_decklog_toml_then_the_defaul
     from decklog.bot.config import AgentsConfig
     from decklog.bot.settings import Settings
 
-    assert turn_delays(Settings(), AgentsConfig()) == (60.0, 13.0)
+    assert turn_delays(Settings(), AgentsConfig()) == (15.0, 13.0)
     assert turn_delays(Settings(), AgentsConfig(first_turn_delay=30, turn_debounce=5)) == (30.0, 5.0)
     monkeypatch.setenv("DECKLOG_FIRST_TURN_DELAY", "0.5")
     monkeypatch.setenv("DECKLOG_TURN_DEBOUNCE", "0.25")

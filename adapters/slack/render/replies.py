@@ -81,6 +81,8 @@ def _observation(entry: Entry, p: Observation, _state: ScopeState) -> Outgoing |
         # No message per alert: the alert that opened the incident is its header, and every later one (a new
         # fingerprint joining, a repeat, a resolve) is counted on the header and in the per-minute summary below.
         return None
+    if entry.actor.type == "agent" and "query" in p.data:
+        return None  # an agent's read of Prometheus, Alertmanager, the catalog…: the hypothesis citing it shows it
     if p.source == "decklog:alerts" and isinstance(p.data.get("summary"), dict):
         return _alert_summary(p)
     icon = ":package:" if p.source == "change" else ":mag:"

@@ -18,8 +18,9 @@ from decklog.adapters.slack.grammar import Command
 from decklog.adapters.slack.ports import SlackPorts, Where
 from decklog.adapters.slack.render import obligations as render_obligations
 from decklog.core.agents.answers import answer_finding
-from decklog.core.entries import Actor
+from decklog.core.entries import Actor, NewEntry
 from decklog.core.errors import NotFound
+from decklog.core.obligations import open_obligation
 from decklog.core.service import ScopeService
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
@@ -194,6 +195,29 @@ async def record(call: Call) -> Reply:
     if result.duplicate:
         return Reply(f"That {kind} is already recorded in `{call.scope}`.")
     return Reply(f"{RECORD_ICONS[kind]} Recorded the {kind} in `{call.scope}` (#{result.entries[0].seq}).")
+
+
+async def evidence(call: Call) -> Reply:
+    """``evidence <text>``: evidence recorded by the person (as a 📌 pin records a message)."""
+    payload = {"text": call.args["text"], "channel": call.where.channel, "author": call.actor.id, "source": "slack"}
+    result = await call.service.record(call.scope, "evidence", payload, call.actor, idempotency_key=call.key)
+    if result.duplicate:
+        return Reply(f"That evidence is already recorded in `{call.scope}`.")
+    return Reply(f":pushpin: Recorded the evidence in `{call.scope}` (#{result.entries[0].seq}).")
+
+
+async def obligation(call: Call) -> Reply:
+    """``obligation <text>``: open an obligation (a task that must not be forgotten) in the person's name."""
+    text = call.args["text"]
+
+    def decide(state: ScopeState) -> list[NewEntry]:
+        return open_obligation(state, text=text, actor=call.actor, purpose="task")
+
+    result = await call.store.append(call.scope, decide, idempotency_key=call.key)
+    if result.duplicate or not result.entries:
+        return Reply(f"That obligation is already open in `{call.scope}`.")
+    oid = getattr(result.entries[0].payload, "obligation_id", "")
+    return Reply(f":ballot_box_with_check: Opened obligation {oid} in `{call.scope}` (#{result.entries[0].seq}).")
 
 
 async def run_action(call: Call) -> Reply:

@@ -119,6 +119,22 @@ TABLE: tuple[Subcommand, ...] = (
         for kind in handlers.RECORD_KINDS
     ),
     Subcommand(
+        "evidence",
+        "evidence <text>",
+        "record evidence (as pinning a message does)",
+        grammar.record_args("evidence"),
+        handlers.evidence,
+        True,
+    ),
+    Subcommand(
+        "obligation",
+        "obligation <text>",
+        "open an obligation: work that must not be forgotten",
+        grammar.record_args("obligation"),
+        handlers.obligation,
+        True,
+    ),
+    Subcommand(
         "follow-up",
         "follow-up <text> [@owner] [due YYYY-MM-DD]",
         "a follow-up, filed in the team's tracker",

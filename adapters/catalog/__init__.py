@@ -1,0 +1,1 @@
+"""The service catalog's readers: Backstage ``catalog-info.yaml`` files (``backstage``)."""
