@@ -26,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -122,6 +123,55 @@ class AlertRouter:
         for group, routed in resolved.items():
             await self.group_resolves.resolve(source, group, routed, named)
         return [o for o in outcomes if o is not None]
+
+    async def receive_many(self, notifications: Sequence[Notification]) -> list[list[AlertOutcome]]:
+        """Route several notifications, in order, as ``receive`` routes each; the alerts whose incident is already
+        known (their group's or their fingerprint's, the storm's repeats) go to it in one append per incident for
+        all of them together, instead of one append per notification. A notification that may open, join, split
+        or resolve a group is routed on its own, once everything before it was appended (order is kept)."""
+        await self.warm()
+        out: list[list[AlertOutcome]] = [[] for _ in notifications]
+        pending = _Bulk()
+        for n, (source, signals, raw) in enumerate(notifications):
+            parts = batch.partition(signals)
+            targets = [self._cached(part) for part in parts]
+            if parts and all(targets) and not any(p.family or p.first.group_resolved for p in parts):
+                pending.add(n, source, parts, [t for t in targets if t], self.policy, dict(raw or {}))
+                continue
+            await self._flush(pending, out)
+            out[n] = await self.receive(source, signals, raw=raw)
+        await self._flush(pending, out)
+        return out
+
+    def _cached(self, part: Part) -> str | None:
+        return self._groups.get(part.group) if part.group else self._fingerprints.get(part.first.fingerprint)
+
+    async def _flush(self, pending: _Bulk, out: list[list[AlertOutcome]]) -> None:
+        """Append what ``pending`` holds: one append per (incident, group), the incidents concurrently."""
+        if not pending.runs:
+            return
+        runs, counts, sizes = pending.runs, pending.counts, pending.sizes
+        pending.runs, pending.counts, pending.sizes = {}, {}, {}
+        for source, parts in counts.items():  # the rate limit counts every part, as ``receive`` does
+            await self.storms.over_limit(source, parts)
+        slots: dict[int, list[AlertOutcome | None]] = {n: [None] * size for n, size in sizes.items()}
+
+        async def one(scope: str, run: _Run) -> None:
+            part = Part(run.group, tuple((g, item.signal) for g, item in enumerate(run.items)))
+            items = [replace(item, index=g) for g, item in enumerate(run.items)]
+            done = await self._append(scope, part, items, joined=False)
+            if done is not None:
+                for g, outcome in done:
+                    n, index = run.origin[g]
+                    slots[n][index] = outcome
+                return
+            for n, original in run.parts:  # no longer an open incident (resolved meanwhile): each part on its own
+                for index, outcome in await self._route_part(original, {}, False):
+                    slots[n][index] = outcome
+
+        await asyncio.gather(*(one(key[0], run) for key, run in runs.items()))
+        for n, slot in slots.items():
+            out[n] = [o for o in slot if o is not None]
 
     async def refused(self, source: str, size: int | None, limit: int) -> str:
         """A notification from ``source`` was refused as too big (``size`` bytes, None = not declared): recorded in
@@ -436,3 +486,41 @@ class AlertRouter:
                 self._groups.pop(part.group)
                 self._closed.put(part.group, scope)
         self.storms.forget(scope)
+
+
+Notification = tuple[str, Sequence[AlertSignal], Mapping[str, Any] | None]
+"""One notification to route: its source, its signals and the (capped) vendor payload kept as evidence."""
+
+
+@dataclass
+class _Run:
+    """Alerts of several notifications bound for one incident (and one group): appended together."""
+
+    group: str
+    items: list[Prepared] = field(default_factory=list)
+    origin: list[tuple[int, int]] = field(default_factory=list)  # per item: (notification, its index there)
+    parts: list[tuple[int, Part]] = field(default_factory=list)  # the parts it holds, by notification
+
+
+@dataclass
+class _Bulk:
+    """Notifications whose every alert goes to a known incident, waiting for one append per incident."""
+
+    runs: dict[tuple[str, str, int, str], _Run] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # parts per source (the rate limit counts them)
+    sizes: dict[int, int] = field(default_factory=dict)  # alerts per notification
+
+    def add(
+        self, n: int, source: str, parts: Sequence[Part], targets: Sequence[str], policy: AlertPolicy, raw: dict[str, Any]
+    ) -> None:
+        self.counts[source] = self.counts.get(source, 0) + len(parts)
+        self.sizes[n] = sum(len(part.items) for part in parts)
+        evidence = raw
+        for part, scope in zip(parts, targets, strict=True):
+            first = part.first
+            run = self.runs.setdefault((scope, part.group, first.left_out, first.service), _Run(part.group))
+            prepared = batch.prepare(policy, part, evidence)
+            evidence = {}  # the vendor payload is kept once per notification
+            run.items.extend(prepared)
+            run.origin.extend((n, item.index) for item in prepared)
+            run.parts.append((n, part))
