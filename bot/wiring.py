@@ -469,6 +469,9 @@ def build_receivers(
     async def prune_receipts() -> None:
         await inbox.prune()
 
+    async def replay_alerts() -> None:
+        await intake.replay()
+
     provides = Provides(
         routes=[Route(method, path, handler) for method, path, handler in routes],
         senders=[ChangeLinkSender(change_service, store, splits=router.splits)],
@@ -476,7 +479,7 @@ def build_receivers(
         jobs=[
             Job("alerts:summaries", 60.0, receivers.rearm),
             # stored notifications not routed here: a failed routing again, and with replicas a dead one's
-            Job(ALERT_INBOX_JOB, ALERT_REPLAY_S, intake.replay),
+            Job(ALERT_INBOX_JOB, ALERT_REPLAY_S, replay_alerts),
             Job("alerts:receipts-prune", 3600.0, prune_receipts),
         ],
         # routing state from the index and the scope states (the first alert waits for it); summaries due; the

@@ -173,7 +173,14 @@ class Receivers:
             wait = _wait_seconds(request)
             signals, evidence = await self._parse_alerts(body, source)
             if not signals:
-                answer: dict[str, Any] = {"source": name, "accepted": 0, "received": 0, "recorded": 0, "alerts": [], "scopes": []}
+                answer: dict[str, Any] = {
+                    "source": name,
+                    "accepted": 0,
+                    "received": 0,
+                    "recorded": 0,
+                    "alerts": [],
+                    "scopes": [],
+                }
                 answer["note"] = "nothing to record: the payload holds no alert state change"
                 return web.json_response(answer, status=200)
             receipt = await self.intake.accept(name, body, signals, evidence)

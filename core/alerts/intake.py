@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,7 +65,7 @@ class AlertIntake:
         self.inbox = inbox
         self.router = router
         self.parse = parse
-        self._queue: list[_Waiting] = []
+        self._queue: deque[_Waiting] = deque()
         self._held: dict[str, _Waiting] = {}  # receipt → queued or being routed here
         self._wake = asyncio.Event()
         self.routed = 0  # notifications this process routed
@@ -73,7 +74,9 @@ class AlertIntake:
 
     # -- the answer ---------------------------------------------------------------------------------------------
 
-    async def accept(self, source: str, body: bytes | bytearray, signals: list[AlertSignal], evidence: dict[str, Any]) -> str:
+    async def accept(
+        self, source: str, body: bytes | bytearray, signals: list[AlertSignal], evidence: dict[str, Any]
+    ) -> str:
         """Store the notification durably (its raw body) and queue its alerts for routing: its receipt."""
         receipt = new_receipt()
         waiting = _Waiting(receipt, source, signals, evidence)
@@ -121,19 +124,18 @@ class AlertIntake:
         taken: list[_Waiting] = []
         alerts = 0
         while self._queue and (not taken or alerts + len(self._queue[0].signals) <= ROUND_ALERTS):
-            waiting = self._queue.pop(0)
+            waiting = self._queue.popleft()
             taken.append(waiting)
             alerts += len(waiting.signals)
         if not taken:
             return 0
+        routed: list[list[AlertOutcome] | None]
         try:
-            routed = await self.router.receive_many([(w.source, w.signals, w.evidence) for w in taken])
+            routed = list(await self.router.receive_many([(w.source, w.signals, w.evidence) for w in taken]))
         except Exception:
             log.exception("alerts: routing %d notifications together failed; routing each on its own", len(taken))
             routed = [await self._route_one(w) for w in taken]
-        finished = [
-            (w, outcomes) for w, outcomes in zip(taken, routed, strict=True) if outcomes is not None
-        ]
+        finished = [(w, outcomes) for w, outcomes in zip(taken, routed, strict=True) if outcomes is not None]
         await self.inbox.finish(
             [
                 AlertReceipt(w.receipt, w.source, len(w.signals), 0.0, outcomes=[o.to_json() for o in outcomes])

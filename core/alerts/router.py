@@ -511,7 +511,13 @@ class _Bulk:
     sizes: dict[int, int] = field(default_factory=dict)  # alerts per notification
 
     def add(
-        self, n: int, source: str, parts: Sequence[Part], targets: Sequence[str], policy: AlertPolicy, raw: dict[str, Any]
+        self,
+        n: int,
+        source: str,
+        parts: Sequence[Part],
+        targets: Sequence[str],
+        policy: AlertPolicy,
+        raw: dict[str, Any],
     ) -> None:
         self.counts[source] = self.counts.get(source, 0) + len(parts)
         self.sizes[n] = sum(len(part.items) for part in parts)

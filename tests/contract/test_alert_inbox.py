@@ -122,7 +122,9 @@ async def test_a_dead_replicas_notifications_are_routed_by_another_once_its_leas
         assert all(o["seq"] for r in routed for o in r.outcomes or []) and alive.taken_over == 4
         assert await dead.pending_count() == 0
         logged = [e for s in scopes for e in await store.read(s, kinds=("observation",))]
-        assert sorted(e.payload.fingerprint for e in logged) == sorted(f"fp-{10 * k + j}" for k in range(4) for j in range(3))
+        assert sorted(e.payload.fingerprint for e in logged) == sorted(
+            f"fp-{10 * k + j}" for k in range(4) for j in range(3)
+        )
     finally:
         await store.close()
         await factory.close()

@@ -28,7 +28,10 @@ async def call(
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    async with aiohttp.ClientSession() as http, http.request(method, server.url + path, data=data, headers=headers) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, server.url + path, data=data, headers=headers) as r,
+    ):
         text = await r.text()
         return r.status, json.loads(text) if text else None
 

@@ -25,7 +25,10 @@ HEADERS = {"Authorization": f"Bearer {ALERT_TOKEN}"}
 
 
 async def post(served: Served, body: dict[str, Any]) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http, http.post(f"{served.url}/alerts/generic", json=body, headers=HEADERS) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{served.url}/alerts/generic", json=body, headers=HEADERS) as r,
+    ):
         return r.status, await r.json()
 
 
@@ -42,12 +45,21 @@ async def receipt(served: Served, receipt_id: str) -> Any:
 async def test_a_kill_after_the_202_and_before_routing_loses_nothing(tmp_path: Path) -> None:
     data, marker = tmp_path / "data", tmp_path / "stalled"
     bodies = [
-        {"title": f"check {k % 4} failing", "fingerprint": f"crash-fp-{k % 4}", "service": f"svc-{k % 2}", "event_id": f"ev-{k}"}
+        {
+            "title": f"check {k % 4} failing",
+            "fingerprint": f"crash-fp-{k % 4}",
+            "service": f"svc-{k % 2}",
+            "event_id": f"ev-{k}",
+        }
         for k in range(24)
     ]
     async with FakeSlack(bot_token=BOT_TOKEN) as fake:
         child = await asyncio.to_thread(
-            start_serve, data, fake.base_url, module="tests.helpers.stalled_routing_child", env={"STALL_MARKER": str(marker)}
+            start_serve,
+            data,
+            fake.base_url,
+            module="tests.helpers.stalled_routing_child",
+            env={"STALL_MARKER": str(marker)},
         )
         try:
             answers = await asyncio.gather(*(post(child, b) for b in bodies))

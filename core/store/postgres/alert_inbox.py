@@ -87,7 +87,9 @@ class PostgresAlertInbox:
             ).all()
             if rows:
                 conn.execute(
-                    A.update().where(A.c.id.in_([r.id for r in rows])).values(owner=self.owner, lease_until=self._until())
+                    A.update()
+                    .where(A.c.id.in_([r.id for r in rows]))
+                    .values(owner=self.owner, lease_until=self._until())
                 )
             self.taken_over += sum(1 for r in rows if r.owner != self.owner)
             return [

@@ -26,8 +26,8 @@ from decklog.core.store.ports import (
     RateCounter,
     RouteLocks,
 )
-from decklog.core.store.postgres.due_turns import PostgresDueTurns
 from decklog.core.store.postgres.alert_inbox import PostgresAlertInbox
+from decklog.core.store.postgres.due_turns import PostgresDueTurns
 from decklog.core.store.postgres.inbox import PostgresInbox
 from decklog.core.store.postgres.index import PostgresIndex
 from decklog.core.store.postgres.locks import AdvisoryLocks
