@@ -46,9 +46,11 @@ REPLAY_LIMIT = 500  # stored notifications read per replay
 class _Waiting:
     receipt: str
     source: str
-    signals: list[AlertSignal]
+    signals: list[AlertSignal] | None  # None: parsed by the routing task (a big group, checked cheaply)
     evidence: dict[str, Any]
     attempts: int = 0
+    body: bytes | None = None  # what is parsed when ``signals`` is None
+    accepted: int = 0
     done: asyncio.Future[list[AlertOutcome] | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -75,14 +77,23 @@ class AlertIntake:
     # -- the answer ---------------------------------------------------------------------------------------------
 
     async def accept(
-        self, source: str, body: bytes | bytearray, signals: list[AlertSignal], evidence: dict[str, Any]
+        self,
+        source: str,
+        body: bytes | bytearray,
+        signals: list[AlertSignal] | None,
+        evidence: dict[str, Any],
+        *,
+        accepted: int = 0,
     ) -> str:
-        """Store the notification durably (its raw body) and queue its alerts for routing: its receipt."""
+        """Store the notification durably (its raw body) and queue its alerts for routing: its receipt. ``signals``
+        None: the routing task parses ``body`` (``accepted`` alerts, counted by the caller's cheap check)."""
         receipt = new_receipt()
-        waiting = _Waiting(receipt, source, signals, evidence)
+        raw = bytes(body)
+        count = len(signals) if signals is not None else accepted
+        waiting = _Waiting(receipt, source, signals, evidence, body=raw if signals is None else None, accepted=count)
         self._held[receipt] = waiting  # before the put: a replay meanwhile must not queue it a second time
         try:
-            await self.inbox.put(receipt=receipt, source=source, body=bytes(body), accepted=len(signals))
+            await self.inbox.put(receipt=receipt, source=source, body=raw, accepted=count)
         except BaseException:
             del self._held[receipt]
             raise
@@ -123,22 +134,24 @@ class AlertIntake:
         """Route the notifications queued now (up to ``ROUND_ALERTS`` alerts); returns how many."""
         taken: list[_Waiting] = []
         alerts = 0
-        while self._queue and (not taken or alerts + len(self._queue[0].signals) <= ROUND_ALERTS):
+        while self._queue and (not taken or alerts + self._queue[0].accepted <= ROUND_ALERTS):
             waiting = self._queue.popleft()
+            alerts += waiting.accepted
+            if waiting.signals is None and not await self._parse_held(waiting):
+                continue
             taken.append(waiting)
-            alerts += len(waiting.signals)
         if not taken:
             return 0
         routed: list[list[AlertOutcome] | None]
         try:
-            routed = list(await self.router.receive_many([(w.source, w.signals, w.evidence) for w in taken]))
+            routed = list(await self.router.receive_many([(w.source, w.signals or [], w.evidence) for w in taken]))
         except Exception:
             log.exception("alerts: routing %d notifications together failed; routing each on its own", len(taken))
             routed = [await self._route_one(w) for w in taken]
         finished = [(w, outcomes) for w, outcomes in zip(taken, routed, strict=True) if outcomes is not None]
         await self.inbox.finish(
             [
-                AlertReceipt(w.receipt, w.source, len(w.signals), 0.0, outcomes=[o.to_json() for o in outcomes])
+                AlertReceipt(w.receipt, w.source, w.accepted, 0.0, outcomes=[o.to_json() for o in outcomes])
                 for w, outcomes in finished
             ]
         )
@@ -147,15 +160,26 @@ class AlertIntake:
         self.routed += len(finished)
         return len(taken)
 
+    async def _parse_held(self, waiting: _Waiting) -> bool:
+        """Parse a notification accepted on a cheap check; a field error fails its receipt (the path named)."""
+        try:
+            waiting.signals, waiting.evidence = await self.parse(waiting.source, waiting.body or b"")
+        except Exception as exc:
+            await self._failed(waiting.receipt, waiting.source, waiting.accepted, MAX_ATTEMPTS, exc)
+            self._release(waiting, None)
+            return False
+        waiting.body = None
+        return True
+
     async def _route_one(self, waiting: _Waiting) -> list[AlertOutcome] | None:
         """Route one notification; on an error, count the attempt and leave it stored (the next replay tries it
         again), or give it up after ``MAX_ATTEMPTS`` with the error in its receipt. None when not routed."""
         try:
-            return await self.router.receive(waiting.source, waiting.signals, raw=waiting.evidence)
+            return await self.router.receive(waiting.source, waiting.signals or [], raw=waiting.evidence)
         except Exception as exc:
             attempts = waiting.attempts + 1
             log.exception("alerts: routing notification %s failed (attempt %d)", waiting.receipt, attempts)
-            await self._failed(waiting.receipt, waiting.source, len(waiting.signals), attempts, exc)
+            await self._failed(waiting.receipt, waiting.source, waiting.accepted, attempts, exc)
             self._release(waiting, None)
             return None
 
@@ -163,7 +187,9 @@ class AlertIntake:
         if attempts < MAX_ATTEMPTS:
             await self.inbox.attempt([receipt])
             return
-        error = f"routing failed {attempts} times: {type(exc).__name__}: {exc}"
+        error = (
+            str(exc) if isinstance(exc, ValueError) else f"routing failed {attempts} times: {type(exc).__name__}: {exc}"
+        )
         await self.inbox.finish([AlertReceipt(receipt, source, accepted, 0.0, error=error)])
         self.given_up += 1
 
@@ -198,7 +224,7 @@ class AlertIntake:
         except Exception as exc:  # it was parsed before its 202: only a changed parser gets here
             await self._failed(item.receipt, item.source, item.accepted, MAX_ATTEMPTS, exc)
             return None
-        return _Waiting(item.receipt, item.source, signals, evidence, attempts=item.attempts)
+        return _Waiting(item.receipt, item.source, signals, evidence, attempts=item.attempts, accepted=len(signals))
 
     async def drain(self, timeout: float) -> None:
         """At stop: let what is queued be routed for up to ``timeout`` seconds (the rest stays stored)."""

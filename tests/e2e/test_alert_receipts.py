@@ -137,3 +137,50 @@ async def test_a_storm_of_notifications_is_routed_in_bulk_and_every_receipt_comp
     store = server.runtime.store
     logged = {(s, e.seq) for s in scopes for e in await store.read(s, kinds=("observation",)) if e.payload.fingerprint}
     assert {(o["scope"], o["seq"]) for o in outcomes} == logged and len(logged) == 200
+
+
+def group(n: int, *, bad: int | None = None) -> bytes:
+    """An Alertmanager group of ``n`` alerts (over the size from which its shape is only checked cheaply before
+    the answer); ``bad``: that alert's ``status`` is not a string."""
+    alerts: list[dict[str, Any]] = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "ProbeFailure", "instance": f"https://host-{k}.example.org", "pad": "x" * 200},
+            "annotations": {"summary": f"probe failing on host {k}"},
+            "startsAt": "2026-09-19T14:06:30.000Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "fingerprint": f"{k:016x}",
+        }
+        for k in range(n)
+    ]
+    if bad is not None:
+        alerts[bad]["status"] = 123
+    body = {"version": "4", "groupKey": '{}:{alertname="ProbeFailure"}', "status": "firing", "receiver": "decklog"}
+    body.update(groupLabels={"alertname": "ProbeFailure"}, truncatedAlerts=0, alerts=alerts)
+    return json.dumps(body).encode()
+
+
+async def test_a_big_group_is_answered_on_a_cheap_check_and_parsed_behind_the_answer(
+    make_server: ServerFactory,
+) -> None:
+    server = await make_server(alert_token=TOKEN)
+    body = group(1200)
+    assert len(body) > 256 * 1024
+    status, answer = await call(server, "POST", "/alerts/alertmanager", body)
+    assert status == 202 and answer["accepted"] == 1200
+    receipt = await routed(server, answer["receipt"])
+    assert len(receipt["alerts"]) == 1200 and len(receipt["scopes"]) == 1 and receipt["recorded"] == 1200
+
+    # a field error found behind the answer fails the receipt, naming the field; nothing of it is recorded
+    status, answer = await call(server, "POST", "/alerts/alertmanager", group(1200, bad=7))
+    assert status == 202
+
+    async def failed() -> Any:
+        _, body = await call(server, "GET", f"/api/alerts/receipts/{answer['receipt']}")
+        return body if body["status"] == "failed" else None
+
+    failure = await eventually(failed, timeout=20, what="the bad group's receipt failed")
+    assert "alerts[7]" in failure["error"] and "status" in failure["error"], failure
+    # malformed JSON of any size still gets its 400 before the answer
+    status, refused = await call(server, "POST", "/alerts/alertmanager", body[:-2])
+    assert status == 400 and "JSON" in refused["error"]

@@ -74,9 +74,9 @@ def live() -> Iterator[Live]:
     receivers = server.parts.receivers.receivers
     accept, record = receivers.intake.accept, receivers.changes.record
 
-    async def counted_accept(source: str, *args: Any) -> Any:  # an alert reaches core when it is stored
+    async def counted_accept(source: str, *args: Any, **kw: Any) -> Any:  # an alert reaches core when it is stored
         state.reached_core.append(source)
-        return await accept(source, *args)
+        return await accept(source, *args, **kw)
 
     async def counted_record(signals: Any, **kw: Any) -> Any:
         state.reached_core.append("changes")
