@@ -19,6 +19,7 @@ idempotency key. A notification whose routing fails is tried again at the next r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
 from collections import deque
@@ -56,8 +57,13 @@ class _Waiting:
     )
 
 
+_PROCESS = uuid.uuid4().hex[:16]  # this process's part of every receipt it issues (random: unique across replicas)
+_ISSUED = itertools.count(1)
+
+
 def new_receipt() -> str:
-    return uuid.uuid4().hex
+    """A new receipt id, unique across processes and restarts (not a secret: reading one takes a token)."""
+    return f"{_PROCESS}{next(_ISSUED):012x}"
 
 
 class AlertIntake:

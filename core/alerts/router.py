@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 #: Alerts of one notification's part that make a quick decide (each adds an observation, sometimes a note or two)
 QUICK_ITEMS = 4
 WARM_INCIDENTS = 2000  # unresolved incidents read at start-up (newest first)
+#: Notifications routed at once on their own (as concurrent requests were before routing moved behind the answer)
+SLOW_AT_ONCE = 32
 
 
 class AlertRouter:
@@ -125,22 +127,50 @@ class AlertRouter:
         return [o for o in outcomes if o is not None]
 
     async def receive_many(self, notifications: Sequence[Notification]) -> list[list[AlertOutcome]]:
-        """Route several notifications, in order, as ``receive`` routes each; the alerts whose incident is already
-        known (their group's or their fingerprint's, the storm's repeats) go to it in one append per incident for
-        all of them together, instead of one append per notification. A notification that may open, join, split
-        or resolve a group is routed on its own, once everything before it was appended (order is kept)."""
+        """Route several notifications as ``receive`` routes each. The alerts whose incident is already known
+        (their group's or their fingerprint's: a storm's repeats) go to it in one append per incident for all of
+        them together, instead of one append per notification. The others (that may open, join, split or resolve)
+        are routed each on its own, up to ``SLOW_AT_ONCE`` at a time, under the router's locks, as concurrent
+        requests always were. Notifications that share an alert or a group are routed in their order."""
         await self.warm()
         out: list[list[AlertOutcome]] = [[] for _ in notifications]
-        pending = _Bulk()
+        bulk, bulk_keys = _Bulk(), set[str]()
+        slow: dict[int, Notification] = {}
+        slow_keys: set[str] = set()
+
+        async def run_slow() -> None:
+            if not slow:
+                return
+            taken = list(slow.items())
+            slow.clear()
+            slow_keys.clear()
+            gate = asyncio.Semaphore(SLOW_AT_ONCE)
+
+            async def one(n: int, source: str, signals: Sequence[AlertSignal], raw: Mapping[str, Any] | None) -> None:
+                async with gate:
+                    out[n] = await self.receive(source, signals, raw=raw)
+
+            await asyncio.gather(*(one(n, *note) for n, note in taken))
+
         for n, (source, signals, raw) in enumerate(notifications):
+            keys = _keys(signals)
+            if keys & slow_keys:  # an earlier one of these alerts may still open, resolve or move them
+                await self._flush(bulk, out)
+                bulk_keys.clear()
+                await run_slow()
             parts = batch.partition(signals)
             targets = [self._cached(part) for part in parts]
             if parts and all(targets) and not any(p.family or p.first.group_resolved for p in parts):
-                pending.add(n, source, parts, [t for t in targets if t], self.policy, dict(raw or {}))
+                bulk.add(n, source, parts, [t for t in targets if t], self.policy, dict(raw or {}))
+                bulk_keys |= keys
                 continue
-            await self._flush(pending, out)
-            out[n] = await self.receive(source, signals, raw=raw)
-        await self._flush(pending, out)
+            if keys & bulk_keys:
+                await self._flush(bulk, out)
+                bulk_keys.clear()
+            slow[n] = (source, signals, raw)
+            slow_keys |= keys
+        await self._flush(bulk, out)
+        await run_slow()
         return out
 
     def _cached(self, part: Part) -> str | None:
@@ -490,6 +520,11 @@ class AlertRouter:
 
 Notification = tuple[str, Sequence[AlertSignal], Mapping[str, Any] | None]
 """One notification to route: its source, its signals and the (capped) vendor payload kept as evidence."""
+
+
+def _keys(signals: Sequence[AlertSignal]) -> set[str]:
+    """What orders notifications: their alerts' fingerprints and groups."""
+    return {f"fp:{s.fingerprint}" for s in signals} | {f"grp:{s.group}" for s in signals if s.group}
 
 
 @dataclass
