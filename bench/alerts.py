@@ -318,8 +318,8 @@ async def big_notifications(
                 if len(scopes) != 1:
                     raise SystemExit(f"notification {run}: routed to {sorted(scopes)}")
                 if quiet:
-                    deadline = time.monotonic() + 120
-                    while not await drained(scopes.pop()) and time.monotonic() < deadline:
+                    deadline, scope = time.monotonic() + 120, next(iter(scopes))
+                    while not await drained(scope) and time.monotonic() < deadline:
                         await asyncio.sleep(0.02)
                     drains.append(time.perf_counter() - routed_at)
     finally:
