@@ -126,7 +126,8 @@ def build_ops(
 
 #: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica
 #: at a time, under a lease on the database clock.
-REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover"})
+ALERT_INBOX_JOB = "alerts:inbox"  # each replica renews its stored alert notifications and takes a dead one's
+REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover", ALERT_INBOX_JOB})
 
 
 def leased_jobs(leases: Leases | None, owner: str, provided: list[Provides]) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 from pydantic import SecretStr
@@ -36,6 +36,7 @@ from decklog.adapters.http.api import routes as api_routes
 from decklog.adapters.http.hosts import is_loopback_host
 from decklog.adapters.http.metrics import ServerMetrics
 from decklog.adapters.http.openapi import ApiDescription
+from decklog.adapters.http.receipts import Receipts
 from decklog.adapters.http.receivers import Receivers
 from decklog.adapters.http.writes import ScopeWrites
 from decklog.adapters.local.sandbox import (
@@ -61,7 +62,7 @@ from decklog.bot.actions import (
 )
 from decklog.bot.agents import DUE_POLL_S, TURN_LEASE_S, Agents, build_agents
 from decklog.bot.config import AlertsConfig, ChangesConfig, DecklogConfig, load_config
-from decklog.bot.ops import Ops, build_ops, leased_jobs, lifecycle_policy
+from decklog.bot.ops import ALERT_INBOX_JOB, Ops, build_ops, leased_jobs, lifecycle_policy
 from decklog.bot.parts import Address, Job, Provides, Route, Stopper
 from decklog.bot.runtime import Runtime
 from decklog.bot.scheduler import SchedulerAlarm
@@ -72,6 +73,7 @@ from decklog.core.actions import Catalog
 from decklog.core.actions.desk import ActionDesk
 from decklog.core.alarm import Alarm
 from decklog.core.alerts import AlertPolicy, AlertRouter, AlertSummarizer
+from decklog.core.alerts.intake import AlertIntake
 from decklog.core.changes import ChangeLinkSender, ChangeService
 from decklog.core.clock import Clock
 from decklog.core.egress import EgressPolicy
@@ -80,11 +82,13 @@ from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sender import Sender
 from decklog.core.reports import ReportTemplates
 from decklog.core.service import ScopeService
-from decklog.core.store.ports import ApiKeys, IndexPort, LogStore, RateCounter, RouteLocks
+from decklog.core.signals import AlertSignal
+from decklog.core.store.ports import AlertInbox, ApiKeys, IndexPort, LogStore, RateCounter, RouteLocks
 
 log = logging.getLogger("decklog")
 
 STOP_GRACE_S = 3.0
+ALERT_REPLAY_S = 3.0  # how often stored alert notifications not routed here are looked for
 PartName = Literal["sandbox", "api", "receivers", "reports", "agents", "actions"]
 ALL_PARTS: frozenset[PartName] = frozenset({"sandbox", "api", "receivers", "reports", "agents", "actions"})
 
@@ -182,7 +186,9 @@ async def _build(
         fence=rt.dispatcher,
         http=http,
     )
-    features = _features(rt, out, parts, metrics)
+    alert_inbox = await rt.storage.alert_inbox()  # alert notifications stored before their 202
+    closers.append(alert_inbox.close)
+    features = _features(rt, out, parts, metrics, alert_inbox)
     provided += features.provided
     address = Address()
     provided.append(_tracker_senders(rt, http, features, address))
@@ -335,7 +341,9 @@ class _Features:
     egress: EgressPolicy | None = None
 
 
-def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: ServerMetrics) -> _Features:
+def _features(
+    rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: ServerMetrics, alert_inbox: AlertInbox
+) -> _Features:
     """The features, in data-dependency order; the Slack sender is the first sender (people wait for it)."""
     settings, config = rt.settings, rt.config
     hooks = SlackPorts()
@@ -352,6 +360,9 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
             token=settings.alert_token,
             locks=rt.storage.route_locks(),
             rates=rt.storage.rate_counter(),
+            inbox=alert_inbox,
+            api_token=settings.api_token,
+            description=rt.description,
         )
         built.provided.append(built.receivers.provides)
     api_part = "api" in parts  # built after the actions part: the writes propose and decide through its desk
@@ -422,6 +433,7 @@ def _features(rt: Runtime, out: SlackOut, parts: frozenset[PartName], metrics: S
 class ReceiversPart:
     receivers: Receivers
     provides: Provides
+    intake: AlertIntake
 
 
 def build_receivers(
@@ -436,10 +448,15 @@ def build_receivers(
     token: SecretStr | None,
     locks: RouteLocks | None,
     rates: RateCounter | None,
+    inbox: AlertInbox,
+    api_token: SecretStr | None = None,
+    description: ApiDescription | None = None,
 ) -> ReceiversPart:
     """The webhook doors (adapters/http/receivers.py) over the alert router and the change service: their routes,
     the log listener (alert summaries), the change-link sender, the summary sweeps. ``token``:
-    ``DECKLOG_ALERT_TOKEN``; ``locks`` and ``rates``: with replicas, alert routing and rates across them."""
+    ``DECKLOG_ALERT_TOKEN``; ``locks`` and ``rates``: with replicas, alert routing and rates across them;
+    ``inbox``: where alert notifications are stored before their 202 (routed behind it by ``AlertIntake``, whose
+    receipts ``GET /api/alerts/receipts/{id}`` reads: the alert sender's token or the API's)."""
     policy = AlertPolicy.build(
         grouping_window_minutes=alerts.grouping_window_minutes,
         rate_limit_per_minute=alerts.rate_limit_per_minute,
@@ -450,25 +467,62 @@ def build_receivers(
     router = AlertRouter(store, index, service, clock, policy, locks=locks, rates=rates)
     change_service = ChangeService(store, index, service, clock, link_window=timedelta(hours=changes.link_window_hours))
     summarizer = AlertSummarizer(store, alarm, clock=clock.now)
+    parse = _StoredParse()
+    intake = AlertIntake(inbox, router, parse)
     receivers = Receivers(
         token,
         index,
         router,
         change_service,
         summarizer,
+        intake,
         max_bytes=alerts.max_payload_bytes,
         raw_bytes=alerts.raw_evidence_bytes,
         follow_ups=FollowUpCloser(store, index),
     )
+    parse.receivers = receivers
+    receipts = Receipts(intake, alert_token=token, api_token=api_token)
+    if description is not None:
+        receipts.describe(description)
+    routes = [*receivers.routes(), *receipts.routes()]
+
+    async def drain_alerts() -> None:
+        await intake.drain(STOP_GRACE_S)
+
+    async def prune_receipts() -> None:
+        await inbox.prune()
+
+    async def replay_alerts() -> None:
+        await intake.replay()
+
     provides = Provides(
-        routes=[Route(method, path, handler) for method, path, handler in receivers.routes()],
+        routes=[Route(method, path, handler) for method, path, handler in routes],
         senders=[ChangeLinkSender(change_service, store, splits=router.splits)],
         listeners=[receivers.on_commit],
-        jobs=[Job("alerts:summaries", 60.0, receivers.rearm)],
-        # routing state from the index and the scope states (the first alert waits for it); summaries due
-        tasks=[router.warm, receivers.rearm],
+        jobs=[
+            Job("alerts:summaries", 60.0, receivers.rearm),
+            # stored notifications not routed here: a failed routing again, and with replicas a dead one's
+            Job(ALERT_INBOX_JOB, ALERT_REPLAY_S, replay_alerts),
+            Job("alerts:receipts-prune", 3600.0, prune_receipts),
+        ],
+        # routing state from the index and the scope states (the first alert waits for it); summaries due; the
+        # routing task, which first replays what a crash left stored
+        tasks=[router.warm, receivers.rearm, intake.run],
+        drains=[drain_alerts],
     )
-    return ReceiversPart(receivers, provides)
+    return ReceiversPart(receivers, provides, intake)
+
+
+@dataclass
+class _StoredParse:
+    """The alert intake's parser of stored notifications: the receivers' own (they are built after the intake)."""
+
+    receivers: Receivers | None = None
+
+    async def __call__(self, source: str, body: bytes) -> tuple[list[AlertSignal], dict[str, Any]]:
+        if self.receivers is None:
+            raise RuntimeError("the receivers are not built yet")
+        return await self.receivers.parse_stored(source, body)
 
 
 def build_api(

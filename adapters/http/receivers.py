@@ -9,7 +9,8 @@ Each request is checked in this order, and any refusal appends nothing of the re
    ``X-PagerDuty-Signature``, GitHub's ``X-Hub-Signature-256``, with the token as the secret) — else 401;
 5. the body, read in chunks into one buffer and never past the limit — else 413; then JSON (UTF-8, no
    NaN/Infinity) — else 400;
-6. the source's parser — a ``PayloadError`` is a 400 whose ``error`` names the field path.
+6. the source's parser — a ``PayloadError`` is a 400 whose ``error`` names the field path;
+7. ``?wait=`` on an alert: a number of seconds from 0 to ``WAIT_MAX`` — else 400.
 
 The limit (32 MB by default) takes any notification a real Alertmanager, Grafana or PagerDuty sends: a group of
 10,000 alerts with real label sets is about 10 MB. A big body is parsed off the event loop, and neither it nor its
@@ -18,13 +19,18 @@ an authenticated alert sender names the limit and what to change in the sender (
 is recorded — the source's "notifications refused" incident in the alerts channel, at most once per window
 however often the sender retries (``core.alerts.refusals``).
 
-Then core records it (``core.alerts.AlertRouter`` / ``core.changes.ChangeService``) and the answer (202 when
-something was recorded, 200 when nothing was) says what happened to each alert or change. The Slack side is
+An alert notification is then stored raw in the alert inbox and answered ``202 {"accepted": N, "receipt": ID}``
+(``core.alerts.intake``): routing runs behind the answer, in bulk, and ``GET /api/alerts/receipts/{ID}``
+(adapters/http/receipts.py) gives each alert's outcome once routed. ``?wait=SECONDS`` (at most ``WAIT_MAX``) makes
+the answer wait for the outcomes: then it also says what happened to each alert (202 when something was recorded,
+200 when nothing was), as it always did. A notification without any alert state change is answered 200 and not
+stored. A change is recorded by core (``core.changes.ChangeService``) before its answer, which says what happened
+to each change (202 when something was recorded, 200 when nothing was). The Slack side is
 the outbox's: an alert-opened incident posts its header; later alerts are collapsed into at most one summary a
 minute per incident (``core.alerts.AlertSummarizer``, armed from a log listener as a hint, and derived from the
 log at start-up and every minute, so a crash between an alert's commit and the arming loses no summary). Change <->
 incident links are the ``changes`` outbox topic's (``core.changes.links``). Every answer is sent only after what it
-reports is committed: the router and the change service await their appends.
+reports is committed: the alert inbox's put, the router's and the change service's appends.
 
 A GitHub ``issues`` event on ``/changes/github`` (a follow-up's issue closed or reopened) passes the
 same checks, then goes to ``core.follow_ups.FollowUpCloser`` instead of the change service: 202 when a
@@ -48,6 +54,7 @@ from decklog.adapters.alerts import ALERT_SOURCES
 from decklog.adapters.changes import CHANGE_SOURCES, github
 from decklog.adapters.payload import header_value
 from decklog.core.alerts import AlertRouter, AlertSummarizer
+from decklog.core.alerts.intake import AlertIntake
 from decklog.core.changes import ChangeService
 from decklog.core.entries import Entry
 from decklog.core.errors import InvalidInput
@@ -62,6 +69,9 @@ CHANGE_ROUTE = "/changes/{source}"
 READ_CHUNK = 64 * 1024
 RAW_DEPTH_MAX = 32  # deeper payloads are kept as (capped) text evidence, not as JSON
 BIG_BODY = 256 * 1024  # bodies at least this big are parsed in a thread, off the event loop
+WAIT_MAX = 60.0  # ``?wait=``'s ceiling: Alertmanager's default webhook timeout is 10 s, Datadog's 15 s
+RECEIPTS_PATH = "/api/alerts/receipts/"
+NOT_RECORDED = ("duplicate", "ignored")
 Body = bytes | bytearray  # a request body, read into one buffer
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 TOKEN_HELP = (
@@ -128,6 +138,7 @@ class Receivers:
         alerts: AlertRouter,
         changes: ChangeService,
         summarizer: AlertSummarizer,
+        intake: AlertIntake,
         *,
         max_bytes: int,
         raw_bytes: int,
@@ -137,6 +148,8 @@ class Receivers:
         """The shared secret (``DECKLOG_ALERT_TOKEN``, or the one the sandbox made)."""
         self.index = index
         self.alerts = alerts
+        self.intake = intake
+        """Stores each notification before its 202 and routes it behind the answer (``core.alerts.intake``)."""
         self.changes = changes
         self.summarizer = summarizer
         self.max_bytes = max_bytes
@@ -157,26 +170,49 @@ class Receivers:
             if source is None:
                 raise Refused(404, f"unknown alert source {name!r} (known: {', '.join(sorted(ALERT_SOURCES))})")
             body = await self._accept(request, source, advice=SHRINK.get(name, ""))
+            wait = _wait_seconds(request)
+            counted = await _count_group(name, body) if len(body) >= BIG_BODY else 0
+            if counted:  # a big group: its shape checked cheaply, its alerts parsed behind the answer
+                receipt = await self.intake.accept(name, body, None, {}, accepted=counted)
+                return await self._answer(name, counted, receipt, wait)
             signals, evidence = await self._parse_alerts(body, source)
-            del body  # the alerts are parsed: neither the body nor its JSON is held while they are routed
-            outcomes = await self.alerts.receive(name, signals, raw=evidence)
+            if not signals:
+                answer: dict[str, Any] = {
+                    "source": name,
+                    "accepted": 0,
+                    "received": 0,
+                    "recorded": 0,
+                    "alerts": [],
+                    "scopes": [],
+                }
+                answer["note"] = "nothing to record: the payload holds no alert state change"
+                return web.json_response(answer, status=200)
+            receipt = await self.intake.accept(name, body, signals, evidence)
+            del body  # stored: neither the body nor its JSON is held while the alerts wait for routing
         except TooBig as big:
             if big.authenticated:
                 await self.alerts.refused(name, big.size, big.limit)
             return big.response()
         except Refused as refused:
             return refused.response()
-        recorded = [o for o in outcomes if o.appended]
-        answer: dict[str, Any] = {
-            "source": name,
-            "received": len(signals),
-            "recorded": len(recorded),
-            "alerts": [o.to_json() for o in outcomes],
-            "scopes": sorted({o.scope for o in outcomes if o.scope}),
-        }
-        if not signals:
-            answer["note"] = "nothing to record: the payload holds no alert state change"
-        return web.json_response(answer, status=202 if recorded else 200)
+        return await self._answer(name, len(signals), receipt, wait)
+
+    async def _answer(self, name: str, accepted: int, receipt: str, wait: float) -> web.Response:
+        """The 202 with the receipt; with ``?wait=``, the alerts' outcomes once routed within ``wait`` seconds."""
+        answer: dict[str, Any] = {"source": name, "accepted": accepted, "receipt": receipt}
+        if wait > 0:
+            outcomes = await self.intake.wait(receipt, wait)
+            if outcomes is not None:
+                recorded = [o for o in outcomes if o.get("outcome") not in NOT_RECORDED]
+                answer.update(
+                    received=len(outcomes),
+                    recorded=len(recorded),
+                    alerts=outcomes,
+                    scopes=sorted({o["scope"] for o in outcomes if o.get("scope")}),
+                )
+                return web.json_response(answer, status=202 if recorded else 200)
+            answer["note"] = f"not routed within {wait:g} s: {RECEIPTS_PATH}{receipt} gives the outcomes once it is"
+        return web.json_response(answer, status=202)
 
     async def change(self, request: web.Request) -> web.Response:
         name = request.match_info["source"]
@@ -276,6 +312,17 @@ class Receivers:
             return parse()
         return await asyncio.to_thread(parse)
 
+    async def parse_stored(self, name: str, body: bytes) -> tuple[list[Any], dict[str, Any]]:
+        """A stored notification's body → its signals and evidence again (``core.alerts.intake``'s replay). Raises
+        when it no longer parses (it did before its 202)."""
+        source = ALERT_SOURCES.get(name)
+        if source is None:
+            raise ValueError(f"unknown alert source {name!r}")
+        try:
+            return await self._parse_alerts(body, source)
+        except Refused as refused:
+            raise ValueError(refused.message) from None
+
     def _evidence(self, payload: object, body: Body) -> dict[str, Any]:
         """The vendor payload as evidence, capped at ``raw_evidence_bytes`` (text when it cannot be JSON)."""
         if len(body) > 4 * self.raw_bytes:  # far over the cap: its prefix, without serialising it all again
@@ -310,6 +357,40 @@ class Receivers:
         armed = await self.summarizer.rearm(scopes)
         if armed:
             log.info("alerts: %d incident(s) have alerts to summarise", armed)
+
+
+#: Sources that send a group of alerts as ``{"alerts": [...]}`` (Alertmanager's webhook, Grafana's contact point).
+GROUP_SOURCES = frozenset({"alertmanager", "grafana"})
+
+
+async def _count_group(name: str, body: Body) -> int:
+    """A big notification from a group source, checked cheaply: its JSON, and an ``alerts`` list of objects with
+    ``labels`` objects → how many alerts it holds (0: not that shape, or another source; the full parser decides).
+    The source's parser then runs behind the answer: 10,000 alerts take it seconds, the JSON alone a fraction."""
+    if name not in GROUP_SOURCES:
+        return 0
+    payload = await asyncio.to_thread(_json, body)
+    alerts = payload.get("alerts") if isinstance(payload, dict) else None
+    if not isinstance(alerts, list) or not alerts:
+        return 0
+    if not all(isinstance(a, dict) and isinstance(a.get("labels"), dict) for a in alerts):
+        return 0
+    return len(alerts)
+
+
+def _wait_seconds(request: web.Request) -> float:
+    """``?wait=SECONDS`` (0 to ``WAIT_MAX``): how long the answer may wait for the alerts' outcomes (0: answer once
+    the notification is stored). Anything else is a 400 naming the parameter."""
+    raw = request.query.get("wait")
+    if raw is None:
+        return 0.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= WAIT_MAX or seconds != seconds:
+        raise Refused(400, f"wait must be a number of seconds from 0 to {WAIT_MAX:g}", field="wait")
+    return seconds
 
 
 def _parsed(parse: Any) -> list[Any]:

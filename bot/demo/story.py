@@ -108,7 +108,7 @@ class Demo:
 
     async def _alert_fires(self, t0: datetime) -> str:
         """03:12 — the alert opens the incident and its thread; the change is linked. Returns the thread's ts."""
-        answer = await self.post("/alerts/alertmanager", alert("firing", t0))
+        answer = await self.post("/alerts/alertmanager?wait=30", alert("firing", t0))  # the answer names the incident
         if SCOPE not in answer.get("scopes", []):
             raise StepFailed(f"the alert did not open {SCOPE}: {answer}")
         header = await self.until("the incident's thread in #alerts", lambda: _threaded(self, SCOPE))
@@ -159,7 +159,7 @@ class Demo:
 
     async def _verification(self, t0: datetime) -> None:
         """03:19 — the alert resolves; a fresh verification turn checks the expected outcome."""
-        await self.post("/alerts/alertmanager", alert("resolved", t0))
+        await self.post("/alerts/alertmanager?wait=30", alert("resolved", t0))
         verified = await self.until("the verification turn", lambda: self.kinds(SCOPE, "verification"))
         if verified[-1].payload.outcome != "verified":
             raise StepFailed(f"verification said {verified[-1].payload.outcome}: {verified[-1].payload.observed}")

@@ -10,6 +10,8 @@ from decklog.core.alerts.rules import AlertOutcome, Outcome
 from decklog.core.entries import Entry
 
 Indexed = list[tuple[int, AlertOutcome]]
+#: Why a duplicate appended nothing.
+SAME = "the same notification of this alert was already recorded (a retry or a resend that changes nothing)"
 
 
 def ignored(items: Sequence[Prepared]) -> Indexed:
@@ -32,7 +34,7 @@ def ignored(items: Sequence[Prepared]) -> Indexed:
 def duplicates(scope: str, items: Sequence[Prepared], seq: int = 0) -> Indexed:
     """A retry (or a resend that changes nothing): nothing appended."""
     return [
-        (p.index, AlertOutcome(p.signal.fingerprint, p.signal.status, "duplicate", scope, seq, p.severity))
+        (p.index, AlertOutcome(p.signal.fingerprint, p.signal.status, "duplicate", scope, seq, p.severity, reason=SAME))
         for p in items
     ]
 

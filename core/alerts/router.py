@@ -26,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 #: Alerts of one notification's part that make a quick decide (each adds an observation, sometimes a note or two)
 QUICK_ITEMS = 4
 WARM_INCIDENTS = 2000  # unresolved incidents read at start-up (newest first)
+#: Notifications routed at once on their own (as concurrent requests were before routing moved behind the answer)
+SLOW_AT_ONCE = 32
 
 
 class AlertRouter:
@@ -122,6 +125,83 @@ class AlertRouter:
         for group, routed in resolved.items():
             await self.group_resolves.resolve(source, group, routed, named)
         return [o for o in outcomes if o is not None]
+
+    async def receive_many(self, notifications: Sequence[Notification]) -> list[list[AlertOutcome]]:
+        """Route several notifications as ``receive`` routes each. The alerts whose incident is already known
+        (their group's or their fingerprint's: a storm's repeats) go to it in one append per incident for all of
+        them together, instead of one append per notification. The others (that may open, join, split or resolve)
+        are routed each on its own, up to ``SLOW_AT_ONCE`` at a time, under the router's locks, as concurrent
+        requests always were. Notifications that share an alert or a group are routed in their order."""
+        await self.warm()
+        out: list[list[AlertOutcome]] = [[] for _ in notifications]
+        bulk, bulk_keys = _Bulk(), set[str]()
+        slow: dict[int, Notification] = {}
+        slow_keys: set[str] = set()
+
+        async def run_slow() -> None:
+            if not slow:
+                return
+            taken = list(slow.items())
+            slow.clear()
+            slow_keys.clear()
+            gate = asyncio.Semaphore(SLOW_AT_ONCE)
+
+            async def one(n: int, source: str, signals: Sequence[AlertSignal], raw: Mapping[str, Any] | None) -> None:
+                async with gate:
+                    out[n] = await self.receive(source, signals, raw=raw)
+
+            await asyncio.gather(*(one(n, *note) for n, note in taken))
+
+        for n, (source, signals, raw) in enumerate(notifications):
+            keys = _keys(signals)
+            if keys & slow_keys:  # an earlier one of these alerts may still open, resolve or move them
+                await self._flush(bulk, out)
+                bulk_keys.clear()
+                await run_slow()
+            parts = batch.partition(signals)
+            targets = [self._cached(part) for part in parts]
+            if parts and all(targets) and not any(p.family or p.first.group_resolved for p in parts):
+                bulk.add(n, source, parts, [t for t in targets if t], self.policy, dict(raw or {}))
+                bulk_keys |= keys
+                continue
+            if keys & bulk_keys:
+                await self._flush(bulk, out)
+                bulk_keys.clear()
+            slow[n] = (source, signals, raw)
+            slow_keys |= keys
+        await self._flush(bulk, out)
+        await run_slow()
+        return out
+
+    def _cached(self, part: Part) -> str | None:
+        return self._groups.get(part.group) if part.group else self._fingerprints.get(part.first.fingerprint)
+
+    async def _flush(self, pending: _Bulk, out: list[list[AlertOutcome]]) -> None:
+        """Append what ``pending`` holds: one append per (incident, group), the incidents concurrently."""
+        if not pending.runs:
+            return
+        runs, counts, sizes = pending.runs, pending.counts, pending.sizes
+        pending.runs, pending.counts, pending.sizes = {}, {}, {}
+        for source, parts in counts.items():  # the rate limit counts every part, as ``receive`` does
+            await self.storms.over_limit(source, parts)
+        slots: dict[int, list[AlertOutcome | None]] = {n: [None] * size for n, size in sizes.items()}
+
+        async def one(scope: str, run: _Run) -> None:
+            part = Part(run.group, tuple((g, item.signal) for g, item in enumerate(run.items)))
+            items = [replace(item, index=g) for g, item in enumerate(run.items)]
+            done = await self._append(scope, part, items, joined=False)
+            if done is not None:
+                for g, outcome in done:
+                    n, index = run.origin[g]
+                    slots[n][index] = outcome
+                return
+            for n, original in run.parts:  # no longer an open incident (resolved meanwhile): each part on its own
+                for index, outcome in await self._route_part(original, {}, False):
+                    slots[n][index] = outcome
+
+        await asyncio.gather(*(one(key[0], run) for key, run in runs.items()))
+        for n, slot in slots.items():
+            out[n] = [o for o in slot if o is not None]
 
     async def refused(self, source: str, size: int | None, limit: int) -> str:
         """A notification from ``source`` was refused as too big (``size`` bytes, None = not declared): recorded in
@@ -436,3 +516,52 @@ class AlertRouter:
                 self._groups.pop(part.group)
                 self._closed.put(part.group, scope)
         self.storms.forget(scope)
+
+
+Notification = tuple[str, Sequence[AlertSignal], Mapping[str, Any] | None]
+"""One notification to route: its source, its signals and the (capped) vendor payload kept as evidence."""
+
+
+def _keys(signals: Sequence[AlertSignal]) -> set[str]:
+    """What orders notifications: their alerts' fingerprints and groups."""
+    return {f"fp:{s.fingerprint}" for s in signals} | {f"grp:{s.group}" for s in signals if s.group}
+
+
+@dataclass
+class _Run:
+    """Alerts of several notifications bound for one incident (and one group): appended together."""
+
+    group: str
+    items: list[Prepared] = field(default_factory=list)
+    origin: list[tuple[int, int]] = field(default_factory=list)  # per item: (notification, its index there)
+    parts: list[tuple[int, Part]] = field(default_factory=list)  # the parts it holds, by notification
+
+
+@dataclass
+class _Bulk:
+    """Notifications whose every alert goes to a known incident, waiting for one append per incident."""
+
+    runs: dict[tuple[str, str, int, str], _Run] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # parts per source (the rate limit counts them)
+    sizes: dict[int, int] = field(default_factory=dict)  # alerts per notification
+
+    def add(
+        self,
+        n: int,
+        source: str,
+        parts: Sequence[Part],
+        targets: Sequence[str],
+        policy: AlertPolicy,
+        raw: dict[str, Any],
+    ) -> None:
+        self.counts[source] = self.counts.get(source, 0) + len(parts)
+        self.sizes[n] = sum(len(part.items) for part in parts)
+        evidence = raw
+        for part, scope in zip(parts, targets, strict=True):
+            first = part.first
+            run = self.runs.setdefault((scope, part.group, first.left_out, first.service), _Run(part.group))
+            prepared = batch.prepare(policy, part, evidence)
+            evidence = {}  # the vendor payload is kept once per notification
+            run.items.extend(prepared)
+            run.origin.extend((n, item.index) for item in prepared)
+            run.parts.append((n, part))

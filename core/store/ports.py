@@ -459,6 +459,78 @@ class Inbox(Protocol):
     async def close(self) -> None: ...
 
 
+# -- the alert inbox -----------------------------------------------------------------------------------------------
+
+#: How long a routed notification's receipt is kept (then ``GET /api/alerts/receipts/{id}`` answers 404).
+RECEIPT_RETENTION_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class StoredNotification:
+    """An alert notification as it arrived (``body``: the raw bytes), under its ``receipt``, not routed yet."""
+
+    receipt: str
+    source: str
+    body: bytes
+    accepted: int
+    received_at: float
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class AlertReceipt:
+    """What became of one stored notification: ``outcomes`` (one JSON object per alert, in order) once routed,
+    None while it waits; ``error`` when routing gave it up after its attempts."""
+
+    receipt: str
+    source: str
+    accepted: int
+    received_at: float
+    routed_at: float | None = None
+    outcomes: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+
+class AlertInbox(Protocol):
+    """Alert notifications stored raw before they are acknowledged (202 with a receipt), routed after.
+
+    ``put`` is durable when it returns (group-committed: concurrent notifications share one commit). Routing takes
+    what is pending (``pending``: this process's own, and those of a replica whose lease ran out), and ``finish``
+    records each notification's outcomes under its receipt, which ``receipt`` reads back. A notification whose
+    routing keeps failing is finished with its ``error``: never replayed again, its receipt says why."""
+
+    stats: InboxStats
+
+    async def put(self, *, receipt: str, source: str, body: bytes, accepted: int) -> None:
+        """Durably store a notification under ``receipt`` (a new, unique id)."""
+        ...
+
+    async def pending(self, *, limit: int = 1000) -> list[StoredNotification]:
+        """Notifications not routed yet, oldest first: this process's (their leases renewed) and those of a process
+        whose lease ran out (taken over now). At most ``limit``."""
+        ...
+
+    async def attempt(self, receipts: Sequence[str]) -> None:
+        """Count one more routing attempt of each of ``receipts``."""
+        ...
+
+    async def finish(self, results: Sequence[AlertReceipt]) -> None:
+        """Record what became of each notification (``outcomes`` or ``error``): no longer pending."""
+        ...
+
+    async def receipt(self, receipt: str) -> AlertReceipt | None:
+        """The notification's receipt (outcomes None while it waits); None when unknown (or pruned)."""
+        ...
+
+    async def pending_count(self) -> int: ...
+
+    async def prune(self, *, older_than_s: float = RECEIPT_RETENTION_S) -> int:
+        """Forget receipts routed more than ``older_than_s`` ago; returns how many."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 # -- several processes on one database ------------------------------------------------------------------------------
 
 RemoteCommit = Callable[[str, tuple[str, ...], bool], None]
@@ -679,6 +751,10 @@ class StorageFactory(Protocol):
     def inbox_exists(self) -> bool:
         """Whether there is an inbox already (False: nothing was ever stored in one, and none need be made to
         find that out)."""
+        ...
+
+    async def alert_inbox(self) -> AlertInbox:
+        """The alert inbox, opened (made when there is none yet)."""
         ...
 
     def cursor_claims(self) -> CursorClaims | None: ...

@@ -10,14 +10,16 @@ it once. Slack's retry of a message event and a double-clicked Approve are the S
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from decklog.bot.runtime import Runtime
-from decklog.bot.wiring import build_receivers
+from decklog.bot.wiring import ReceiversPart, build_receivers
 from decklog.core.entries import Actor
+from decklog.core.store.ports import AlertInbox
 from research.experiment.slack_door import SlackDoor
 
 TOKEN = "experiment-alert-token"
@@ -27,7 +29,18 @@ class HttpInputs:
     def __init__(self, rt: Runtime, slack: SlackDoor) -> None:
         self.rt = rt
         self.slack = slack
-        self.part = build_receivers(
+        self.part: ReceiversPart | None = None
+        self.inbox: AlertInbox | None = None
+        self.routing: asyncio.Task[None] | None = None
+        self.runner: web.AppRunner | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.base = ""
+        self.requests = 0
+
+    async def _build(self) -> ReceiversPart:
+        rt = self.rt
+        self.inbox = await rt.storage.alert_inbox()
+        part = build_receivers(
             rt.store,
             rt.index,
             rt.service,
@@ -38,15 +51,15 @@ class HttpInputs:
             token=rt.settings.alert_token,
             locks=rt.storage.route_locks(),
             rates=rt.storage.rate_counter(),
+            inbox=self.inbox,
         )
-        for sender in self.part.provides.senders:  # the change links (outbox topic ``changes``)
+        for sender in part.provides.senders:  # the change links (outbox topic ``changes``)
             rt.dispatcher.register(sender)
-        self.runner: web.AppRunner | None = None
-        self.session: aiohttp.ClientSession | None = None
-        self.base = ""
-        self.requests = 0
+        self.routing = asyncio.ensure_future(part.intake.run())  # alerts are routed behind their 202
+        return part
 
     async def start(self) -> None:
+        self.part = await self._build()
         app = web.Application()
         for route in [*self.part.provides.routes, *self.slack.routes]:
             app.router.add_route(route.method, route.path, route.handler)
@@ -58,6 +71,10 @@ class HttpInputs:
         self.slack.listen(self.base + "/slack/events")
 
     async def stop(self) -> None:
+        if self.routing is not None:
+            self.routing.cancel()
+        if self.inbox is not None:
+            await self.inbox.close()
         await self.slack.stop()
         if self.session:
             await self.session.close()
@@ -79,7 +96,7 @@ class HttpInputs:
     async def alert(self, body: dict[str, Any], *, times: int = 1) -> list[str]:
         scopes: list[str] = []
         for _ in range(times):
-            answer = await self._post("/alerts/generic", body)
+            answer = await self._post("/alerts/generic?wait=60", body)  # the outcomes, routed
             scopes += [s for s in answer.get("scopes", []) if s not in scopes]
         return scopes
 

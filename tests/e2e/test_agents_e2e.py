@@ -245,7 +245,7 @@ async def test_a_deploy_then_an_alert_through_the_receivers_gets_the_suspect_and
     }
     await post("/changes/generic", change)
     opened = await post(
-        "/alerts/generic",
+        "/alerts/generic?wait=30",
         {"title": "payments 5xx above 5%", "fingerprint": "payments-5xx", "service": "payments", "severity": "high"},
     )
     scope = opened["scopes"][0]
@@ -279,7 +279,7 @@ async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_serv
             return await response.json()
 
     opened = await post(
-        "/alerts/generic",
+        "/alerts/generic?wait=30",
         {"title": "checkout 5xx", "fingerprint": "checkout-5xx", "service": "checkout", "severity": "high"},
     )
     scope = opened["scopes"][0]

@@ -50,7 +50,7 @@ async def post(server: DecklogServer, body: Any, *, token: str | None = TOKEN) -
         headers["Authorization"] = f"Bearer {token}"
     async with (
         aiohttp.ClientSession() as http,
-        http.post(server.url + "/alerts/alertmanager", data=body, headers=headers) as response,
+        http.post(server.url + "/alerts/alertmanager?wait=60", data=body, headers=headers) as response,
     ):
         return response.status, await response.json()
 

@@ -40,6 +40,14 @@ def generic(fingerprint: str = "payments-5xx", **fields: Any) -> dict[str, Any]:
     return body
 
 
+def synchronous(path: str) -> str:
+    """An alert path with ``?wait=30``: these tests read each alert's outcome in the answer (the receipts and the
+    202-before-routing answer have their own tests, tests/e2e/test_alert_receipts.py)."""
+    if not path.startswith("/alerts/") or "wait=" in path:
+        return path
+    return path + ("&" if "?" in path else "?") + "wait=30"
+
+
 async def post(
     server: DecklogServer,
     path: str,
@@ -49,6 +57,7 @@ async def post(
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    path = synchronous(path)
     sent = {"Content-Type": "application/json", **(headers or {})}
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"

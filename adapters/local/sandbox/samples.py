@@ -163,7 +163,7 @@ class SampleSender:
         if status == "resolved":
             self._alert_started = None
         if installed(self._routes(), ALERT_PATH):
-            return await self._post(ALERT_PATH, payload)
+            return await self._post(ALERT_PATH, payload, query="?wait=5")  # the answer says where the alert went
         if status == "resolved":
             return Sent(501, "none", note="the alert receiver (/alerts/{source}) is not installed yet")
         return await self._alert_via_core(payload)
@@ -190,11 +190,11 @@ class SampleSender:
         sent = await self._post(CHANGE_PATH, payload)
         return Sent(sent.status, sent.via, {"deploy": record, "decklog": sent.body}, sent.note)
 
-    async def _post(self, path: str, payload: JSON) -> Sent:
+    async def _post(self, path: str, payload: JSON, *, query: str = "") -> Sent:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         headers = {"Authorization": f"Bearer {self._token}", "User-Agent": "decklog-sandbox/1"}
-        async with self._session.post(self._base_url() + path, json=payload, headers=headers) as response:
+        async with self._session.post(self._base_url() + path + query, json=payload, headers=headers) as response:
             text = await response.text()
         try:
             body: Any = json.loads(text) if text.strip() else None

@@ -10,11 +10,13 @@ from collections.abc import Collection, Mapping, Sequence
 
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
+from decklog.core.store.memory.alert_inbox import MemoryAlertInbox
 from decklog.core.store.memory.api_keys import MemoryApiKeys
 from decklog.core.store.memory.inbox import MemoryInbox
 from decklog.core.store.memory.index import MemoryIndex
 from decklog.core.store.memory.log_store import MemoryLogStore, MemoryStorage
 from decklog.core.store.ports import (
+    AlertInbox,
     ApiKeys,
     CursorClaims,
     DueTurns,
@@ -51,6 +53,9 @@ class MemoryFactory:
 
     async def inbox(self) -> Inbox:
         return MemoryInbox(self.storage.inbox)
+
+    async def alert_inbox(self) -> AlertInbox:
+        return MemoryAlertInbox(self.storage.alert_inbox)
 
     def inbox_exists(self) -> bool:
         return bool(self.storage.inbox.rows)

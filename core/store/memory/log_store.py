@@ -22,6 +22,7 @@ from decklog.core.errors import NotFound
 from decklog.core.ids import ScopeId
 from decklog.core.state import ScopeState, empty_state
 from decklog.core.store.chain import ChainKey
+from decklog.core.store.memory.alert_inbox import AlertInboxRows
 from decklog.core.store.memory.api_keys import ApiRows
 from decklog.core.store.memory.inbox import InboxRows
 from decklog.core.store.memory.index import IndexTables
@@ -92,6 +93,7 @@ class MemoryStorage:
     index: IndexTables = field(default_factory=IndexTables)
     inbox: InboxRows = field(default_factory=InboxRows)
     api: ApiRows = field(default_factory=ApiRows)
+    alert_inbox: AlertInboxRows = field(default_factory=AlertInboxRows)
 
 
 def _key(scope: ScopeRef) -> str:

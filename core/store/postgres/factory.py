@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
 from decklog.core.store.ports import (
+    AlertInbox,
     ApiKeys,
     CursorClaims,
     DueTurns,
@@ -26,6 +27,7 @@ from decklog.core.store.ports import (
     RateCounter,
     RouteLocks,
 )
+from decklog.core.store.postgres.alert_inbox import PostgresAlertInbox
 from decklog.core.store.postgres.api_keys import PostgresApiKeys
 from decklog.core.store.postgres.due_turns import PostgresDueTurns
 from decklog.core.store.postgres.inbox import PostgresInbox
@@ -81,6 +83,10 @@ class PostgresFactory:
     async def inbox(self) -> Inbox:
         store = self._own()
         return PostgresInbox(store.engine, store.executor)
+
+    async def alert_inbox(self) -> AlertInbox:
+        store = self._own()
+        return PostgresAlertInbox(store.engine, store.executor)
 
     def inbox_exists(self) -> bool:
         return True  # its table is made with the schema

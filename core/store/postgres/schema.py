@@ -275,8 +275,31 @@ api_replies = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
 )
 
+# Alert notifications stored raw before their 202 (core/store/postgres/alert_inbox.py), routed after; a routed row
+# keeps its outcomes (the receipt) and drops its body. A pending row is the storing replica's until its lease runs
+# out (then another replica routes it). Added without a schema version, as ``alert_rates``.
+alert_inbox = sa.Table(
+    "alert_inbox",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    key("receipt"),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=True),
+    sa.Column("accepted", sa.Integer, nullable=False),
+    sa.Column("received_at", sa.Float(precision=53), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    key("owner", nullable=True),
+    sa.Column("lease_until", sa.Float(precision=53), nullable=True),
+    sa.Column("routed_at", sa.Float(precision=53), nullable=True),
+    sa.Column("outcomes", sa.Text, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.UniqueConstraint("receipt", name="alert_inbox_receipt"),
+)
+sa.Index("alert_inbox_pending", alert_inbox.c.id, postgresql_where=alert_inbox.c.routed_at.is_(None))
+sa.Index("alert_inbox_routed", alert_inbox.c.routed_at, postgresql_where=alert_inbox.c.routed_at.is_not(None))
+
 LOG_TABLES = (scope_heads, entries, outbox, outbox_cursors, sender_memos)
-REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates, api_tokens, api_replies)
+REPLICA_TABLES = (inbox, leases, due_turns, channel_pace, alert_rates, api_tokens, api_replies, alert_inbox)
 
 # insights: one row per declared incident, as core/insights.py's ``milestones`` (epoch seconds)
 milestones = sa.Table(

@@ -84,7 +84,8 @@ def _copy_db(src: Path, dst: Path) -> None:
 
 
 def _sources(data_dir: Path) -> list[tuple[str, Path]]:
-    found = [(name, data_dir / name) for name in ("inbox.db", "index.db") if (data_dir / name).is_file()]
+    inboxes = ("inbox.db", "alert_inbox.db")  # before the index and the scopes: what they hold pending is older
+    found = [(name, data_dir / name) for name in (*inboxes, "index.db") if (data_dir / name).is_file()]
     scopes = data_dir / "scopes"
     if scopes.is_dir():
         found.extend((f"scopes/{p.name}", p) for p in sorted(scopes.glob("*.db")))

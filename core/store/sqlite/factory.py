@@ -1,7 +1,7 @@
 """The SQLite backend's factory (the embedded default): one data directory, one process that serves it.
 
 Scope files under ``DATA_DIR/scopes/``, the index in ``DATA_DIR/index.db`` and the Slack inbox in
-``DATA_DIR/inbox.db``. One server owns a data directory (the CLI may write beside it), so the ports that exist
+``DATA_DIR/inbox.db``, the alert inbox in ``DATA_DIR/alert_inbox.db``. One server owns a data directory (the CLI may write beside it), so the ports that exist
 only for several processes on one database are ``None``: the callers use their in-process ways (the router's
 asyncio locks and limiter, one pacer per channel, the scheduler's own timers, an asyncio lock per run target).
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from decklog.core.alarm import Alarm
 from decklog.core.clock import Clock
 from decklog.core.store.ports import (
+    AlertInbox,
     ApiKeys,
     CursorClaims,
     DueTurns,
@@ -25,6 +26,7 @@ from decklog.core.store.ports import (
     RateCounter,
     RouteLocks,
 )
+from decklog.core.store.sqlite.alert_inbox import SqliteAlertInbox
 from decklog.core.store.sqlite.api_keys import SqliteApiKeys
 from decklog.core.store.sqlite.inbox import SqliteInbox
 from decklog.core.store.sqlite.index import SqliteIndex
@@ -75,6 +77,9 @@ class SqliteFactory:
 
     async def inbox(self) -> Inbox:
         return await SqliteInbox.open(self.data_dir)
+
+    async def alert_inbox(self) -> AlertInbox:
+        return await SqliteAlertInbox.open(self.data_dir)
 
     def inbox_exists(self) -> bool:
         return (self.data_dir / "inbox.db").is_file()
