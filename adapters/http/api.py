@@ -252,9 +252,11 @@ class ScopesApi:
             open_only=status == "open",
             severity=severity,
             text=text,
-            limit=limit,
+            limit=limit + 1,
         )
-        return web.json_response({"scopes": [r.to_json() for r in rows], "count": len(rows)})
+        more = len(rows) > limit  # a list cut at ``limit`` says so: ask again with a larger one
+        rows = rows[:limit]
+        return web.json_response({"scopes": [r.to_json() for r in rows], "count": len(rows), "more": more})
 
     async def get_scope(self, request: web.Request) -> web.StreamResponse:
         Query(request, ())
