@@ -35,11 +35,11 @@ log = logging.getLogger(__name__)
 
 #: The lease one confirmed ping gives: a dead holder's cursors move this long after another replica first finds
 #: its lock free. The holder keeps the dispatcher's margin before it (``LEASE_MARGIN_S``, 2 s: a delivery started
-#: just before has that long to end), so it may start deliveries for 1 s after each ping it sent. (With 0.5 s, a
-#: loaded machine that did not schedule the ping thread for half a second paused deliveries dozens of times a
-#: minute.)
-GRACE_S = 3.0
-#: How often the holder confirms its session (five pings fit in that second: a slow one does not stop it).
+#: just before has that long to end), so it may start deliveries for 2 s after each ping it sent. (With 0.5 s and
+#: then 1 s, a machine at load 35 on 2 cores did not schedule the ping thread often enough: live holders paused
+#: their deliveries hundreds of times a minute.)
+GRACE_S = 4.0
+#: How often the holder confirms its session (ten pings fit in those 2 s: a slow one does not stop it).
 PING_S = 0.2
 #: The owner names of drainers that hold a liveness lock.
 LIVE_PREFIX = "live:"
