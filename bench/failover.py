@@ -4,8 +4,10 @@ cursors, and the time from the kill until every row that was pending in those (s
 delivered by the others is measured; a fresh replica replaces the dead one and the next round starts.
 
 Prints that time p50/p99 over the rounds, and the verdict of the whole run (lost / duplicated effects, target 0).
-The takeover waits for the dead holder's cursor lease (``core.outbox.dispatcher.CURSOR_LEASE_S``) to run out on the
-database clock, then for a survivor's retry, NOTIFY or pending-rows poll (bot/ops.py) to reach the scope.
+A survivor finds the dead holder's liveness lock free (core/store/postgres/liveness.py: PostgreSQL frees a session
+lock the moment the connection drops) within ``DEAD_HOLDERS_S`` (bot/ops.py), cuts its cursor leases to
+``GRACE_S`` and takes them when that ran out; a holder without a liveness lock keeps the whole
+``core.outbox.dispatcher.CURSOR_LEASE_S``. Also printed: when the dead one's cursors had moved (before delivery).
 
     .venv/bin/python bench/failover.py [--rounds 6] [--workers 6] [--database-url postgresql://…/test]
 """
@@ -27,8 +29,9 @@ import psycopg
 
 from decklog.adapters.local.slack import FakeSlack
 from decklog.core.outbox.dispatcher import CURSOR_LEASE_S
+from decklog.core.store.postgres.liveness import GRACE_S
 from tests.helpers.balancer import Balancer
-from tests.helpers.pg_view import pending_in
+from tests.helpers.pg_view import cursors_held_by, pending_in
 from tests.helpers.replica_load import Killed, ReplicaRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN, start_serve
 
@@ -38,24 +41,34 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+moved: list[float] = []  # seconds from a kill until none of its cursors with rows waiting is its any more
+
+
 async def _round(run: ReplicaRun, n: int) -> float | None:
     """One kill under load: seconds from the SIGKILL until the dead one's pending rows are all delivered."""
     start = run.acked.total
     measured: list[float] = []
 
-    async def watch(held: list[tuple[str, str]], killed_at: float) -> None:
+    async def watch(held: list[tuple[str, str]], killed_at: float, pid: int) -> None:
         waiting = await asyncio.to_thread(pending_in, run.database_url, held)
+        moved_at: float | None = None
         while waiting:
             await asyncio.sleep(0.05)
             still = await asyncio.to_thread(pending_in, run.database_url, held)
             waiting &= still
+            if moved_at is None and not set(await asyncio.to_thread(cursors_held_by, run.database_url, pid)) & {
+                (s, t) for s, t, _q in waiting
+            }:
+                moved_at = time.monotonic()
         measured.append(time.monotonic() - killed_at)
+        if moved_at is not None:
+            moved.append(moved_at - killed_at)
 
     watcher: list[asyncio.Task[None]] = []
 
     def after(k: Killed) -> bool:
         if not watcher:
-            watcher.append(asyncio.ensure_future(watch(k.held, k.at)))
+            watcher.append(asyncio.ensure_future(watch(k.held, k.at, k.served.pid)))
         return watcher[0].done() and run.acked.total >= start + 20
 
     killed = await run.load_and_kill(lambda: run.acked.total >= start + 30, after, victim=n % len(run.live))
@@ -93,11 +106,19 @@ async def main(rounds: int, workers: int, seed: int, admin: str) -> int:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    print(f"\nfailover: {rounds} SIGKILLs of one of 3 replicas under load (cursor lease {CURSOR_LEASE_S:.0f} s)")
+    print(
+        f"\nfailover: {rounds} SIGKILLs of one of 3 replicas under load (cursor lease {CURSOR_LEASE_S:.0f} s, "
+        f"liveness grace {GRACE_S:.1f} s)"
+    )
     print(f"  acked requests      {run.acked.total}  {run.acked.counts()}")
     if times:
         print(
             f"  kill → its pending deliveries done by the others: p50 {_pct(times, 50):.2f} s, p99 {_pct(times, 99):.2f} s"
+        )
+    if moved:
+        print(
+            f"  kill → its cursors with rows waiting taken by the others: p50 {_pct(moved, 50):.2f} s, "
+            f"p99 {_pct(moved, 99):.2f} s"
         )
     print(f"  lost effects        {len(verdict.lost)}  (target 0)")
     print(f"  duplicate effects   {len(verdict.duplicates)}  (target 0)")

@@ -37,6 +37,12 @@ SQLITE_SWEEP_S = 3.0
 LIFECYCLE_S = 30.0
 #: With replicas: how often a replica renews its inbox leases and takes over a dead replica's stored requests.
 INBOX_TAKEOVER_S = 3.0
+#: With replicas: how often a replica looks for cursors held by a replica that died (one query over the cursors
+#: with running leases; core/store/postgres/liveness.py), so their deliveries move within seconds.
+DEAD_HOLDERS_S = 0.5
+#: On SQLite: how often the sweep's checkpoint is renewed (core/store/sqlite/sweep_checkpoint.py): the next boot
+#: opens the scope files written since the last one, plus those it found pending.
+CHECKPOINT_S = 60.0
 #: On SQLite: how often the server looks for stored Slack requests it is not processing (those that
 #: ``decklog doctor --retry`` queued again; pending requests of a previous process are replayed at boot).
 INBOX_REPLAY_S = 5.0
@@ -76,7 +82,7 @@ def build_ops(
 ) -> Ops:
     """``storage``: its health (``/healthz``) and, with replicas, the cursor claims the sweeps read."""
     started_at = time.time()
-    sweeps = Sweeps(dispatcher, index)
+    sweeps = Sweeps(dispatcher, index, store)
 
     async def healthz(_request: web.Request) -> web.StreamResponse:
         checks = await health_checks(data_dir, index, storage, dispatcher)
@@ -91,7 +97,7 @@ def build_ops(
 
     async def scrape(_request: web.Request) -> web.StreamResponse:
         live = await read_live(store, index, dispatcher, out, slack)
-        await metrics.findings.refresh(store, index)  # decklog_findings_total, cached per scope version
+        await metrics.findings.refresh(store, index)  # queues what moved; counted in the background
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
     job = LifecycleJob(store, index, clock, lifecycle)
@@ -110,16 +116,22 @@ def build_ops(
             await sweeps.pending(shared)
 
         jobs.append(Job("inbox-takeover", INBOX_TAKEOVER_S, take_over))
+
+        async def dead_holders() -> None:
+            await dispatcher.take_over_dead()
+
+        jobs.append(Job("dead-holders", DEAD_HOLDERS_S, dead_holders))
     else:
 
         async def replay_requeued() -> None:
             await slack.intake.replay()
 
         jobs.append(Job("inbox-replay", INBOX_REPLAY_S, replay_requeued))
+        jobs.append(Job("sweep-checkpoint", CHECKPOINT_S, sweeps.checkpoint))
     provides = Provides(
         routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
         jobs=jobs,
-        tasks=[sweeps.boot],
+        tasks=[sweeps.boot, lambda: metrics.findings.run(store)],
     )
     return Ops(metrics, provides, job)
 
@@ -127,7 +139,7 @@ def build_ops(
 #: Jobs every replica runs for itself (its own inbox leases, its own wake-ups); every other job runs on one replica
 #: at a time, under a lease on the database clock.
 ALERT_INBOX_JOB = "alerts:inbox"  # each replica renews its stored alert notifications and takes a dead one's
-REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover", ALERT_INBOX_JOB})
+REPLICA_LOCAL_JOBS = frozenset({"inbox-takeover", "dead-holders", ALERT_INBOX_JOB})
 
 
 def leased_jobs(leases: Leases | None, owner: str, provided: list[Provides]) -> None:
@@ -172,7 +184,7 @@ async def health_checks(
 async def read_live(store: LogStore, index: IndexPort, dispatcher: Dispatcher, out: SlackOut, slack: SlackIn) -> Live:
     pending: dict[str, float] = {}
     parked: dict[str, float] = {}
-    for row in await index.list_scopes(open_only=True, limit=2000):
+    for row in await index.list_scopes(open_only=True, limit=None):  # every open scope: none left uncounted
         try:
             summary = await store.outbox_summary(row.id)
         except Exception:

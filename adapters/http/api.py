@@ -350,7 +350,13 @@ class ScopesApi:
             kept = {k: v for k, v in q.values.items() if k != "cursor"}
             next_url = PREFIX + "?" + "&".join(f"{k}={quote(v)}" for k, v in {**kept, "cursor": cursor}.items())
         return web.json_response(
-            {"scopes": [r.to_json() for r in rows], "count": len(rows), "next": cursor, "next_url": next_url}
+            {
+                "scopes": [r.to_json() for r in rows],
+                "count": len(rows),
+                "more": more,
+                "next": cursor,
+                "next_url": next_url,
+            }
         )
 
     async def get_scope(self, request: web.Request) -> web.StreamResponse:

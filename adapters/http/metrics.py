@@ -9,8 +9,9 @@ Latencies are histograms (``_bucket``/``_sum``/``_count``), so Prometheus can ag
   from the turn runtime's slots at scrape time.
 
 ``decklog_findings_total{reasoner,kind,outcome}`` (what people made of the agents' findings) is computed from the incidents' logs
-(``core.reports.sections.findings.findings_counts``) by :class:`FindingsCollector`, refreshed before each scrape
-and cached per scope version (a scope whose version did not move is not read again).
+(``core.reports.sections.findings.findings_counts``) by :class:`FindingsCollector`: each scrape queues the scopes
+whose version moved and a background task reads them (a scrape never waits for logs; the first one after a
+restart is as cheap as any, and ``decklog_findings_uncounted_scopes`` says how many are not counted yet).
 
 Everything else is a counter or gauge read from the live components at scrape time (``Live``), so that nothing is
 counted twice: the inbox, the store, the dispatcher, the Slack sender and the Slack listeners keep their counts.
@@ -18,6 +19,7 @@ counted twice: the inbox, the store, the dispatcher, the Slack sender and the Sl
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -151,31 +153,60 @@ class _Scrape(Collector):
 
 
 class FindingsCollector(Collector):
-    """``decklog_findings_total{reasoner,kind,outcome}`` over the incident scopes: ``refresh`` (async, before a
-    scrape) reads the logs whose version changed since the last refresh; ``collect`` (sync) sums the cache."""
+    """``decklog_findings_total{reasoner,kind,outcome}`` over every incident scope, however old: ``refresh`` (before
+    a scrape) lists the incidents (one index query) and queues those whose version moved; ``run`` (a background
+    task) reads their logs and caches the counts per scope version; ``collect`` (sync) sums the cache. A scrape
+    never waits for logs to be read: after a restart the first scrape answers at once and the counts fill in, while
+    ``decklog_findings_uncounted_scopes`` says how many incident logs are not counted yet."""
 
     NAME = "decklog_findings"
     LABELS = ("reasoner", "kind", "outcome")
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
+        self._todo: dict[str, None] = {}  # scopes to read (insertion order)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.reads = 0  # logs read (a scope is read again only when its version moved)
 
-    async def refresh(self, store: LogStore, index: IndexPort, *, limit: int = 10_000) -> None:
-        rows = await index.list_scopes(kind="incident", open_only=False, limit=limit)
-        cache: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
+    async def refresh(self, _store: LogStore, index: IndexPort) -> None:
+        rows = await index.list_scopes(kind="incident", open_only=False, limit=None)
+        listed = set()
         for row in rows:
+            listed.add(row.id)
             cached = self._cache.get(row.id)
-            if cached is not None and cached[0] == row.version:
-                cache[row.id] = cached
-                continue
-            try:
-                entries = await store.read(row.id)
-            except Exception:
-                continue  # a scope that cannot be read now is left out of this scrape
-            self.reads += 1
-            cache[row.id] = (row.version, findings_counts([entries]))
-        self._cache = cache
+            if cached is None or cached[0] != row.version:
+                self._todo[row.id] = None
+        for gone in [k for k in self._cache if k not in listed]:
+            del self._cache[gone]
+        if self._todo:
+            self._idle.clear()
+            self._wake.set()
+
+    async def run(self, store: LogStore) -> None:
+        """Count the queued scopes' findings, one log at a time (started with the server, cancelled at its stop)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._todo:
+                scope = next(iter(self._todo))
+                del self._todo[scope]
+                try:
+                    entries = await store.read(scope)
+                except Exception:
+                    continue  # a scope that cannot be read now is queued again by the next refresh
+                self.reads += 1
+                self._cache[scope] = (entries[-1].seq if entries else 0, findings_counts([entries]))
+            self._idle.set()
+
+    async def settle(self) -> None:
+        """Wait until every queued scope is counted (tests)."""
+        await self._idle.wait()
+
+    @property
+    def uncounted(self) -> int:
+        return len(self._todo)
 
     def totals(self) -> dict[tuple[str, str, str], int]:
         out: dict[tuple[str, str, str], int] = {}
@@ -192,6 +223,11 @@ class FindingsCollector(Collector):
         for key, n in self.totals().items():
             family.add_metric(list(key), n)
         yield family
+        yield GaugeMetricFamily(
+            "decklog_findings_uncounted_scopes",
+            "Incident logs whose findings decklog_findings_total does not count yet (read in the background)",
+            value=float(self.uncounted),
+        )
 
     @staticmethod
     def _help() -> str:

@@ -190,6 +190,7 @@ class ScopeRowOut(_Out):
 class ScopeListOut(_Out):
     scopes: list[ScopeRowOut]
     count: int
+    more: bool = Field(description="true when the list was cut at `limit`: follow `next` for the rest")
     next: str | None = Field(description="the cursor of the next page (None: this is the last)")
     next_url: str | None
 

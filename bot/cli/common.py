@@ -88,9 +88,16 @@ async def drain_index(dispatcher: Dispatcher, scope: str) -> None:
     await dispatcher.idle()
 
 
+#: Scopes read and written per step of ``reindex``: memory holds one chunk of history, however long it is.
+REINDEX_CHUNK = 100
+
+
 async def reindex_all(store: LogStore, index: IndexPort) -> tuple[int, int]:
-    items = []
-    total = 0
+    """Rebuild the index from every scope's log, ``REINDEX_CHUNK`` scopes at a time (the first chunk empties the
+    derived tables; an interrupted reindex leaves a partial index, and running it again completes it)."""
+    items: list[Any] = []
+    count = total = 0
+    fresh = True
     for sid in await store.scope_ids():
         try:
             state = await store.get_state(sid)
@@ -99,10 +106,19 @@ async def reindex_all(store: LogStore, index: IndexPort) -> tuple[int, int]:
         entries = await store.read(sid)
         total += len(entries)
         items.append((state, entries))
-    await index.rebuild(items)
+        if len(items) >= REINDEX_CHUNK:
+            count += await _reindex_chunk(store, index, items, fresh=fresh)
+            items, fresh = [], False
+    if items or fresh:
+        count += await _reindex_chunk(store, index, items, fresh=fresh)
+    return count, total
+
+
+async def _reindex_chunk(store: LogStore, index: IndexPort, items: list[Any], *, fresh: bool) -> int:
+    await index.rebuild(items, fresh=fresh)
     for state, _entries in items:
         await _sender_routes(store, index, str(state.scope))
-    return len(items), total
+    return len(items)
 
 
 async def _sender_routes(store: LogStore, index: IndexPort, scope: str) -> None:

@@ -79,10 +79,12 @@ def _add_process_parsers(sub: Any) -> None:
 
 
 def _add_scope_parsers(sub: Any) -> None:
-    s = sub.add_parser("scopes", help="list scopes")
+    s = sub.add_parser("scopes", help="list scopes (newest first; says so on stderr when the list is cut)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--kind", choices=["incident", "change"])
     s.add_argument("--status")
+    s.add_argument("--limit", type=int, default=500, help="list at most N, newest first (default 500)")
+    s.add_argument("--all", action="store_true", help="list every scope, however many")
 
     s = sub.add_parser("declare", help="declare an incident; prints the new scope id on the first line")
     s.add_argument("--title", required=True)

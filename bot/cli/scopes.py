@@ -29,13 +29,24 @@ from decklog.core.service import parse_severity
 
 
 async def cmd_scopes(settings: Settings, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    limit = None if args.all else args.limit
     if not data_exists(settings):
         rows: list[Any] = []
     else:
         async with opened_runtime(settings) as rt:
             if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
                 await reindex_all(rt.store, rt.index)
-            rows = await rt.index.list_scopes(kind=args.kind, status=args.status)
+            rows = await rt.index.list_scopes(
+                kind=args.kind, status=args.status, limit=None if limit is None else limit + 1
+            )
+    if limit is not None and len(rows) > limit:  # never cut without saying so
+        rows = rows[:limit]
+        print(
+            f"decklog: listed the newest {limit} scopes; there are more (--limit N lists more, --all lists every one)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return EXIT_OK

@@ -47,7 +47,7 @@ def _verify_said(scope: str, report: Any, key: Any) -> int:
 async def _verify_database(settings: Settings, scope: str | None) -> int:
     """On PostgreSQL: each chain re-computed in a read-only REPEATABLE READ snapshot (no dispatcher, no writes);
     with no SCOPE (``--all``) every scope, and the index's rows against the scopes' states."""
-    from decklog.core.store.audit import index_problems, index_tables_of
+    from decklog.core.store.audit import ExpectedIndex, compare, index_tables_of
     from decklog.core.store.postgres import schema as pg
     from decklog.core.store.postgres.log_store import PostgresLogStore
 
@@ -59,15 +59,15 @@ async def _verify_database(settings: Settings, scope: str | None) -> int:
             return _verify_said(scope, await store.verify(scope), store.chain_key)
         problems: list[str] = []
         scopes = [str(s) for s in await store.scope_ids()]
-        items = []
-        for sid in scopes:
-            report = await store.verify(sid)
-            if not report.ok:
-                problems.append(f"{sid}: seq {report.first_bad_seq}: {report.reason}")
-                continue
-            items.append((await store.get_state(sid), await store.read(sid)))
-        live = await store.run(lambda conn: index_tables_of(conn, pg.index_scopes, pg.routes, pg.fingerprints))
-        problems += await index_problems(live, items)
+        async with ExpectedIndex() as expected:  # one scope at a time in memory, however long history is
+            for sid in scopes:
+                report = await store.verify(sid)
+                if not report.ok:
+                    problems.append(f"{sid}: seq {report.first_bad_seq}: {report.reason}")
+                    continue
+                await expected.add((await store.get_state(sid), await store.read(sid)))
+            live = await store.run(lambda conn: index_tables_of(conn, pg.index_scopes, pg.routes, pg.fingerprints))
+            problems += compare(live, await expected.tables())
     finally:
         await store.close()
     for line in problems:

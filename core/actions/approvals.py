@@ -28,7 +28,7 @@ class Approvals:
         """The open scope where ``proposal_id`` is parked (for ``/incident approve <id>`` outside a thread)."""
         if self.ctx.index is None:
             raise NotFound(f"no proposal {proposal_id} is waiting in any open scope")
-        rows = await self.ctx.index.list_scopes(limit=5000)
+        rows = await self.ctx.index.list_scopes(upkeep=True, limit=None)  # however old the scope
         rows.sort(key=lambda r: (r.pending_approvals == 0, not r.is_open))
         for row in rows:
             if not row.pending_approvals and not row.is_open:

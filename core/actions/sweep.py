@@ -30,7 +30,8 @@ class Sweeper:
         """One pass over ``scopes`` (default: the open ones and those with pending approvals)."""
         if scopes is None:
             index = self.ctx.index
-            rows = await index.list_scopes(limit=10_000) if index is not None else []
+            # every scope that may need it, however old (not the newest N): open ones and pending approvals
+            rows = await index.list_scopes(upkeep=True, limit=None) if index is not None else []
             scopes = [r.id for r in rows if r.is_open or r.pending_approvals]
         report = SweepReport()
         jobs: list[Awaitable[RunReport]] = []

@@ -170,10 +170,15 @@ def list_scopes(
     open_only: bool = False,
     service: str | None = None,
     updated_since: str | None = None,
+    upkeep: bool = False,
     limit: int | None = 500,
     before: tuple[str, str] | None = None,
 ) -> list[ScopeRow]:
+    """``upkeep``: only scopes the periodic actions sweep looks after (not resolved, or with approvals pending),
+    however old."""
     stmt = sa.select(scopes).where(scopes.c.status != "reserved")
+    if upkeep:
+        stmt = stmt.where(sa.or_(scopes.c.status != "resolved", scopes.c.pending_approvals > 0))
     if kind:
         stmt = stmt.where(scopes.c.kind == kind)
     if status:
@@ -384,11 +389,13 @@ def apply_entries(
         apply_milestones(conn, state)
 
 
-def rebuild(conn: Connection, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
-    """Replace every derived row with what the given scopes' logs say (``decklog reindex``)."""
-    for table in DERIVED:
-        conn.execute(table.delete())
-    conn.execute(sa.text("DELETE FROM entries_fts"))
+def rebuild(conn: Connection, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+    """Replace every derived row with what the given scopes' logs say (``decklog reindex``); ``fresh=False``: add
+    them to a rebuild begun before (one chunk of history at a time)."""
+    if fresh:
+        for table in DERIVED:
+            conn.execute(table.delete())
+        conn.execute(sa.text("DELETE FROM entries_fts"))
     for state, entries in items:
         apply_entries(conn, state, entries)
 

@@ -134,6 +134,8 @@ class Dispatcher:
         # path is off (another replica's cursor may hold older entries than those this one committed).
         self.shared = cursors is not None
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        if cursors is not None:  # a lock that goes with this process tells the others at once when it dies
+            self.owner = cursors.hold_liveness(self.owner)
         self.claims_lost = 0  # drains that found another replica holding the cursor
         self.takeovers = 0  # cursors taken from a replica whose lease ran out
         self.leases_lapsed = 0  # deliveries not started because the cursor lease ran out (a stalled replica)
@@ -221,8 +223,9 @@ class Dispatcher:
         if isinstance(self.alarm, AsyncioAlarm):
             await self.alarm.shutdown()
 
-    async def sweep(self, scopes: Sequence[str] | None = None) -> int:
-        """Wake every scope that has pending outbox rows (at boot: all scope files). Returns how many."""
+    async def sweep(self, scopes: Sequence[str] | None = None, *, found: list[str] | None = None) -> int:
+        """Wake every scope of ``scopes`` (default: all) that has pending outbox rows. Returns how many; ``found``
+        gets their ids."""
         ids = [str(s) for s in (scopes if scopes is not None else await self.store.scope_ids())]
         await self.marks.flush()
         woken = 0
@@ -234,6 +237,8 @@ class Dispatcher:
             if any(summary.pending.get(name) for name in self.senders):
                 self.wake(scope)
                 woken += 1
+                if found is not None:
+                    found.append(scope)
         return woken
 
     async def idle(self, timeout: float = 10.0) -> None:
@@ -484,7 +489,7 @@ class Dispatcher:
         if claim.previous:
             if claim.died:
                 self.takeovers += 1
-                log.info("dispatcher: took %s/%s over from %s (its lease ran out)", scope, topic, claim.previous)
+                log.info("dispatcher: took %s/%s over from %s (it died or stalled)", scope, topic, claim.previous)
             handed_over = getattr(self.senders.get(topic), "handed_over", None)
             if callable(handed_over):
                 handed_over(scope, died=claim.died)
@@ -515,11 +520,30 @@ class Dispatcher:
         this replica drains (scope, topic) with too little of its lease left. A sender may wait long inside one
         delivery (its channel's next post slot), so the check before the delivery is not enough."""
         until = self._lease_until.get((scope, topic))
-        if until is None or time.monotonic() < until - LEASE_MARGIN_S:
+        if until is None or time.monotonic() < self._deadline(until) - LEASE_MARGIN_S:
             return True
         self.leases_lapsed += 1
         log.warning("dispatcher: the lease of %s/%s ran out inside a delivery; its effect is not started", scope, topic)
         return False
+
+    def _deadline(self, lease_until: float) -> float:
+        """A cursor lease's deadline, or this process's liveness deadline when that comes first: another replica
+        that finds this one's liveness lock free takes its cursors once a short grace ran out
+        (core/store/postgres/liveness.py)."""
+        if self.cursors is None:
+            return lease_until
+        return min(lease_until, self.cursors.alive_until(lease_until - CURSOR_LEASE_S))
+
+    async def take_over_dead(self) -> int:
+        """With replicas: cut the leases of replicas found dead (their liveness lock is free) to a short grace, and
+        look at each such cursor again the moment it runs out. How many cursors were found."""
+        if self.cursors is None:
+            return 0
+        cut = await self.cursors.fence_dead_holders()
+        for scope, topic, left in cut:
+            if topic in self.senders:
+                self._arm(scope, topic, left + CLAIM_RETRY_S / 5)
+        return len(cut)
 
     def _leased(self, scope: str, topic: str, asked: float) -> None:
         """A take or renewal asked for at ``asked`` (monotonic) succeeded: the database's deadline is no earlier."""
@@ -529,7 +553,7 @@ class Dispatcher:
         """Whether a delivery may start (with replicas): while the cursor lease has more than
         ``LEASE_MARGIN_S`` left by this replica's clock. When not, the drain stops and looks again soon (the cursor
         is re-taken, or found taken over)."""
-        if time.monotonic() < self._lease_until.get((scope, topic), 0.0) - LEASE_MARGIN_S:
+        if time.monotonic() < self._deadline(self._lease_until.get((scope, topic), 0.0)) - LEASE_MARGIN_S:
             return True
         self.leases_lapsed += 1
         log.warning(

@@ -5,7 +5,8 @@ The index is derived from the logs, so the check rebuilds it from the scopes in 
 compares the rows that route and deduplicate: each scope's title, kind, status and severity, the Slack routes
 and the alert fingerprints. Only rows of reserved ids (reserved, never declared) may exist without a log.
 The live index is index.db on SQLite (``audit``) or the index tables of a PostgreSQL database
-(``index_tables_of`` + ``index_problems``, from bot/cli/verify.py): the same comparison for both backends.
+(``index_tables_of`` + ``ExpectedIndex`` + ``compare``, from bot/cli/verify.py): the same comparison for both
+backends. Scopes are read one at a time and go into the expected index in chunks: memory stays bounded.
 On a live deployment the index may trail the logs by a delivery or two; run it on a quiet or restored one.
 """
 
@@ -55,9 +56,64 @@ def scope_files(data_dir: Path) -> list[tuple[str, Path]]:
     return [(p.stem, p) for p in sorted(folder.glob("*.db"))] if folder.is_dir() else []
 
 
+#: Verified scopes held in memory at once before they go into the expected index (bounded, however long history is).
+CHUNK = 100
+
+
+class ExpectedIndex:
+    """The index rebuilt from verified scopes in a private temporary file, fed a chunk at a time (``add``), then
+    read as the rows that route and deduplicate (``tables``)."""
+
+    def __init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="decklog-audit-")
+        self._pool = ThreadPoolExecutor(1)
+        self._index = SqliteIndex(Path(self._tmp.name) / "index.db", self._pool)
+        self._chunk: list[tuple[ScopeState, list[Entry]]] = []
+        self._fresh = True
+
+    async def __aenter__(self) -> ExpectedIndex:
+        await self._index.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._index.close()
+        self._pool.shutdown(wait=True)
+        self._tmp.cleanup()
+
+    async def add(self, item: tuple[ScopeState, list[Entry]]) -> None:
+        self._chunk.append(item)
+        if len(self._chunk) >= CHUNK:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        await self._index.rebuild(self._chunk, fresh=self._fresh)
+        self._chunk, self._fresh = [], False
+
+    async def tables(self) -> dict[str, dict[Any, Any]]:
+        if self._chunk or self._fresh:
+            await self._flush()
+        with sqlite3.connect(Path(self._tmp.name) / "index.db") as conn:
+            return _index_tables(conn)
+
+
 async def audit(data_dir: Path, *, key: ChainKey | None) -> AuditResult:
     result = AuditResult()
-    items: list[tuple[ScopeState, list[Entry]]] = []
+    async with ExpectedIndex() as expected:
+        await _audit_into(data_dir, key, result, expected)
+        index = data_dir / "index.db"
+        if not index.is_file():
+            result.problems.append("index.db: missing (`decklog reindex` rebuilds it from the scope files)")
+        else:
+            live = read_sqlite(index, _index_tables)
+            if "missing" in live:
+                result.problems.extend(f"index.db: has no {t} table" for t in live["missing"])
+            else:
+                result.problems.extend(compare(live, await expected.tables()))
+    return result
+
+
+async def _audit_into(data_dir: Path, key: ChainKey | None, result: AuditResult, expected: ExpectedIndex) -> None:
+    """Verify every scope file, one at a time; each verified scope goes into ``expected`` (nothing else is kept)."""
     for stem, path in scope_files(data_dir):
         try:
             scope = str(ScopeId.from_file_stem(stem))
@@ -74,17 +130,7 @@ async def audit(data_dir: Path, *, key: ChainKey | None) -> AuditResult:
             continue
         result.ok += 1
         result.keyed += report.keyed
-        items.append(read_sqlite(path, lambda conn, s=scope: _state_and_entries(conn, s)))  # type: ignore[misc]
-    index = data_dir / "index.db"
-    if not index.is_file():
-        result.problems.append("index.db: missing (`decklog reindex` rebuilds it from the scope files)")
-    else:
-        live = read_sqlite(index, _index_tables)
-        if "missing" in live:
-            result.problems.extend(f"index.db: has no {t} table" for t in live["missing"])
-        else:
-            result.problems.extend(await index_problems(live, items))
-    return result
+        await expected.add(read_sqlite(path, lambda conn, s=scope: _state_and_entries(conn, s)))  # type: ignore[misc]
 
 
 def _state_and_entries(conn: sqlite3.Connection, scope: str) -> tuple[ScopeState, list[Entry]]:
@@ -126,17 +172,8 @@ def _tables(scopes: Any, routes: Any, fingerprints: Any, reserved: Any) -> dict[
     }
 
 
-async def index_problems(live: dict[str, dict[Any, Any]], items: list[tuple[ScopeState, list[Entry]]]) -> list[str]:
-    """What differs between the live index's rows and an index rebuilt from ``items`` (each verified scope)."""
-    with tempfile.TemporaryDirectory(prefix="decklog-audit-") as tmp, ThreadPoolExecutor(1) as pool:
-        expected_index = SqliteIndex(Path(tmp) / "index.db", pool)
-        await expected_index.open()
-        try:
-            await expected_index.rebuild(items)
-        finally:
-            await expected_index.close()
-        with sqlite3.connect(Path(tmp) / "index.db") as conn:
-            expected = _index_tables(conn)
+def compare(live: dict[str, dict[Any, Any]], expected: dict[str, dict[Any, Any]]) -> list[str]:
+    """What differs between the live index's rows and the expected ones (``ExpectedIndex.tables``)."""
     problems: list[str] = []
     for sid, want in sorted(expected["scopes"].items()):
         got = live["scopes"].get(sid)
@@ -174,4 +211,11 @@ def _diff(what: str, expected: dict[Any, Any], live: dict[Any, Any], recorded: C
     return out
 
 
-__all__ = ["AuditResult", "audit", "index_problems", "index_tables_of", "scope_files"]
+__all__ = [
+    "AuditResult",
+    "ExpectedIndex",
+    "audit",
+    "compare",
+    "index_tables_of",
+    "scope_files",
+]

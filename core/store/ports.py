@@ -187,6 +187,15 @@ class LogStore(DeliveryStore, Protocol):
         """Prepare what the next declarations need, in the background (SQLite's spare files; elsewhere nothing)."""
         ...
 
+    async def sweep_candidates(self, topics: Collection[str]) -> tuple[list[ScopeId], float]:
+        """The scopes a boot sweep must look at for rows waiting for ``topics`` (every scope that may have some,
+        not all of history), and a time to hand back to ``sweep_checked``."""
+        ...
+
+    async def sweep_checked(self, topics: Collection[str], at: float, pending: Sequence[ScopeRef]) -> None:
+        """The boot sweep begun at ``at`` checked the candidates: exactly ``pending`` had rows waiting."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -312,6 +321,7 @@ class IndexPort(Protocol):
         open_only: bool = False,
         service: str | None = None,
         updated_since: str | None = None,
+        upkeep: bool = False,
         limit: int | None = 500,
         before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
@@ -354,8 +364,9 @@ class IndexPort(Protocol):
         """Apply a scope's entries (idempotent by seq) and its current state, in one transaction."""
         ...
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
-        """Replace the index with what the given scopes' logs say (``decklog reindex``)."""
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+        """Replace the index with what the given scopes' logs say (``decklog reindex``). ``fresh=False`` adds
+        these scopes to a rebuild begun with ``fresh=True`` (history is rebuilt in chunks, in bounded memory)."""
         ...
 
     async def counts(self) -> dict[str, int]: ...
@@ -567,6 +578,20 @@ class CursorClaims(Protocol):
 
     async def outbox_pending_scopes(self) -> list[str]:
         """Scopes with rows waiting for delivery (any topic), whichever process committed them."""
+        ...
+
+    def hold_liveness(self, owner: str) -> str:
+        """Make this process's death visible at once (a lock its connection holds); the owner name to drain
+        under."""
+        ...
+
+    def alive_until(self, asked: float) -> float:
+        """The monotonic deadline of this process's liveness for a lease asked for at ``asked``: no delivery
+        starts near or after it."""
+        ...
+
+    async def fence_dead_holders(self) -> list[tuple[str, str, float]]:
+        """Cut the leases of holders found dead to a short grace: (scope, topic, seconds left) of each."""
         ...
 
     def on_remote_commit(self, callback: RemoteCommit) -> None:

@@ -298,7 +298,7 @@ async def test_api_token_requires_a_bearer(make_server: ServerFactory, http: aio
 
 async def test_api_is_open_without_a_token(server: DecklogServer, http: aiohttp.ClientSession) -> None:
     status, body, _ = await get(http, server, "/api/scopes")
-    assert (status, body) == (200, {"scopes": [], "count": 0, "next": None, "next_url": None})
+    assert (status, body) == (200, {"scopes": [], "count": 0, "more": False, "next": None, "next_url": None})
 
 
 async def test_api_token_guards_every_api_path_even_unknown_ones(

@@ -121,8 +121,8 @@ async def test_a_hypothesis_ruled_out_with_its_button_is_not_repeated(server: De
     md = render(report, "md").decode()
     assert "## Findings" in md and "| rules | hypothesis | 2 | 0 | 1 | 0 | 0 | 1 |" in md
     assert (await server.runtime.store.verify(scope)).ok
-    # /metrics: the same counts, per reasoner, kind and outcome
-    text = await _scrape(server)
+    # /metrics: the same counts, per reasoner, kind and outcome (counted in the background after a scrape)
+    text = await eventually(_counted(server), timeout=30, what="the findings counted")
     assert 'decklog_findings_total{kind="hypothesis",outcome="ruled_out",reasoner="rules"} 1.0' in text
     assert 'decklog_findings_total{kind="hypothesis",outcome="unanswered",reasoner="rules"} 1.0' in text
     dismissed = rows[("rules", "obligation")].dismissed
@@ -131,8 +131,17 @@ async def test_a_hypothesis_ruled_out_with_its_button_is_not_repeated(server: De
     before, reads = {k: v for k, (v, _) in findings._cache.items()}, findings.reads
     assert before.get(scope)
     await findings.refresh(server.runtime.store, server.runtime.index)
+    await findings.settle()
     moved = [k for k, (v, _) in findings._cache.items() if before.get(k) != v]
     assert findings.reads - reads == len(moved)
+
+
+def _counted(server: DecklogServer) -> Any:
+    async def scrape() -> str | None:
+        text = await _scrape(server)
+        return text if "decklog_findings_uncounted_scopes 0.0" in text else None
+
+    return scrape
 
 
 async def _scrape(server: DecklogServer) -> str:

@@ -209,3 +209,17 @@ def test_verify_usage_and_a_keyed_scope_without_its_key(data: Path) -> None:
     for args in (("verify",), ("verify", scope, "--all")):
         usage = run(data, *args)
         assert usage.returncode == 2 and "SCOPE, or --all" in usage.stderr
+
+
+def test_scopes_never_cuts_its_list_without_saying_so(data: Path) -> None:
+    made = [run(data, "declare", "--title", f"Old incident {i}").stdout.splitlines()[0] for i in range(3)]
+    cut = run(data, "scopes", "--json", "--limit", "2")
+    assert cut.returncode == 0, cut.stderr
+    assert len(json.loads(cut.stdout)) == 2  # stdout stays one JSON array
+    assert "newest 2" in cut.stderr and "--all" in cut.stderr
+    every = run(data, "scopes", "--json", "--all")
+    assert {s["id"] for s in json.loads(every.stdout)} == set(made) and every.stderr == ""
+    exact = run(data, "scopes", "--limit", "3")
+    assert len(exact.stdout.strip().splitlines()) == 3 and exact.stderr == ""
+    bad = run(data, "scopes", "--limit", "0")
+    assert bad.returncode == 2 and "--limit" in bad.stderr

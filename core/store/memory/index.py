@@ -154,6 +154,7 @@ class MemoryIndex:
         open_only: bool = False,
         service: str | None = None,
         updated_since: str | None = None,
+        upkeep: bool = False,
         limit: int | None = 500,
         before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
@@ -165,6 +166,7 @@ class MemoryIndex:
             open_only=open_only,
             service=service,
             updated_since=updated_since,
+            upkeep=upkeep,
             limit=limit,
             before=before,
         )
@@ -179,6 +181,7 @@ class MemoryIndex:
         open_only: bool = False,
         service: str | None = None,
         updated_since: str | None = None,
+        upkeep: bool = False,
         limit: int | None = 500,
         before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
@@ -190,6 +193,8 @@ class MemoryIndex:
             if severity is not None and r["severity"] != severity:
                 return False
             if open_only and (r["status"] == "resolved" or r["forked_from"]):
+                return False
+            if upkeep and r["status"] == "resolved" and not r["pending_approvals"]:
                 return False
             if service and f'"{service}"' not in r["services"]:
                 return False
@@ -313,8 +318,9 @@ class MemoryIndex:
         while len(seen) > 4096:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
-        self.t.clear()
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+        if fresh:
+            self.t.clear()
         for state, entries in items:
             self._apply(state, entries)
 

@@ -225,6 +225,12 @@ class MemoryLogStore:
     async def scope_ids(self) -> list[ScopeId]:
         return sorted(ScopeId.parse(k) for k in self.storage.scopes)
 
+    async def sweep_candidates(self, topics: Collection[str]) -> tuple[list[ScopeId], float]:
+        return await self.scope_ids(), 0.0
+
+    async def sweep_checked(self, topics: Collection[str], at: float, pending: Sequence[ScopeRef]) -> None:
+        """Nothing outlives the process."""
+
     async def verify(self, scope: ScopeRef) -> VerifyReport:
         key, ms = self._scope(scope)
         return verify_rows(key, list(ms.rows), ms.state_row, key=self.chain_key)

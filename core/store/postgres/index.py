@@ -136,6 +136,7 @@ class PostgresIndex:
         open_only: bool = False,
         service: str | None = None,
         updated_since: str | None = None,
+        upkeep: bool = False,
         limit: int | None = 500,
         before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
@@ -149,6 +150,7 @@ class PostgresIndex:
                 open_only=open_only,
                 service=service,
                 updated_since=updated_since,
+                upkeep=upkeep,
                 limit=limit,
                 before=before,
             )
@@ -231,5 +233,5 @@ class PostgresIndex:
         while len(seen) > MILESTONES_KEPT:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
-        await self._write(lambda conn: q.rebuild(conn, items))
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+        await self._write(lambda conn: q.rebuild(conn, items, fresh=fresh))

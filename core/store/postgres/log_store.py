@@ -50,6 +50,7 @@ from decklog.core.store.ports import (
     notify_listeners,
 )
 from decklog.core.store.postgres import schema as pg
+from decklog.core.store.postgres.liveness import GRACE_S, LIVE_PREFIX, Liveness, holder_lock
 from decklog.core.store.postgres.notify import NotifyFeed
 from decklog.core.store.rows import row_to_entry
 from decklog.core.store.staging import Batch, Lookups, new_entry_id, stage
@@ -59,6 +60,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 E, OB, M, C = pg.entries, pg.outbox, pg.sender_memos, pg.outbox_cursors
 DB_NOW = sa.func.extract("epoch", sa.func.clock_timestamp())
+_GRACE = sa.func.make_interval(0, 0, 0, 0, 0, 0, GRACE_S)
+
+
+def _holder_gone(conn: Connection, owner: str) -> bool:
+    """Whether ``owner`` holds a liveness lock that no session holds any more (its process is gone). The probe is a
+    transaction-level lock: given back when this transaction ends."""
+    if not owner.startswith(LIVE_PREFIX):
+        return False
+    return bool(conn.execute(sa.select(sa.func.pg_try_advisory_xact_lock(holder_lock(owner)))).scalar())
+
+
 #: Scopes one transaction takes at most (the lead scope and its riders).
 MAX_SCOPES = 32
 Outcome = AppendResult | BaseException
@@ -127,6 +139,7 @@ class PostgresLogStore:
         self._kind_topics: dict[str, tuple[str, ...]] = {}
         self.clock: Clock = clock or SystemClock()
         self._listeners: list[Listener] = []
+        self._liveness: Liveness | None = None
         self._pending: dict[str, list[_Request]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._riding: dict[str, asyncio.Event] = {}  # scopes in a transaction now -> set when it has ended
@@ -201,6 +214,8 @@ class PostgresLogStore:
         if writers:
             await asyncio.gather(*writers, return_exceptions=True)
         await self.feed.close()
+        if self._liveness is not None:
+            await asyncio.to_thread(self._liveness.close)
         self.executor.shutdown(wait=True)
         if self._own_engine:
             self.engine.dispose()
@@ -610,6 +625,12 @@ class PostgresLogStore:
                 return None
             other = row.owner not in (None, owner)
             if other and row.lease_until is not None and row.lease_until > row.now:
+                if _holder_gone(conn, str(row.owner)):  # it died: its lease ends GRACE_S from now at the latest
+                    conn.execute(
+                        C.update()
+                        .where(C.c.scope_id == key, C.c.topic == topic, C.c.owner == row.owner)
+                        .values(lease_until=sa.func.least(C.c.lease_until, now + _GRACE))
+                    )
                 return None
             until = now + sa.func.make_interval(0, 0, 0, 0, 0, 0, lease_s)
             conn.execute(
@@ -634,6 +655,54 @@ class PostgresLogStore:
             .values(lease_until=until)
         )
         return await self.run(lambda conn: int(conn.execute(stmt).rowcount or 0) == 1)
+
+    def hold_liveness(self, owner: str) -> str:
+        """Hold a liveness lock for ``owner`` (core/store/postgres/liveness.py) while this store is open; the owner
+        name to drain under, which tells the other replicas to judge this one by the lock."""
+        if self._liveness is None:
+            self._liveness = Liveness(self.url, LIVE_PREFIX + owner)
+            self._liveness.start()
+        return self._liveness.owner
+
+    def alive_until(self, asked: float) -> float:
+        """The monotonic time after which this process may start no delivery under a cursor lease it asked for at
+        ``asked`` (``float('inf')`` without a liveness lock: the lease alone fences)."""
+        return self._liveness.confirmed_until(asked) if self._liveness is not None else float("inf")
+
+    async def fence_dead_holders(self) -> list[tuple[str, str, float]]:
+        """Cut the running leases of every holder whose liveness lock is free (its process is gone) to at most
+        ``GRACE_S`` from now: (scope, topic, seconds until that lease runs out) of each such cursor. The caller
+        looks at them again then (``take_cursor`` gives them to the first to ask)."""
+        now = sa.func.clock_timestamp()
+
+        def w(conn: Connection) -> list[tuple[str, str, float]]:
+            owners = [
+                str(r[0])
+                for r in conn.execute(
+                    sa.select(C.c.owner)
+                    .where(C.c.lease_until > now, C.c.owner.startswith(LIVE_PREFIX))
+                    .group_by(C.c.owner)
+                )
+            ]
+            dead = [o for o in owners if _holder_gone(conn, o)]
+            if not dead:
+                return []
+            cut = conn.execute(
+                C.update()
+                .where(C.c.owner.in_(dead), C.c.lease_until > now)
+                .values(lease_until=sa.func.least(C.c.lease_until, now + _GRACE))
+                .returning(C.c.scope_id, C.c.topic, sa.func.extract("epoch", C.c.lease_until - now))
+            )
+            return [(str(r[0]), str(r[1]), max(0.0, float(r[2]))) for r in cut]
+
+        return await self.run(w)
+
+    async def sweep_candidates(self, topics: Collection[str]) -> tuple[list[ScopeId], float]:
+        """The scopes a boot sweep must open: those with rows waiting (one query on the partial pending index)."""
+        return [ScopeId.parse(s) for s in await self.outbox_pending_scopes()], 0.0
+
+    async def sweep_checked(self, topics: Collection[str], at: float, pending: Sequence[ScopeRef]) -> None:
+        """Nothing to remember: the pending index answers the next boot."""
 
     async def outbox_pending_scopes(self) -> list[str]:
         """Scopes with rows waiting for delivery (any topic), from the partial pending index: the replicas' sweep

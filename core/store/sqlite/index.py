@@ -120,6 +120,7 @@ class SqliteIndex:
         open_only: bool = False,
         service: str | None = None,
         updated_since: str | None = None,
+        upkeep: bool = False,
         limit: int | None = 500,
         before: tuple[str, str] | None = None,
     ) -> list[ScopeRow]:
@@ -133,6 +134,7 @@ class SqliteIndex:
                 open_only=open_only,
                 service=service,
                 updated_since=updated_since,
+                upkeep=upkeep,
                 limit=limit,
                 before=before,
             )
@@ -218,5 +220,5 @@ class SqliteIndex:
         while len(seen) > MILESTONES_KEPT:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]]) -> None:
-        await self.file.write(lambda conn, _: q.rebuild(conn, items))
+    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+        await self.file.write(lambda conn, _: q.rebuild(conn, items, fresh=fresh))

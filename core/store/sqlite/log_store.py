@@ -46,6 +46,7 @@ from decklog.core.store.ports import (
 )
 from decklog.core.store.rows import trusted_row_to_entry
 from decklog.core.store.sqlite import schema as t
+from decklog.core.store.sqlite import sweep_checkpoint as checkpoint
 from decklog.core.store.sqlite.file import SqliteFile
 from decklog.core.store.sqlite.scope_files import SQL, ScopeFile, ScopeFiles
 from decklog.core.store.sqlite.spares import SpareFiles
@@ -247,6 +248,34 @@ class SqliteLogStore:
                 except InvalidInput:
                     continue
         return out
+
+    async def sweep_candidates(self, topics: Collection[str]) -> tuple[list[ScopeId], float]:
+        """The scopes a boot sweep must open (core/store/sqlite/sweep_checkpoint.py), and the time to report back
+        to ``sweep_checked`` (taken before anything is listed)."""
+        at = time.time()
+
+        def listed() -> list[str]:
+            names = self._list_files()
+            if not names:
+                return []
+            return checkpoint.candidates(self.data_dir, self.scopes_dir, names, topics)
+
+        out: list[ScopeId] = []
+        for name in await asyncio.get_running_loop().run_in_executor(self.executor, listed):
+            try:
+                out.append(ScopeId.from_file_stem(name[:-3]))
+            except InvalidInput:
+                continue
+        return out, at
+
+    async def sweep_checked(self, topics: Collection[str], at: float, pending: Sequence[ScopeRef]) -> None:
+        """A boot sweep begun at ``at`` checked its candidates: exactly ``pending`` had rows waiting for ``topics``."""
+        names = [ScopeId.parse(str(p)).file_stem + ".db" for p in pending]
+        if self.scopes_dir.exists():
+            await asyncio.get_running_loop().run_in_executor(
+                self.executor,
+                lambda: checkpoint.write(self.data_dir, self.scopes_dir, at=at, topics=topics, pending=names),
+            )
 
     def _list_files(self) -> list[str]:
         """On a worker thread: listing ten thousand files must not stall the event loop."""
