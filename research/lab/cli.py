@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.scenarios is not None:
             if not args.scenarios.is_dir():
                 raise BadScenario(f"--scenarios {args.scenarios}: not a directory")
-            cases += load_dir(args.scenarios, "dir")
+            same = args.scenarios.resolve() == BUILTIN.resolve()
+            cases += load_dir(args.scenarios, "builtin" if same else "dir")
         if args.itbench is not None:
             imported, left = itbench.import_dir(args.itbench)
             cases += imported

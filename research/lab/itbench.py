@@ -48,9 +48,21 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any], str]] = {
         {"effect": "errors", "rate": 0.5, "key": "readinessProbe"},
         "revert_config",
     ),
-    "modified-target-port-kubernetes-service": ("config_change", {"effect": "down", "key": "targetPort"}, "revert_config"),
-    "insufficent-kubernetes-resource-quota": ("config_change", {"effect": "down", "key": "resourceQuota"}, "revert_config"),
-    "nonexistent-kubernetes-workload-node": ("config_change", {"effect": "down", "key": "nodeSelector"}, "revert_config"),
+    "modified-target-port-kubernetes-service": (
+        "config_change",
+        {"effect": "down", "key": "targetPort"},
+        "revert_config",
+    ),
+    "insufficent-kubernetes-resource-quota": (
+        "config_change",
+        {"effect": "down", "key": "resourceQuota"},
+        "revert_config",
+    ),
+    "nonexistent-kubernetes-workload-node": (
+        "config_change",
+        {"effect": "down", "key": "nodeSelector"},
+        "revert_config",
+    ),
     "cordoned-kubernetes-worker-node": ("config_change", {"effect": "down", "key": "nodeSelector"}, "revert_config"),
     "unassigned-kubernetes-workload-container-resource-limits": (
         "config_change",
@@ -111,7 +123,9 @@ def _injection(injection: dict[str, Any]) -> tuple[Step, str] | str:
     if mechanism not in MECHANISMS:
         return f"mechanism {mechanism!r} has no lab equivalent"
     if meta.get("namespace") not in (None, NAMESPACE):
-        return f"{obj.get('kind', 'object')} {meta.get('name')} is in namespace {meta.get('namespace')!r}, not the shop's"
+        return (
+            f"{obj.get('kind', 'object')} {meta.get('name')} is in namespace {meta.get('namespace')!r}, not the shop's"
+        )
     service = _service(str(meta.get("name", "")))
     if service is None:
         return f"{obj.get('kind', 'object')} {meta.get('name')!r} is not a shop service"

@@ -148,7 +148,9 @@ def score(
     for e in entries:
         if e.get("kind") == "action_result" and e["payload"].get("outcome") == "applied":
             run = started.get(e["payload"]["run_id"], {})
-            applied.append({"action": e["payload"].get("action", ""), "service": (run.get("params") or {}).get("service", "")})
+            applied.append(
+                {"action": e["payload"].get("action", ""), "service": (run.get("params") or {}).get("service", "")}
+            )
     needed = [a for a in applied if a["action"] in truth.expect.fixes and a["service"] in truth.expect.causes]
     proposals = [e["payload"] for e in entries if e.get("kind") == "proposal"]
     base = baselines(alerts, changes, f"{scenario}:{seed}")

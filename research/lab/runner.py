@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,6 @@ from research.lab.world import World
 
 WARMUP = 12.0  # s: the rates over ten seconds need a window of traffic before a fault
 QUIET = 6.0  # s without a firing alert, after every fault ended, ends a run early
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
 
 
 async def _all_entries(world: World, scope: str) -> list[dict[str, Any]]:
@@ -70,9 +65,9 @@ async def run_one(case: Case, seed: int, directory: Path, log: Any = None) -> di
                 quiet_since = now
             if elapsed >= case.scenario.duration:
                 break
-            if not plan and alerts.first and quiet_since is not None and now - quiet_since >= QUIET:
-                if not (await world.shop_state())["faults"]:
-                    break
+            settled = not plan and alerts.first and quiet_since is not None and now - quiet_since >= QUIET
+            if settled and not (await world.shop_state())["faults"]:
+                break
             await asyncio.sleep(max(0.0, 1.0 - (time.time() - now)))
         listed = await world.get("/api/scopes", kind="incident", limit="500")
         incidents = listed["scopes"]
@@ -105,9 +100,10 @@ async def run_all(
     results = out / "results.jsonl"
     results.write_text("")
 
-    async def one(case: Case, seed: int) -> None:
+    async def one(number: int, case: Case, seed: int) -> None:
         async with gate:
-            directory = out / "runs" / f"{_slug(case.scenario.name)}-s{seed}"
+            # an opaque name: decklog is handed paths under it, and a scenario's name can say what is wrong
+            directory = out / "runs" / f"run-{number:03d}"
             try:
                 row = await run_one(case, seed, directory)
             except Exception as exc:  # a world that broke is a failed run, reported, not a crash of the suite
@@ -123,10 +119,15 @@ async def run_all(
                     flush=True,
                 )
 
-    await asyncio.gather(*(one(case, seed) for case in cases for seed in range(seeds)))
+    plan = [(case, seed) for case in cases for seed in range(seeds)]
+    await asyncio.gather(*(one(n, case, seed) for n, (case, seed) in enumerate(plan, 1)))
     wall = time.monotonic() - started
     scored = [r for r in rows if "error" not in r]
-    broken = [Skipped(name=r["scenario"], source=r["source"], reason=f"the run failed: {r['error']}") for r in rows if "error" in r]
+    broken = [
+        Skipped(name=r["scenario"], source=r["source"], reason=f"the run failed: {r['error']}")
+        for r in rows
+        if "error" in r
+    ]
     (out / "table.md").write_text(render(scored, [*skipped, *broken], wall_s=wall))
     (out / "skipped.json").write_text(json.dumps([s.model_dump() for s in skipped], indent=1))
     return rows

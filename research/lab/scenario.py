@@ -106,6 +106,14 @@ class BadScenario(ValueError):
     """A scenario file that cannot be run; the message names the file and the field."""
 
 
+def _first(exc: ValidationError) -> str:
+    """The first error as ``field: message`` (a validator's own message already names its field)."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(x) for x in first["loc"])
+    return f"{where}: {message}" if where else message
+
+
 def load(path: Path, source: str) -> Case:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -117,11 +125,12 @@ def load(path: Path, source: str) -> Case:
     raw_expect = data.pop("expect", None)
     try:
         scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise BadScenario(f"{path}: {_first(exc)}") from None
+    try:
         expect = Expect.model_validate(raw_expect)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "expect"
-        raise BadScenario(f"{path}: {where}: {first['msg']}") from None
+        raise BadScenario(f"{path}: expect: {_first(exc)}") from None
     return Case(scenario=scenario, truth=Truth(expect=expect, source=source))
 
 

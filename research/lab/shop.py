@@ -47,7 +47,17 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from research.lab.graph import CALLS, FLAGS, OPTIONAL, SERVICES
 
-KINDS = ("bad_deploy", "config_change", "latency", "errors", "down", "saturation", "dependency_timeout", "flag_on", "flood")
+KINDS = (
+    "bad_deploy",
+    "config_change",
+    "latency",
+    "errors",
+    "down",
+    "saturation",
+    "dependency_timeout",
+    "flag_on",
+    "flood",
+)
 ACTIONS = ("rollback_deploy", "revert_config", "restart", "scale_up", "flag_off")
 #: action → the fault kinds it ends on its target service.
 ENDS: dict[str, frozenset[str]] = {
@@ -365,7 +375,9 @@ class Shop:
         async def add(request: web.Request) -> web.Response:
             body = await request.json()
             try:
-                fault = self.add_fault(str(body.get("kind")), str(body.get("target", "")), dict(body.get("params") or {}))
+                fault = self.add_fault(
+                    str(body.get("kind")), str(body.get("target", "")), dict(body.get("params") or {})
+                )
             except ValueError as exc:
                 return web.json_response({"error": str(exc)}, status=400)
             return web.json_response({"id": fault.id, "target": fault.target})
@@ -397,13 +409,22 @@ class Shop:
         app.router.add_get("/state", state)
         return app
 
+    def service_app(self, svc: Service) -> web.Application:
+        async def root(request: web.Request) -> web.Response:
+            return await self.handle(svc, request)
+
+        async def metrics(request: web.Request) -> web.Response:
+            return await self.metrics(svc, request)
+
+        app = web.Application()
+        app.router.add_get("/", root)
+        app.router.add_get("/metrics", metrics)
+        return app
+
     async def start(self) -> dict[str, Any]:
         self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
         for svc in self.services.values():
-            app = web.Application()
-            app.router.add_get("/", lambda r, s=svc: self.handle(s, r))
-            app.router.add_get("/metrics", lambda r, s=svc: self.metrics(s, r))
-            svc.runner = web.AppRunner(app, access_log=None)
+            svc.runner = web.AppRunner(self.service_app(svc), access_log=None)
             await svc.runner.setup()
             svc.site = web.TCPSite(svc.runner, "127.0.0.1", 0, reuse_address=True)
             await svc.site.start()

@@ -41,8 +41,10 @@ def render(rows: list[dict[str, Any]], skipped: list[Skipped], *, wall_s: float 
     for name in sorted(groups):
         g = groups[name]
         lines += [f"## {name} ({len(g)} runs)", ""]
-        lines.append("| who | top-1 | top-3 | median t_incident | median t_correct | mitigated | harmful actions | "
-                     "median Slack messages |")
+        lines.append(
+            "| who | top-1 | top-3 | median t_incident | median t_correct | mitigated | harmful actions | "
+            "median Slack messages |"
+        )
         lines.append("|---|---|---|---|---|---|---|---|")
         lines.append(
             "| decklog | "
@@ -61,9 +63,13 @@ def render(rows: list[dict[str, Any]], skipped: list[Skipped], *, wall_s: float 
         )
         for base in BASELINES:
             key = f"baseline_{base}_rank"
-            lines.append(f"| baseline: {base.replace('_', ' ')} | {_top(g, key, 1)} | {_top(g, key, 3)} | — | — | — | — | — |")
+            lines.append(
+                f"| baseline: {base.replace('_', ' ')} | {_top(g, key, 1)} | {_top(g, key, 3)} | — | — | — | — | — |"
+            )
         lines.append("")
-        lines.append("| scenario | seed | expected | decklog's first | rank | t_correct | proposed | ran | mitigated | harm |")
+        lines.append(
+            "| scenario | seed | expected | decklog's first | rank | t_correct | proposed | ran | mitigated | harm |"
+        )
         lines.append("|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(g, key=lambda r: (r["scenario"], r["seed"])):
             lines.append(

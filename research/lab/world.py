@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ def decklog_config(control_url: str) -> str:
     text = text.split("# --- actions", 1)[0]
     text = re.sub(r"(?m)^pace_per_channel_s = .*$", "pace_per_channel_s = 0.0", text)
     text = re.sub(r"(?m)^header_update_interval_s = .*$", "header_update_interval_s = 0.0", text)
-    text = re.sub(r'(?m)^status_action = .*$', 'status_action = ""', text)
+    text = re.sub(r"(?m)^status_action = .*$", 'status_action = ""', text)
     parts = [text, "# --- the lab's actions: the shop's control API -------------------------------------------\n"]
     for name, description, risk, conditions, params in LAB_ACTIONS:
         parts.append(
@@ -78,7 +78,7 @@ def decklog_config(control_url: str) -> str:
             required = "true" if param == "service" else "false"
             pattern = {"service": "[a-z0-9][a-z0-9._-]*", "change": "change/[A-Za-z0-9][A-Za-z0-9._-]*"}.get(param)
             parts.append(
-                f"[actions.params.{param}]\ntype = \"string\"\nrequired = {required}\n"
+                f'[actions.params.{param}]\ntype = "string"\nrequired = {required}\n'
                 + (f'pattern = "{pattern}"\n' if pattern else "")
             )
         parts.append(
@@ -137,7 +137,8 @@ class World:
     async def start(self) -> None:
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.http = aiohttp.ClientSession()
-        self.shop = subprocess.Popen(
+        self.shop = await asyncio.to_thread(
+            subprocess.Popen,
             [sys.executable, "-m", "research.lab.shop", "--seed", str(self.seed)],
             stdout=subprocess.PIPE,
             stderr=(self.directory / "shop.log").open("w"),
@@ -172,7 +173,8 @@ class World:
         }
         (self.agent_dir / "env.json").write_text(json.dumps(env, indent=1))
         base = {k: v for k, v in os.environ.items() if not k.startswith(("DECKLOG_", "SLACK_", "ANTHROPIC_"))}
-        self.decklog = subprocess.Popen(
+        self.decklog = await asyncio.to_thread(
+            subprocess.Popen,
             [sys.executable, "-m", "decklog.bot.cli", "serve"],
             env={**base, "PYTHONPATH": str(ROOT), **env},
             stdout=subprocess.PIPE,
@@ -267,9 +269,7 @@ class World:
             flag = str(params["flag"])
             record["change"] = (await self._report(service, f"flag {flag} on", "flag", f"fault:{index}")).scope
         if until is not None:
-            asyncio.get_running_loop().call_later(
-                float(until), lambda: asyncio.ensure_future(self._end(answer["id"]))
-            )
+            asyncio.get_running_loop().call_later(float(until), lambda: asyncio.ensure_future(self._end(answer["id"])))
 
     async def _end(self, fault_id: str) -> None:
         assert self.http is not None
