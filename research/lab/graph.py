@@ -65,12 +65,12 @@ FLAGS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "cartFailure": ("cart", "errors", {"rate": 0.5}),
     "emailMemoryLeak": ("email", "saturation", {"resource": "memory"}),
     "failedReadinessProbe": ("cart", "down", {}),
-    "imageSlowLoad": ("frontend", "latency", {"seconds": 0.6}),
+    "imageSlowLoad": ("frontend", "latency", {"seconds": 1.0}),
     "loadGeneratorFloodHomepage": ("frontend", "flood", {"rps": 40}),
     "paymentFailure": ("payment", "errors", {"rate": 0.5}),
     "paymentUnreachable": ("payment", "down", {}),
     "productCatalogFailure": ("product-catalog", "errors", {"rate": 0.3}),
-    "recommendationCacheFailure": ("recommendation", "latency", {"seconds": 0.7}),
+    "recommendationCacheFailure": ("recommendation", "latency", {"seconds": 1.0}),
 }
 
 

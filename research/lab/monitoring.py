@@ -42,9 +42,9 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
     ),
     (
         "HighLatency",
-        f"histogram_quantile(0.9, sum by (service, le) (rate(http_request_duration_seconds_bucket[{RATE}]))) > 0.3",
+        f"histogram_quantile(0.9, sum by (service, le) (rate(http_request_duration_seconds_bucket[{RATE}]))) > 0.6",
         "warning",
-        "{{ $labels.service }}'s p90 latency is above 300 ms",
+        "{{ $labels.service }}'s p90 latency is above 600 ms",
     ),
     ("ServiceDown", 'up{job="shop"} == 0', "critical", "{{ $labels.service }} does not answer its scrape"),
     (

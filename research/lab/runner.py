@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from research.lab import monitoring
-from research.lab.judge import AlertLog, count_bot_messages, score
+from research.lab.judge import AlertLog, count_bot_messages, parse_at, score
 from research.lab.person import Person
 from research.lab.scenario import Case, Skipped
 from research.lab.table import render
 from research.lab.world import World
 
 WARMUP = 12.0  # s: the rates over ten seconds need a window of traffic before a fault
+SETTLE_MAX = 60.0  # s: how long after the warm-up a world may take to fall quiet (a loaded machine alerts on start)
 QUIET = 6.0  # s without a firing alert, after every fault ended, ends a run early
 
 
@@ -36,6 +37,20 @@ async def _all_entries(world: World, scope: str) -> list[dict[str, Any]]:
         after = int(page["next"])
 
 
+async def _settle(world: World, person: Person) -> bool:
+    """Waits until Alertmanager holds no alert and the person has resolved every incident the warm-up opened, for at
+    most ``SETTLE_MAX`` s; True when the world never fell quiet."""
+    assert world.alertmanager is not None
+    deadline = time.monotonic() + SETTLE_MAX
+    while time.monotonic() < deadline:
+        firing = await monitoring.firing(world.alertmanager)
+        left = await person.tidy()
+        if not firing and not left:
+            return False
+        await asyncio.sleep(1.0)
+    return True
+
+
 async def run_one(case: Case, seed: int, directory: Path, log: Any = None) -> dict[str, Any]:
     world = World(directory, seed)
     alerts = AlertLog()
@@ -43,6 +58,7 @@ async def run_one(case: Case, seed: int, directory: Path, log: Any = None) -> di
         await world.start()
         await asyncio.sleep(WARMUP)
         person = Person(world)
+        noisy = await _settle(world, person)
         start = time.time()
         plan = sorted(
             [(s.at, "decoy", i, s) for i, s in enumerate(case.scenario.decoys)]
@@ -70,7 +86,8 @@ async def run_one(case: Case, seed: int, directory: Path, log: Any = None) -> di
                 break
             await asyncio.sleep(max(0.0, 1.0 - (time.time() - now)))
         listed = await world.get("/api/scopes", kind="incident", limit="500")
-        incidents = listed["scopes"]
+        # incidents from the warm-up (a loaded machine's noise, resolved by the person before the start) are not the run's
+        incidents = [i for i in listed["scopes"] if parse_at(i["created_at"]) >= start]
         entries = [e for row in incidents for e in await _all_entries(world, row["id"])]
         messages = count_bot_messages((await world.get("/sandbox/state")).get("channels", []))
         row = score(
@@ -84,6 +101,7 @@ async def run_one(case: Case, seed: int, directory: Path, log: Any = None) -> di
             slack_messages=messages,
         )
         row["run_s"] = round(time.time() - start, 1)
+        row["noisy_start"] = noisy
         row["run_dir"] = str(directory)
         return row
     finally:

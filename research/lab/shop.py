@@ -67,8 +67,8 @@ ENDS: dict[str, frozenset[str]] = {
     "scale_up": frozenset({"saturation:cpu", "saturation:memory"}),
     "flag_off": frozenset({"flag_on"}),
 }
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-CALL_TIMEOUT = 1.0  # s: a caller gives up on a dependency after this
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0)
+CALL_TIMEOUT = 2.5  # s: a caller gives up on a dependency after this
 BASE_LATENCY = 0.003  # s per request, before faults
 CAPACITY_RPS = 25.0  # requests a replica serves per second before it saturates
 LOAD_RPS = 3.0  # pages a second from the load generator
@@ -237,7 +237,19 @@ class Shop:
 
     # -- serving --------------------------------------------------------------------------------------------
 
+    @staticmethod
+    def _gone(svc: Service, request: web.Request) -> web.Response | None:
+        """A service that is down also drops the keep-alive connections opened before it went down (closing the
+        listening socket alone leaves them served)."""
+        if svc.listening:
+            return None
+        if request.transport is not None:
+            request.transport.close()
+        return web.Response(status=503)
+
     async def handle(self, svc: Service, request: web.Request) -> web.Response:
+        if (gone := self._gone(svc, request)) is not None:
+            return gone
         start = time.monotonic()
         svc.n += 1
         svc.arrivals.append(start)
@@ -254,7 +266,7 @@ class Shop:
     async def _serve(self, svc: Service, request: web.Request) -> int:
         delay = BASE_LATENCY
         for fault in self.active(svc.name, "latency"):
-            delay += float(fault.params.get("seconds", 0.6))
+            delay += float(fault.params.get("seconds", 1.0))
         utilisation = self.utilisation(svc, time.monotonic())
         if utilisation > 0.8:
             delay += min(1.5, 0.08 * (utilisation / 0.8) ** 4)
@@ -291,7 +303,9 @@ class Shop:
         except (aiohttp.ClientError, TimeoutError, OSError):
             return False
 
-    async def metrics(self, svc: Service, _request: web.Request) -> web.Response:
+    async def metrics(self, svc: Service, request: web.Request) -> web.Response:
+        if (gone := self._gone(svc, request)) is not None:
+            return gone
         svc.cpu.inc(0)
         return web.Response(body=generate_latest(svc.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
