@@ -8,10 +8,12 @@ API, the fault ends and the alerts resolve.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from research.lab.runner import run_all
-from research.lab.scenario import BUILTIN, load
+from research.lab.scenario import BUILTIN, Case, load
 from tests.helpers.monitoring import ALERTMANAGER, PROMETHEUS, require_binary
 
 
@@ -19,10 +21,19 @@ def _files(directory: Path) -> list[Path]:
     return [p for p in directory.rglob("*") if p.is_file()]
 
 
-async def test_a_bad_deploy_is_diagnosed_rolled_back_and_the_answer_never_reaches_decklog(tmp_path: Path) -> None:
+async def test_one_scenario_end_to_end_is_diagnosed_fixed_and_the_answer_never_reaches_decklog() -> None:
     require_binary(PROMETHEUS)
     require_binary(ALERTMANAGER)
     case = load(BUILTIN / "bad-deploy-payment.yaml", "builtin")
+    # not pytest's tmp_path: its name carries the test's name, and decklog is handed paths under it
+    tmp_path = Path(tempfile.mkdtemp(prefix="lab-"))
+    try:
+        await _run_and_check(case, tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+async def _run_and_check(case: Case, tmp_path: Path) -> None:
     rows = await run_all([case], [], seeds=1, jobs=1, out=tmp_path / "out", quiet=True)
 
     [row] = rows
