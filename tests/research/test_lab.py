@@ -275,3 +275,33 @@ def test_the_cli_names_the_scenario_file_and_field_at_fault(tmp_path: Path) -> N
     )
     done = _cli("run", "--scenarios", str(tmp_path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and "a.yaml: duration" in done.stderr
+
+
+# -- the shop's fault semantics and the person's rule -------------------------------------------------------------
+
+
+def test_only_the_action_that_would_end_a_fault_in_production_ends_it() -> None:
+    from research.lab.shop import Shop
+
+    shop = Shop(seed=0)
+    shop.add_fault("bad_deploy", "payment", {"effect": "errors", "version": "v1.1.0"})
+    assert shop.act("restart", {"service": "payment"})["ended_faults"] == 0  # a restart keeps the bad version
+    assert shop.active("payment", "errors")
+    done = shop.act("rollback_deploy", {"service": "payment"})
+    assert done["ended_faults"] == 1 and done["rolled_back_from"] == "v1.1.0" and done["version"] == "v1.0.0"
+    assert shop.active("payment") == []
+    shop.add_fault("config_change", "cart", {"effect": "errors"})
+    with pytest.raises(ValueError, match="no previous version"):
+        shop.act("rollback_deploy", {"service": "cart"})  # nothing was deployed: a rollback cannot undo a config push
+    assert shop.act("revert_config", {"service": "cart"})["ended_faults"] == 1
+    shop.add_fault("flag_on", "", {"flag": "paymentFailure"})
+    assert shop.active("payment", "errors")
+    assert shop.act("flag_off", {"flag": "paymentFailure"})["ended_faults"] == 1
+
+
+def test_the_person_approves_for_an_alerting_service_or_one_it_depends_on() -> None:
+    from research.lab.person import upstream_of
+
+    reach = upstream_of({"checkout"})
+    assert {"checkout", "payment", "cart", "cart-cache", "quote"} <= reach
+    assert "frontend" not in reach and "ad" not in reach
