@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test check lint format typecheck bench experiment browser monitoring clean api-schema
+.PHONY: run test check lint format typecheck bench experiment lab browser monitoring clean api-schema
 
 $(VENV)/.runtime: pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -95,6 +95,15 @@ bench: $(VENV)/.dev
 EXPERIMENT_ARGS ?= --quick
 experiment: $(VENV)/.dev
 	$(PY) -m research.experiment $(EXPERIMENT_ARGS) --out $$(mktemp -d /tmp/decklog-experiment.XXXXXX)
+
+## lab: decklog in the lab (research/lab/, outside the product): the built-in scenarios and the ITBench subset beside the
+## checkout (ITBENCH=DIR; skipped when absent), run in a monitored shop with injected faults; results in a new
+## directory under /tmp (printed). LAB_ARGS="--seeds 3 --jobs 2" runs other options.
+ITBENCH  ?= ../shared/scenarios/itbench
+LAB_ARGS ?= --jobs 4
+lab: $(VENV)/.dev monitoring
+	$(PY) -m research.lab run --scenarios research/lab/scenarios $$(test -d $(ITBENCH) && echo --import-itbench $(ITBENCH)) \
+	  $(LAB_ARGS) --out $$(mktemp -d /tmp/decklog-lab.XXXXXX)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
