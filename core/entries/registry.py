@@ -47,6 +47,7 @@ from decklog.core.entries.frame import (
     ThreadLinked,
 )
 from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
+from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallOverride, Page
 from decklog.core.entries.obligations import (
     FenceRejected,
     FollowUp,
@@ -107,6 +108,11 @@ PAYLOADS: dict[str, type[Payload]] = {
     "channel_archive": ChannelArchive,
     "reminder": Reminder,
     "forked": Forked,  # issue 17: decklog fork / replay
+    "escalation": Escalation,  # on-call paging (core/oncall/)
+    "page": Page,
+    "acknowledged": Acknowledged,
+    "escalated": Escalated,
+    "oncall_override": OncallOverride,
 }
 
 

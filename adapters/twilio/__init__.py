@@ -1,0 +1,1 @@
+"""Twilio: on-call pages by SMS and voice (``sms.py``) through the official ``twilio`` client."""
