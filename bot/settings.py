@@ -85,6 +85,13 @@ class Settings(BaseSettings):
     jira_issue_type: str = Field("Task", min_length=1, validation_alias="DECKLOG_JIRA_ISSUE_TYPE")
     pagerduty_routing_key: SecretStr | None = Field(None, validation_alias="DECKLOG_PAGERDUTY_ROUTING_KEY")
     pagerduty_events_url: str = Field(PAGERDUTY_DEFAULT_EVENTS_URL, validation_alias="DECKLOG_PAGERDUTY_EVENTS_URL")
+    # on-call pages by SMS / voice (Twilio's REST API; the API URL for a loopback fake) and by email (SMTP)
+    twilio_account_sid: str | None = Field(None, validation_alias="DECKLOG_TWILIO_ACCOUNT_SID")
+    twilio_auth_token: SecretStr | None = Field(None, validation_alias="DECKLOG_TWILIO_AUTH_TOKEN")
+    twilio_from: str | None = Field(None, validation_alias="DECKLOG_TWILIO_FROM")
+    twilio_api_url: str | None = Field(None, validation_alias="DECKLOG_TWILIO_API_URL")
+    smtp_url: SecretStr | None = Field(None, validation_alias="DECKLOG_SMTP_URL")  # may hold a password
+    smtp_from: str | None = Field(None, validation_alias="DECKLOG_SMTP_FROM")
     # seconds after the resolve before a dedicated channel is archived (unset: [slack] archive_after)
     archive_after: float | None = Field(None, ge=0, allow_inf_nan=False, validation_alias="DECKLOG_ARCHIVE_AFTER")
 
@@ -99,6 +106,8 @@ class Settings(BaseSettings):
         "github_token",
         "jira_token",
         "pagerduty_routing_key",
+        "twilio_auth_token",
+        "smtp_url",
         mode="before",
     )
     @classmethod

@@ -83,6 +83,7 @@ METHOD_SCOPES = {
     "conversations.list": "channels:read",
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
+    "conversations.open": "im:write",  # on-call pages as DMs (adapters/slack/oncall_dm.py)
     "reactions.add": "reactions:write",
     "reactions.remove": "reactions:write",
     "users.info": "users:read",

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from decklog.core.clock import Clock, iso, parse_iso
 from decklog.core.entries import Actor, Declared, NewEntry
-from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, EscalationLevel, OncallOverride
+from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, EscalationLevel, OncallOverride, Page
 from decklog.core.errors import InvalidInput
 from decklog.core.oncall.rotation import Override
 from decklog.core.oncall.setup import OncallConfig, Policy
@@ -50,7 +50,7 @@ async def acknowledge(store: LogStore, scope: str, user: str, *, via: str = "com
     if state.kind != "incident":
         raise InvalidInput(f"{scope} is not an incident", field="scope")
     stopped = running(await store.read(scope, kinds=PAGING_KINDS))
-    payload = Acknowledged(user=user, via=via, escalations=tuple(stopped))  # type: ignore[arg-type]
+    payload = Acknowledged(user=user, via=via, escalations=tuple(stopped))
     return await store.append(scope, [NewEntry.make("acknowledged", Actor.human(user), payload)])
 
 
@@ -79,8 +79,9 @@ async def page(
         if chosen is None:
             known = ", ".join(p.name for p in setup.policies) or "none configured"
             raise InvalidInput(
-                f"no escalation policy {policy!r} (known: {known})" if policy else "no route chooses a policy "
-                f"for this incident: name one (known: {known}) or a person",
+                f"no escalation policy {policy!r} (known: {known})"
+                if policy
+                else f"no route chooses a policy for this incident: name one (known: {known}) or a person",
                 field="policy",
             )
         levels, name, repeat = levels_of(chosen), chosen.name, chosen.repeat
@@ -96,14 +97,17 @@ async def escalate(store: LogStore, scope: str, escalation: int, user: str) -> A
     found = next((e for e in entries if e.seq == escalation and isinstance(e.payload, Escalation)), None)
     if found is None:
         raise InvalidInput(f"no escalation #{escalation} in {scope}", field="escalation")
-    steps = [e.payload.to_level for e in entries if isinstance(e.payload, Escalated) and e.payload.escalation == escalation]
-    pages = [e for e in entries if e.kind == "page" and getattr(e.payload, "escalation", 0) == escalation]
     assert isinstance(found.payload, Escalation)
-    paged_step = max(
-        [p.payload.repetition * len(found.payload.levels) + p.payload.level for p in pages]  # type: ignore[union-attr]
-        + steps
-        + [0]
-    )
+    n = len(found.payload.levels)
+    paged = [
+        e.payload.repetition * n + e.payload.level
+        for e in entries
+        if isinstance(e.payload, Page) and e.payload.escalation == escalation
+    ]
+    forward = [
+        e.payload.to_level for e in entries if isinstance(e.payload, Escalated) and e.payload.escalation == escalation
+    ]
+    paged_step = max([*paged, *forward, 0])
     total = len(found.payload.levels) * (found.payload.repeat + 1)
     if paged_step + 1 >= total:
         raise InvalidInput("this escalation has no further level to page", field="escalation")

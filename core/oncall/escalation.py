@@ -118,7 +118,7 @@ def planned(
                     level=step.level,
                     target=who,
                     repetition=step.repetition,
-                    method=method,  # type: ignore[arg-type]
+                    method=method,
                     key=key,
                     due_at=iso(at),
                     source=target,

@@ -34,7 +34,7 @@ def parse_duration(value: Any) -> float:
         return float(text)
     parts = _PART.findall(text)
     if not parts or _PART.sub("", text).strip():
-        raise ValueError(f"{value!r} is not a duration (e.g. \"30s\", \"2m\", \"12h\", \"1d\", \"1w\")")
+        raise ValueError(f'{value!r} is not a duration (e.g. "30s", "2m", "12h", "1d", "1w")')
     return sum(float(n) * UNITS[unit] for n, unit in parts)
 
 

@@ -83,10 +83,22 @@ def test_a_later_layer_wins_and_an_override_wins_over_every_layer() -> None:
 @pytest.mark.parametrize(
     ("toml", "where"),
     [
-        ('[[oncall.schedules]]\nname="p"\ntimezone="Mars/Olympus"\n[[oncall.schedules.layers]]\nusers=["U1"]\nrotation="1d"\nstart="2026-12-07T09:00:00"\n', "oncall.schedules.0.timezone"),
-        ('[[oncall.schedules]]\nname="p"\n[[oncall.schedules.layers]]\nusers=["U1"]\nrotation="0s"\nstart="2026-12-07T09:00:00"\n', "oncall.schedules.0.layers.0.rotation"),
-        ('[[oncall.schedules]]\nname="p"\n[[oncall.schedules.layers]]\nusers=[]\nrotation="1d"\nstart="2026-12-07T09:00:00"\n', "oncall.schedules.0.layers.0.users"),
-        ('[[oncall.policies]]\nname="x"\n[[oncall.policies.levels]]\ntargets=["schedule:nope"]\nafter="5m"\n', "policies.0.levels.0.targets"),
+        (
+            '[[oncall.schedules]]\nname="p"\ntimezone="Mars/Olympus"\n[[oncall.schedules.layers]]\nusers=["U1"]\nrotation="1d"\nstart="2026-12-07T09:00:00"\n',
+            "oncall.schedules.0.timezone",
+        ),
+        (
+            '[[oncall.schedules]]\nname="p"\n[[oncall.schedules.layers]]\nusers=["U1"]\nrotation="0s"\nstart="2026-12-07T09:00:00"\n',
+            "oncall.schedules.0.layers.0.rotation",
+        ),
+        (
+            '[[oncall.schedules]]\nname="p"\n[[oncall.schedules.layers]]\nusers=[]\nrotation="1d"\nstart="2026-12-07T09:00:00"\n',
+            "oncall.schedules.0.layers.0.users",
+        ),
+        (
+            '[[oncall.policies]]\nname="x"\n[[oncall.policies.levels]]\ntargets=["schedule:nope"]\nafter="5m"\n',
+            "policies.0.levels.0.targets",
+        ),
         ('[[oncall.routes]]\npolicy="nope"\ndefault=true\n', "routes.0.policy"),
         ('[oncall.people.U1]\nrules=[{method="sms"}]\n', "oncall.people.U1"),
     ],
@@ -151,7 +163,9 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     sender = OncallSender(store, setup, {"slack": slack, "sms": sms})
     dispatcher = Dispatcher(store, [IndexSender(index, store), sender], alarm=AsyncioAlarm())
     dispatcher.start()
-    yield World(clock, store, ScopeService(store, index), OncallJob(store, index, clock, setup), sender, slack, sms, setup)
+    yield World(
+        clock, store, ScopeService(store, index), OncallJob(store, index, clock, setup), sender, slack, sms, setup
+    )
     await dispatcher.stop()
     await index.close()
     await store.close()
