@@ -1,8 +1,11 @@
 """The Slack contact method of on-call pages: a DM (``conversations.open`` + ``chat.postMessage``) with the incident,
 a link to its thread, and Acknowledge / Escalate buttons — or Approve / Deny for a proposal parked too long.
 
-The page's idempotency key travels in the message ``metadata`` (event type ``decklog_page``). A 429 raises
-``RetryAfter``: the page waits for Slack and is sent once; a permanent Slack error parks the row.
+The page's idempotency key travels in the message ``metadata`` (event type ``decklog_page``), and before posting
+the notifier looks for it in the DM's recent history (``conversations.history`` with ``include_all_metadata``): a
+process killed between the post and the outbox's mark leaves the row pending, and its redelivery finds the DM
+instead of sending it twice. A 429 raises ``RetryAfter``: the page waits for Slack and is sent once; a permanent
+Slack error parks the row.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class SlackDmNotifier:
         try:
             opened = await self.client.conversations_open(users=notice.target)
             channel = str((opened.get("channel") or {}).get("id", ""))
+            if await self.posted(channel, notice.key):
+                return  # a process died after posting it and before its outbox row was marked: not again
             await self.client.chat_postMessage(
                 channel=channel,
                 text=notice.text[:3000],
@@ -64,11 +69,24 @@ class SlackDmNotifier:
                 metadata={"event_type": EVENT_TYPE, "event_payload": {"key": notice.key, "scope": notice.scope}},
             )
         except SlackApiError as exc:
-            wait = retry_after(exc)
-            if wait is not None:
-                self.rate_limited += 1
-                raise RetryAfter(wait, "Slack rate limit on a page DM") from exc
-            error = str(exc.response.get("error", "")) if exc.response is not None else ""
-            if error in PERMANENT_ERRORS or error in ("user_not_found", "cannot_dm_bot"):
-                raise PermanentFailure(f"Slack says {error}") from exc
+            self._raise_for(exc)
             raise
+
+    async def posted(self, channel: str, key: str) -> bool:
+        """Whether a DM carrying page ``key`` is among the channel's last messages."""
+        history = await self.client.conversations_history(channel=channel, limit=50, include_all_metadata=True)
+        for message in history.get("messages") or []:
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            if payload.get("key") == key:
+                return True
+        return False
+
+    def _raise_for(self, exc: SlackApiError) -> None:
+        """A 429 → ``RetryAfter``; a permanent error → ``PermanentFailure``; else return (the caller re-raises)."""
+        wait = retry_after(exc)
+        if wait is not None:
+            self.rate_limited += 1
+            raise RetryAfter(wait, "Slack rate limit on a page DM") from exc
+        error = str(exc.response.get("error", "")) if exc.response is not None else ""
+        if error in PERMANENT_ERRORS or error in ("user_not_found", "cannot_dm_bot"):
+            raise PermanentFailure(f"Slack says {error}") from exc
