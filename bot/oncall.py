@@ -112,4 +112,5 @@ def build_oncall(
             len(setup.policies),
             ", ".join(sorted(sender.notifiers)),
         )
-    return Oncall(job, sender, Provides(routes=routes, senders=[sender], jobs=jobs))
+    drains = [n.close for n in sender.notifiers.values() if isinstance(n, TwilioNotifier)]
+    return Oncall(job, sender, Provides(routes=routes, senders=[sender], jobs=jobs, drains=drains))

@@ -44,6 +44,10 @@ class TwilioNotifier:
         self.client = Client(account_sid, auth_token, http_client=AsyncTwilioHttpClient(timeout=10))
         self.client.api.base_url = self.api_url
 
+    async def close(self) -> None:
+        """Close the client's HTTP session (the server's stop; tests)."""
+        await self.client.http_client.close()  # type: ignore[attr-defined]
+
     async def notify(self, notice: Notice) -> None:
         if not notice.address:
             raise PermanentFailure(f"{notice.target} has no phone number for {self.method}")
