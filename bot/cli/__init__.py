@@ -28,6 +28,7 @@ from decklog.bot.cli.common import (
     data_location,
     storage_problem,
 )
+from decklog.bot.cli.oncall import cmd_oncall
 from decklog.bot.cli.operations import (
     cmd_backup,
     cmd_demo,
@@ -83,6 +84,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "state": cmd_state,
     "fork": cmd_fork,
     "replay": cmd_replay,
+    "oncall": cmd_oncall,
 }
 
 
