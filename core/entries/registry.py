@@ -47,7 +47,6 @@ from decklog.core.entries.frame import (
     ThreadLinked,
 )
 from decklog.core.entries.lifecycle import ArchiveNotice, ChannelArchive, Reminder
-from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallOverride, Page
 from decklog.core.entries.obligations import (
     FenceRejected,
     FollowUp,
@@ -60,6 +59,7 @@ from decklog.core.entries.obligations import (
     ObligationOpened,
     ObligationReleased,
 )
+from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallOverride, Page
 from decklog.core.errors import InvalidInput
 
 PAYLOADS: dict[str, type[Payload]] = {

@@ -209,7 +209,30 @@ async def test_an_acknowledgement_stops_the_next_level(world: World) -> None:
     await world.job.tick()
     assert [(p.target, p.method) for p in await world.pages(scope)] == [("UA", "slack")]
     state = await world.store.get_state(scope)
-    assert state.acknowledged_at
+    assert state.paged_at == "2026-12-07T09:00:00.000000Z" and state.page_acknowledged_at == state.paged_at
+    # MTTA of a paged incident: from the first page to the first acknowledgement after it
+
+
+async def test_mtta_of_a_paged_incident_runs_from_the_first_page_to_the_first_ack(world: World) -> None:
+    scope = await declare(world)  # declared at 09:00 by the alert source: nobody has responded yet
+    world.clock.advance(minutes=3)
+    await desk.page(world.store, scope, world.setup, by="UX", user="UC")  # paged by hand at 09:03
+    await world.job.tick()
+    world.clock.advance(seconds=95)
+    await desk.acknowledge(world.store, scope, "UC")  # acknowledged at 09:04:35
+    world.clock.advance(minutes=10)
+    await desk.acknowledge(world.store, scope, "UA")  # a later acknowledgement changes nothing
+
+    async def measured() -> float | None:
+        rows = [m for m in await world.job.index.milestones(None) if m.scope == scope]
+        return rows[0].tta if rows else None
+
+    assert await eventually(lambda: _is(measured, 95.0), what="MTTA 95 s") is True
+
+
+async def _is(read: object, expected: float) -> bool:
+    got = await read()  # type: ignore[operator]
+    return got == expected
 
 
 async def test_a_page_that_lost_the_race_with_an_acknowledgement_is_recorded_but_never_sent(world: World) -> None:
