@@ -365,10 +365,10 @@ def _paged(state: ScopeState, entry: Entry, _p: Page) -> Changes:
     return {} if state.paged_at else {"paged_at": iso(entry.at)}
 
 
-def _page_acknowledged(state: ScopeState, entry: Entry, _p: Acknowledged) -> Changes:
+def _page_acknowledged(state: ScopeState, entry: Entry, p: Acknowledged) -> Changes:
     if not state.paged_at or state.page_acknowledged_at:
         return {}
-    return {"page_acknowledged_at": iso(entry.at)}
+    return {"page_acknowledged_at": iso(entry.at), "page_acknowledged_by": p.user}
 
 
 HANDLERS: dict[type, Handler] = {

@@ -18,6 +18,7 @@ OMITTED_WHEN_EMPTY = (
     "forked_at",
     "paged_at",
     "page_acknowledged_at",
+    "page_acknowledged_by",
 )
 
 
@@ -142,6 +143,7 @@ class ScopeState(_Frozen):
     # is the time between them (decision 159) --
     paged_at: str = ""
     page_acknowledged_at: str = ""
+    page_acknowledged_by: str = ""  # the Slack user id of that acknowledgement
 
     @model_serializer(mode="wrap")
     def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

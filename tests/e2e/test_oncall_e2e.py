@@ -129,7 +129,13 @@ async def test_a_routed_incident_pages_by_dm_and_the_acknowledge_button_stops_th
     assert [(p.level, p.target) for p in await pages(server, scope)] == [(0, ALICE)]
     assert page_dms(server, BOB) == []
     state = await server.runtime.store.get_state(scope)
-    assert state.acknowledged_at
+    assert state.page_acknowledged_by == ALICE
+
+    def header_says_acknowledged() -> bool:
+        updates = slack_calls(fake).calls_to("chat.update", ok=True)
+        return any(f"Acknowledged by <@{ALICE}>" in str(c.args.get("blocks")) for c in updates)
+
+    await eventually(header_says_acknowledged, what="the header showing the acknowledgement")
 
 
 async def test_page_by_hand_pages_at_once_without_approval_and_ack_by_command(make: Make, clock: ManualClock) -> None:
@@ -178,6 +184,8 @@ async def test_who_is_on_call_from_slack_and_the_api_and_the_ics_feed_parses(mak
     by_name = {s["name"]: s for s in body["schedules"]}
     assert by_name["primary"]["on_call"] == CAROL and by_name["secondary"]["on_call"] == BOB
     assert by_name["primary"]["layers"][0]["rotation"] == "1w"
+    view = await home(server, CAROL)
+    assert "On call now" in str(view["blocks"][0]) and f"<@{CAROL}>" in str(view["blocks"][1])
     cal = icalendar.Calendar.from_ical(ics)
     events = [c for c in cal.walk("VEVENT")]
     now = clock.now()
@@ -187,6 +195,12 @@ async def test_who_is_on_call_from_slack_and_the_api_and_the_ics_feed_parses(mak
     assert all(str(e["uid"]).endswith("@decklog") for e in events) and len({str(e["uid"]) for e in events}) == len(
         events
     )
+
+
+async def home(server: DecklogServer, user: str) -> dict[str, Any]:
+    from decklog.adapters.slack.listeners.events import home_view
+
+    return await home_view(server.parts.slack.deps)
 
 
 async def test_a_slack_429_storm_delays_a_page_but_never_doubles_it(make: Make, clock: ManualClock) -> None:
