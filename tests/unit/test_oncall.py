@@ -271,3 +271,30 @@ async def test_an_override_pages_the_person_covering(world: World) -> None:
     scope = await declare(world)
     await world.job.tick()
     assert [p.target for p in await world.pages(scope)] == ["UO"]
+
+
+async def test_a_proposal_parked_longer_than_approval_after_pages_the_approver_with_approve_and_deny(
+    world: World,
+) -> None:
+    from decklog.core.entries import NewEntry
+
+    world.job.setup = world.sender.setup = world.setup = OncallConfig.model_validate(
+        {**SETUP, "approval_after": "10m", "routes": [{"policy": "default", "severity": [2]}]}
+    )
+    scope = await declare(world, severity=3)  # no route: only the parked approval pages
+    proposal = {"proposal_id": "p-1", "action": "rollback_deploy", "risk": "R2", "preview": "roll back payments"}
+    await world.store.append(scope, [NewEntry.make("proposal", Actor.agent("rules"), proposal)])
+    world.clock.advance(minutes=9)
+    await world.job.tick()
+    assert await world.pages(scope) == []
+    world.clock.advance(minutes=2)
+    await world.job.tick()
+    [page] = await world.pages(scope)
+    assert (page.target, page.proposal) == ("UA", "p-1")
+    notice = await eventually(lambda: [n for n in world.slack.notices if n.scope == scope], what="the DM")
+    assert notice[0].proposal == "p-1" and notice[0].proposal_preview == "roll back payments"
+    approval = {"proposal_id": "p-1", "decision": "approved", "approver": "UA"}
+    await world.store.append(scope, [NewEntry.make("approval", Actor.human("UA"), approval)])
+    world.clock.advance(minutes=30)
+    await world.job.tick()
+    assert len(await world.pages(scope)) == 1  # answered: the approval's escalation stops
