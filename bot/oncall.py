@@ -20,7 +20,7 @@ from decklog.adapters.http.oncall import routes as oncall_routes
 from decklog.adapters.slack.oncall_dm import SlackDmNotifier
 from decklog.adapters.twilio.sms import TwilioNotifier
 from decklog.bot.config import DecklogConfig
-from decklog.bot.parts import Job, Provides, Route
+from decklog.bot.parts import Job, Provides, Route, Stopper
 from decklog.bot.settings import Settings, SettingsError
 from decklog.core.clock import Clock
 from decklog.core.egress import EgressPolicy
@@ -112,5 +112,5 @@ def build_oncall(
             len(setup.policies),
             ", ".join(sorted(sender.notifiers)),
         )
-    drains = [n.close for n in sender.notifiers.values() if isinstance(n, TwilioNotifier)]
+    drains: list[Stopper] = [n.close for n in sender.notifiers.values() if isinstance(n, TwilioNotifier)]
     return Oncall(job, sender, Provides(routes=routes, senders=[sender], jobs=jobs, drains=drains))

@@ -46,7 +46,7 @@ class TwilioNotifier:
 
     async def close(self) -> None:
         """Close the client's HTTP session (the server's stop; tests)."""
-        await self.client.http_client.close()  # type: ignore[attr-defined]
+        await self.client.http_client.close()
 
     async def notify(self, notice: Notice) -> None:
         if not notice.address:
