@@ -83,9 +83,15 @@ def _boundaries(schedule: Schedule, start: datetime, end: datetime, overrides: S
 
 def shifts(schedule: Schedule, start: datetime, end: datetime, overrides: Sequence[Override] = ()) -> list[Shift]:
     """Who is on call from ``start`` to ``end``, as consecutive shifts (a person's adjacent turns merged; gaps with
-    nobody on call left out), at most ``MAX_SHIFTS``."""
+    nobody on call left out), at most ``MAX_SHIFTS``. The shift under way at ``start`` keeps its real beginning, so
+    a feed asked for at another moment lists the same shifts."""
     out: list[Shift] = []
-    points = _boundaries(schedule, start, end, overrides)
+    begins = [o.start for o in overrides if o.start <= start < o.end]
+    for layer in schedule.layers:
+        turn = _layer_at(layer, schedule, start)
+        if turn is not None:
+            begins.append(turn[1])
+    points = _boundaries(schedule, min([start, *begins]), end, overrides)
     for i, at in enumerate(points):
         until = points[i + 1] if i + 1 < len(points) else end
         user = on_call(schedule, at, overrides)

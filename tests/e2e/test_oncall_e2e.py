@@ -192,6 +192,11 @@ async def test_who_is_on_call_from_slack_and_the_api_and_the_ics_feed_parses(mak
     covering = [e for e in events if e.decoded("dtstart") <= now < e.decoded("dtend")]
     assert [str(e["summary"]) for e in covering] == [f"On call: {CAROL} (primary)"]
     assert covering[0].decoded("dtend") - covering[0].decoded("dtstart") == timedelta(hours=2)
+    print("\nthe .ics feed of primary, opened by icalendar:", cal.get("x-wr-calname"), f"({len(events)} events)")
+    for e in events:
+        print(
+            f"  {e.decoded('dtstart').isoformat()} → {e.decoded('dtend').isoformat()}  {e['summary']}  uid={e['uid']}"
+        )
     assert all(str(e["uid"]).endswith("@decklog") for e in events) and len({str(e["uid"]) for e in events}) == len(
         events
     )
