@@ -18,6 +18,8 @@ from decklog.adapters.http.api import ScopesApi
 from decklog.adapters.http.oncall import OncallApi
 from decklog.adapters.http.oncall import routes as oncall_routes
 from decklog.adapters.slack.oncall_dm import SlackDmNotifier
+from decklog.adapters.twilio.inbound import PATH as SMS_PATH
+from decklog.adapters.twilio.inbound import SmsReplies
 from decklog.adapters.twilio.sms import TwilioNotifier
 from decklog.bot.config import DecklogConfig
 from decklog.bot.parts import Job, Provides, Route, Stopper
@@ -100,6 +102,9 @@ def build_oncall(
     guard = ScopesApi(store, index, settings.api_token).guard  # the same method and token checks as the REST API
     api = OncallApi(store, clock, setup)
     routes = [Route(m, p, h) for m, p, h in oncall_routes(api, guard)]
+    if settings.twilio_auth_token is not None and setup.enabled:  # a reply by SMS acknowledges
+        replies = SmsReplies(store, index, setup, settings.twilio_auth_token.get_secret_value())
+        routes.append(Route("POST", SMS_PATH, replies.receive))
 
     async def tick() -> None:
         await job.tick()

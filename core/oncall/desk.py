@@ -115,6 +115,22 @@ async def escalate(store: LogStore, scope: str, escalation: int, user: str) -> A
     return await store.append(scope, [NewEntry.make("escalated", Actor.human(user), payload)])
 
 
+async def awaiting_ack(store: LogStore, scopes: Sequence[str], user: str) -> str | None:
+    """The incident among ``scopes`` whose latest unacknowledged page went to ``user`` (an SMS reply "ACK" names no
+    incident), or None."""
+    best: tuple[str, str] | None = None  # (page time, scope)
+    for scope in scopes:
+        entries = await store.read(scope, kinds=PAGING_KINDS)
+        live = set(running(entries))
+        for e in entries:
+            p = e.payload
+            if isinstance(p, Page) and p.target == user and p.escalation in live:
+                at = iso(e.at)
+                if best is None or at > best[0]:
+                    best = (at, scope)
+    return best[1] if best else None
+
+
 async def read_overrides(store: LogStore, schedule: str) -> list[Override]:
     scope = schedule_scope(schedule)
     if not await store.exists(scope):

@@ -54,12 +54,12 @@ def clock() -> ManualClock:
 async def make(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Make]:
     running: list[DecklogServer] = []
 
-    async def start(**settings: Any) -> DecklogServer:
+    async def start(oncall: dict[str, Any] | None = None, **settings: Any) -> DecklogServer:
         values: dict[str, Any] = {"data_dir": tmp_path / "data", "host": "127.0.0.1", "port": 0}
         values.update(settings)
         server = DecklogServer(
             Settings(**values),
-            config=test_config(oncall=ONCALL),
+            config=test_config(oncall=oncall or ONCALL),
             clock=clock,
             parts={"sandbox", "api"},
             on_built=record_sandbox_calls,
@@ -228,3 +228,36 @@ async def test_a_slack_429_storm_delays_a_page_but_never_doubles_it(make: Make, 
     assert len(limited) == 4
     await job.tick()
     assert len(page_dms(server, ALICE)) == 1 and len(await pages(server, scope)) == 1
+
+
+async def test_a_reply_by_sms_acknowledges_the_page(make: Make, clock: ManualClock) -> None:
+    from twilio.request_validator import RequestValidator
+
+    from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM, FakeTwilio
+
+    phone = "+14155550100"
+    people = {ALICE: {"phone": phone, "rules": [{"method": "slack"}, {"method": "sms"}]}}
+    async with FakeTwilio() as twilio:
+        server = await make(
+            oncall={**ONCALL, "people": people},
+            twilio_account_sid=ACCOUNT_SID,
+            twilio_auth_token=AUTH_TOKEN,
+            twilio_from=FROM,
+            twilio_api_url=twilio.base_url,
+        )
+        job = server.parts.oncall.job  # type: ignore[union-attr]
+        scope = await declare(server, "Checkout is down sev1")
+        await job.tick()
+        [sms] = await eventually(lambda: twilio.messages, what="the SMS page")
+        assert sms["To"] == phone and "Checkout is down" in sms["Body"]
+        url = f"{server.url}/twilio/sms"
+        reply = {"From": phone, "To": FROM, "Body": "ack", "MessageSid": "SM" + "1" * 32, "AccountSid": ACCOUNT_SID}
+        signature = RequestValidator(AUTH_TOKEN).compute_signature(url, reply)
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, data=reply, headers={"X-Twilio-Signature": "bad"}) as r:
+                assert r.status == 403
+            assert not await server.runtime.store.read(scope, kinds=("acknowledged",))
+            async with http.post(url, data=reply, headers={"X-Twilio-Signature": signature}) as r:
+                assert r.status == 200 and f"Acknowledged {scope}" in await r.text()
+        [ack] = await server.runtime.store.read(scope, kinds=("acknowledged",))
+        assert ack.payload.user == ALICE and ack.payload.via == "sms"
