@@ -1,4 +1,4 @@
-"""The on-call part: the escalation job (every ``[oncall] tick`` seconds; one replica at a time under the jobs'
+"""The on-call part: the escalation job (pages as they fall due; handoffs, said in the alerts channel) (every ``[oncall] tick`` seconds; one replica at a time under the jobs'
 lease), the ``oncall`` sender with a notifier per contact method that is configured (Slack DM always; SMS and voice
 with the Twilio settings; email with the SMTP settings; PagerDuty hand-offs), and the HTTP doors
 ``GET /api/oncall`` and ``GET /api/oncall/<schedule>.ics`` (adapters/http/oncall.py)."""
@@ -18,6 +18,7 @@ from decklog.adapters.http.api import ScopesApi
 from decklog.adapters.http.oncall import OncallApi
 from decklog.adapters.http.oncall import routes as oncall_routes
 from decklog.adapters.slack.oncall_dm import SlackDmNotifier
+from decklog.adapters.slack.oncall_handoff import SlackHandoffPoster
 from decklog.adapters.twilio.inbound import PATH as SMS_PATH
 from decklog.adapters.twilio.inbound import SmsReplies
 from decklog.adapters.twilio.sms import TwilioNotifier
@@ -95,10 +96,13 @@ def build_oncall(
     config: DecklogConfig,
     client: AsyncWebClient,
     http: aiohttp.ClientSession,
+    alerts_channel: str | None = None,
 ) -> Oncall:
+    """``alerts_channel``: where handoffs are said (the Slack sender's: none, no handoff posts)."""
     setup = config.oncall
     job = OncallJob(store, index, clock, setup)
-    sender = OncallSender(store, setup, notifiers(settings, config, client, http))
+    poster = SlackHandoffPoster(client, alerts_channel or "")
+    sender = OncallSender(store, setup, notifiers(settings, config, client, http), poster)
     guard = ScopesApi(store, index, settings.api_token).guard  # the same method and token checks as the REST API
     api = OncallApi(store, clock, setup)
     routes = [Route(m, p, h) for m, p, h in oncall_routes(api, guard)]

@@ -46,7 +46,7 @@ TOPIC_KINDS: dict[str, tuple[str, ...]] = {
     "agents": tuple(sorted((set(PAYLOADS) - QUIET_KINDS) | {"question"})),
     "trackers": ("follow_up",),
     "paging": ("status_changed",),
-    "oncall": ("page",),
+    "oncall": ("page", "oncall_handoff"),
 }
 
 

@@ -182,7 +182,16 @@ async def _build(
         http=http,
     )
     # on-call first among the parts: its /api/oncall routes come before the REST API's catch-all 404
-    oncall = build_oncall(rt.store, rt.index, rt.clock, settings=settings, config=config, client=out.client, http=http)
+    oncall = build_oncall(
+        rt.store,
+        rt.index,
+        rt.clock,
+        settings=settings,
+        config=config,
+        client=out.client,
+        http=http,
+        alerts_channel=out.sender.alerts_channel,
+    )
     provided.append(oncall.provides)
     features = _features(rt, out, parts, metrics)
     features.hooks.oncall = SlackOncall(config.oncall, rt.clock)

@@ -22,6 +22,7 @@ QUIET_KINDS = frozenset(
         "thread_linked",
         "page",  # on-call bookkeeping: a page going out, an override, is nothing for an agent to reason about
         "oncall_override",
+        "oncall_handoff",
         "delivery_failed",
         "report_exported",
         "message_edited",

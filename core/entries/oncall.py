@@ -10,6 +10,8 @@
   are not sent. ``via``: button, command, mention or sms.
 - ``escalated``: a person asked for the next level now (the DM's Escalate button).
 - ``oncall_override``: in an ``oncall/<schedule>`` scope: ``user`` is on call from ``start`` to ``end``.
+- ``oncall_handoff``: in an ``oncall/<schedule>`` scope: the person on call changed at ``at`` (posted to the alerts
+  channel by the ``oncall`` sender).
 """
 
 from __future__ import annotations
@@ -58,6 +60,16 @@ class Escalated(Payload):
     escalation: int = Field(ge=1)
     to_level: int = Field(ge=1)
     user: str = Field(min_length=1)
+
+
+class OncallHandoff(Payload):
+    """In an ``oncall/<schedule>`` scope: ``user`` is on call from ``at`` (``previous`` was before), until ``until``."""
+
+    schedule: str = Field(min_length=1)
+    user: str = ""  # "" = nobody
+    previous: str = ""
+    at: str = Field(min_length=1)
+    until: str = ""
 
 
 class OncallOverride(Payload):

@@ -59,7 +59,7 @@ from decklog.core.entries.obligations import (
     ObligationOpened,
     ObligationReleased,
 )
-from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallOverride, Page
+from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallHandoff, OncallOverride, Page
 from decklog.core.errors import InvalidInput
 
 PAYLOADS: dict[str, type[Payload]] = {
@@ -113,6 +113,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "acknowledged": Acknowledged,
     "escalated": Escalated,
     "oncall_override": OncallOverride,
+    "oncall_handoff": OncallHandoff,
 }
 
 

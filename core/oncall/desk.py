@@ -164,9 +164,15 @@ async def override(
     payload = OncallOverride(
         schedule=schedule, user=user, start=iso(begins), end=iso(begins + timedelta(seconds=seconds)), by=by
     )
+    scope = await open_schedule_scope(store, schedule)
+    return await store.append(scope, [NewEntry.make("oncall_override", Actor.human(by), payload)])
+
+
+async def open_schedule_scope(store: LogStore, schedule: str) -> str:
+    """The schedule's ``oncall/<name>`` scope, declared on first use (once across replicas: an idempotency key)."""
     scope = schedule_scope(schedule)
     if not await store.exists(scope):
         declared = Declared(title=f"On-call schedule {schedule}", via="oncall")
         first = NewEntry.make("declared", Actor.system("oncall"), declared)
         await store.append(scope, [first], idempotency_key=f"oncall-scope:{schedule}", create=True)
-    return await store.append(scope, [NewEntry.make("oncall_override", Actor.human(by), payload)])
+    return scope

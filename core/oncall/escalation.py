@@ -11,7 +11,9 @@ plus its ``after``.
 
 Each notification is a ``page`` entry appended under the idempotency key
 ``page:<scope>:<escalation seq>:<level>:<target>:<repetition>:<method>``: a restart, a second replica or a repeated
-tick appends it once, and the outbox topic ``oncall`` delivers it (core/oncall/sender.py). An ``acknowledged``
+tick appends it once, and the outbox topic ``oncall`` delivers it (core/oncall/sender.py). A handoff (the person on
+call in a schedule changed) is an ``oncall_handoff`` entry in the schedule's ``oncall/<name>`` scope, keyed by the
+schedule and the moment, which the same sender posts to the alerts channel. An ``acknowledged``
 entry stops every escalation started before it: no later page is appended, and the sender drops a page it finds
 acknowledged at delivery — so an acknowledgement racing a page lets at most that one page out. A resolved incident
 pages nobody.
@@ -29,9 +31,9 @@ from datetime import datetime, timedelta
 
 from decklog.core.clock import Clock, iso, parse_iso
 from decklog.core.entries import Actor, Entry, NewEntry
-from decklog.core.entries.oncall import Escalated, Escalation, Page
-from decklog.core.oncall.desk import PAGING_KINDS, levels_of, read_overrides
-from decklog.core.oncall.rotation import Override, on_call
+from decklog.core.entries.oncall import Escalated, Escalation, OncallHandoff, Page
+from decklog.core.oncall.desk import PAGING_KINDS, levels_of, open_schedule_scope, read_overrides
+from decklog.core.oncall.rotation import Override, next_handoff, on_call, shifts
 from decklog.core.oncall.setup import OncallConfig
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import IndexPort, LogStore
@@ -39,6 +41,8 @@ from decklog.core.store.ports import IndexPort, LogStore
 log = logging.getLogger(__name__)
 
 ACTOR = Actor.system("oncall")
+#: A handoff older than this when first seen is not posted (a restart, or on-call configured mid-shift).
+HANDOFF_WINDOW_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -145,12 +149,48 @@ class OncallJob:
         now = self.clock.now()
         overrides = {s.name: await read_overrides(self.store, s.name) for s in self.setup.schedules}
         fired: list[tuple[str, str]] = []
+        try:
+            fired += await self.handoffs(now, overrides)
+        except Exception:  # a handoff post never stops the pages
+            log.exception("oncall: handoffs failed")
         for row in await self.index.list_scopes(kind="incident", open_only=True, limit=None):
             try:
                 fired += await self.scope(row.id, now, overrides)
             except Exception:  # one bad scope never stops the others; the next tick tries again
                 log.exception("oncall: checking %s failed", row.id)
         self.appended += len(fired)
+        return fired
+
+    async def handoffs(self, now: datetime, overrides: dict[str, list[Override]]) -> list[tuple[str, str]]:
+        """An ``oncall_handoff`` entry for each schedule whose person changed within the last ``HANDOFF_WINDOW_S``
+        (once per handoff: keyed by the schedule and the moment; a schedule enabled long after its last handoff
+        posts nothing until the next one)."""
+        fired = []
+        for schedule in self.setup.schedules:
+            mine = overrides.get(schedule.name, [])
+            shift = next(
+                (s for s in shifts(schedule, now, now + timedelta(seconds=1), mine) if s.start <= now < s.end), None
+            )
+            if shift is None or (now - shift.start).total_seconds() > HANDOFF_WINDOW_S:
+                continue
+            at = shift.start
+            previous = on_call(schedule, at - timedelta(microseconds=1), mine)
+            if previous == shift.user:
+                continue
+            until = next_handoff(schedule, at, mine)
+            payload = OncallHandoff(
+                schedule=schedule.name,
+                user=shift.user,
+                previous=previous or "",
+                at=iso(at),
+                until=iso(until) if until else "",
+            )
+            key = f"handoff:{schedule.name}:{iso(at)}"
+            entry = NewEntry.make("oncall_handoff", ACTOR, payload)
+            scope = await open_schedule_scope(self.store, schedule.name)
+            result = await self.store.append(scope, [entry], idempotency_key=key)
+            if not result.duplicate:
+                fired.append((scope, key))
         return fired
 
     async def scope(self, scope: str, now: datetime, overrides: dict[str, list[Override]]) -> list[tuple[str, str]]:

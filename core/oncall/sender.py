@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from decklog.core.entries import Entry
-from decklog.core.entries.oncall import Page
+from decklog.core.entries.oncall import OncallHandoff, Page
 from decklog.core.oncall.setup import OncallConfig
 from decklog.core.outbox.sender import PermanentFailure
 from decklog.core.store.ports import LogStore
@@ -62,14 +62,27 @@ class Notifier(Protocol):
     async def notify(self, notice: Notice) -> None: ...
 
 
+class HandoffPoster(Protocol):
+    """Says in the team's channel who is now on call (``key``: the handoff's idempotency key)."""
+
+    async def post_handoff(self, handoff: OncallHandoff, key: str) -> None: ...
+
+
 class OncallSender:
     name = TOPIC
     batch_size = 10
 
-    def __init__(self, store: LogStore, setup: OncallConfig, notifiers: Mapping[str, Notifier]) -> None:
+    def __init__(
+        self,
+        store: LogStore,
+        setup: OncallConfig,
+        notifiers: Mapping[str, Notifier],
+        handoffs: HandoffPoster | None = None,
+    ) -> None:
         self.store = store
         self.setup = setup
         self.notifiers = dict(notifiers)
+        self.handoffs = handoffs
         self.sent = 0
         self.dropped = 0
 
@@ -77,6 +90,8 @@ class OncallSender:
         for entry in entries:
             if isinstance(entry.payload, Page):
                 await self._page(scope, entry, entry.payload)
+            elif isinstance(entry.payload, OncallHandoff) and self.handoffs is not None:
+                await self.handoffs.post_handoff(entry.payload, entry.idempotency_key or f"{scope}:{entry.seq}")
 
     async def _page(self, scope: str, entry: Entry, page: Page) -> None:
         why = await self.stopped(scope, page)

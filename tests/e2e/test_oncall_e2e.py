@@ -169,6 +169,16 @@ async def test_who_is_on_call_from_slack_and_the_api_and_the_ics_feed_parses(mak
             return False
 
     await eventually(overridden, what="the override")
+    await server.parts.oncall.job.tick()  # type: ignore[union-attr]
+
+    def handoffs() -> list[Any]:
+        posts = slack_calls(fake).calls_to("chat.postMessage", ok=True)
+        return [c for c in posts if (c.args.get("metadata") or {}).get("event_type") == "decklog_handoff"]
+
+    [said] = await eventually(handoffs, what="the handoff said in the alerts channel")
+    assert f"<@{CAROL}> is now on call for `primary`" in said.args["text"]
+    headers = [c for c in slack_calls(fake).calls_to("chat.postMessage") if "On-call schedule" in str(c.args)]
+    assert headers == []  # the schedule's own scope has no header
     base = server.url
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/api/oncall") as r:

@@ -155,7 +155,9 @@ class World:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     clock = ManualClock(T0)
-    store = SqliteLogStore(tmp_path, topics=("index", "oncall"), topic_kinds={"oncall": ("page",)}, clock=clock)
+    store = SqliteLogStore(
+        tmp_path, topics=("index", "oncall"), topic_kinds={"oncall": ("page", "oncall_handoff")}, clock=clock
+    )
     index = SqliteIndex(tmp_path / "index.db", store.executor)
     await index.open()
     setup = OncallConfig.model_validate(SETUP)
@@ -298,3 +300,33 @@ async def test_a_proposal_parked_longer_than_approval_after_pages_the_approver_w
     world.clock.advance(minutes=30)
     await world.job.tick()
     assert len(await world.pages(scope)) == 1  # answered: the approval's escalation stops
+
+
+async def test_a_handoff_is_said_once_when_the_person_on_call_changes(world: World) -> None:
+    from decklog.core.entries.oncall import OncallHandoff
+
+    class Posts:
+        def __init__(self) -> None:
+            self.said: list[tuple[OncallHandoff, str]] = []
+
+        async def post_handoff(self, handoff: OncallHandoff, key: str) -> None:
+            self.said.append((handoff, key))
+
+    hourly = {"name": "hourly", "layers": [{"users": ["UA", "UB"], "rotation": "1h", "start": "2026-12-07T08:00:00Z"}]}
+    world.job.setup = world.sender.setup = OncallConfig.model_validate({"schedules": [hourly]})
+    posts = Posts()
+    world.sender.handoffs = posts
+    await world.job.tick()  # 09:00: UB took over from UA
+    await world.job.tick()
+    world.clock.advance(minutes=30)
+    await world.job.tick()
+    said = await eventually(lambda: posts.said, what="the handoff post")
+    assert [(h.user, h.previous, h.at, h.until) for h, _ in said] == [
+        ("UB", "UA", "2026-12-07T09:00:00.000000Z", "2026-12-07T10:00:00.000000Z")
+    ]
+    assert said[0][1] == "handoff:hourly:2026-12-07T09:00:00.000000Z"
+    world.clock.advance(minutes=31)  # 10:01: UA again
+    await world.job.tick()
+    await eventually(lambda: len(posts.said) == 2, what="the next handoff")
+    assert posts.said[1][0].user == "UA"
+    assert len(await world.store.read("oncall/hourly", kinds=("oncall_handoff",))) == 2
