@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from decklog.bot.settings import SettingsError
 from decklog.core.egress import parse_rule
 from decklog.core.errors import InvalidInput
+from decklog.core.oncall.setup import OncallConfig
 
 
 class _Section(BaseModel):
@@ -223,6 +224,7 @@ class DecklogConfig(_Section):
     reports: ReportsConfig = ReportsConfig()
     security: SecurityConfig = SecurityConfig()
     reminders: RemindersConfig = RemindersConfig()
+    oncall: OncallConfig = OncallConfig()  # schedules, escalation policies, routes, people (core/oncall/setup.py)
     actions: tuple[dict[str, Any], ...] = ()
     webhooks: tuple[WebhookConfig, ...] = ()
     path: str = ""
@@ -241,4 +243,5 @@ def load_config(path: Path) -> DecklogConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise SettingsError(f"DECKLOG_CONFIG: {path}: {where}: {first['msg']}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise SettingsError(f"DECKLOG_CONFIG: {path}: {where}: {msg}") from None

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # Every entry gets one outbox row per topic, unless the topic names the entry kinds it cares about
 # (``TOPIC_KINDS``). Both are fixed so that a CLI append and the server agree; a topic whose sender is not running
 # in this process simply stays pending until one is.
-OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging", "webhooks")
+OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging", "webhooks", "oncall")
 #: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
 #: ``actions``: core.actions.sender.ActionsSender runs approved proposals and verifies on verification obligations
 #: and resolved alerts; nothing else reaches it. ``agents``: core.agents.scheduler.AgentsSender arms turns for the
@@ -40,6 +40,7 @@ OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "
 #: ``trackers``: core.follow_ups.FollowUpsSender files each follow-up in GitHub Issues or Jira;
 #: ``paging``: adapters.executors.pagerduty.PagingSender resolves a PagerDuty page when the incident resolves.
 #: ``webhooks``: adapters.webhooks.sender.WebhooksSender posts each entry to the ``[[webhooks]]`` that want its kind.
+#: ``oncall``: core.oncall.sender.OncallSender delivers each ``page`` (Slack DM, SMS, voice, email, PagerDuty).
 #: Entries recorded before a filter existed keep their rows; a sender ignores what it does not act on.
 TOPIC_KINDS: dict[str, tuple[str, ...]] = {
     "changes": ("declared",),
@@ -47,6 +48,7 @@ TOPIC_KINDS: dict[str, tuple[str, ...]] = {
     "agents": tuple(sorted((set(PAYLOADS) - QUIET_KINDS) | {"question"})),
     "trackers": ("follow_up",),
     "paging": ("status_changed",),
+    "oncall": ("page", "oncall_handoff"),
 }
 
 

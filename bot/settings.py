@@ -93,6 +93,13 @@ class Settings(BaseSettings):
     alertmanager_url: str | None = Field(None, validation_alias="DECKLOG_ALERTMANAGER_URL")
     alertmanager_token: SecretStr | None = Field(None, validation_alias="DECKLOG_ALERTMANAGER_TOKEN")
     catalog: Path | None = Field(None, validation_alias="DECKLOG_CATALOG")  # a catalog-info.yaml or a directory
+    # on-call pages by SMS / voice (Twilio's REST API; the API URL for a loopback fake) and by email (SMTP)
+    twilio_account_sid: str | None = Field(None, validation_alias="DECKLOG_TWILIO_ACCOUNT_SID")
+    twilio_auth_token: SecretStr | None = Field(None, validation_alias="DECKLOG_TWILIO_AUTH_TOKEN")
+    twilio_from: str | None = Field(None, validation_alias="DECKLOG_TWILIO_FROM")
+    twilio_api_url: str | None = Field(None, validation_alias="DECKLOG_TWILIO_API_URL")
+    smtp_url: SecretStr | None = Field(None, validation_alias="DECKLOG_SMTP_URL")  # may hold a password
+    smtp_from: str | None = Field(None, validation_alias="DECKLOG_SMTP_FROM")
     # seconds after the resolve before a dedicated channel is archived (unset: [slack] archive_after)
     archive_after: float | None = Field(None, ge=0, allow_inf_nan=False, validation_alias="DECKLOG_ARCHIVE_AFTER")
 
@@ -110,6 +117,8 @@ class Settings(BaseSettings):
         "prometheus_token",
         "prometheus_password",
         "alertmanager_token",
+        "twilio_auth_token",
+        "smtp_url",
         mode="before",
     )
     @classmethod

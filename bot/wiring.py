@@ -50,6 +50,7 @@ from decklog.adapters.local.sandbox import (
 )
 from decklog.adapters.slack.app import build_http_session
 from decklog.adapters.slack.export import SlackExport
+from decklog.adapters.slack.ports import Oncall as SlackOncall
 from decklog.adapters.slack.ports import SlackPorts
 from decklog.adapters.webhooks.sender import Endpoint, WebhooksSender
 from decklog.bot.actions import (
@@ -62,6 +63,7 @@ from decklog.bot.actions import (
 )
 from decklog.bot.agents import DUE_POLL_S, TURN_LEASE_S, Agents, build_agents
 from decklog.bot.config import AlertsConfig, ChangesConfig, DecklogConfig, load_config
+from decklog.bot.oncall import Oncall, build_oncall
 from decklog.bot.ops import ALERT_INBOX_JOB, Ops, build_ops, leased_jobs, lifecycle_policy
 from decklog.bot.parts import Address, Job, Provides, Route, Stopper
 from decklog.bot.runtime import Runtime
@@ -113,6 +115,7 @@ class Parts:
     receivers: ReceiversPart | None = None
     agents: Agents | None = None
     actions: Actions | None = None
+    oncall: Oncall | None = None
     provided: list[Provides] = field(default_factory=list)
     closers: list[Stopper] = field(default_factory=list)
 
@@ -188,7 +191,22 @@ async def _build(
     )
     alert_inbox = await rt.storage.alert_inbox()  # alert notifications stored before their 202
     closers.append(alert_inbox.close)
+    # on-call first among the parts: its /api/oncall routes come before the REST API's catch-all 404
+    oncall = build_oncall(
+        rt.store,
+        rt.index,
+        rt.clock,
+        settings=settings,
+        config=config,
+        client=out.client,
+        http=http,
+        alerts_channel=out.sender.alerts_channel,
+        keys=rt.api_keys,
+        description=rt.description,
+    )
+    provided.append(oncall.provides)
     features = _features(rt, out, parts, metrics, alert_inbox)
+    features.hooks.oncall = SlackOncall(config.oncall, rt.clock)
     provided += features.provided
     address = Address()
     provided.append(_tracker_senders(rt, http, features, address))
@@ -231,6 +249,7 @@ async def _build(
         receivers=features.receivers,
         agents=features.agents,
         actions=features.actions,
+        oncall=oncall,
         provided=provided,
         closers=closers,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from decklog.core.errors import InvalidInput
 
-SCOPE_KINDS = ("incident", "change")
+SCOPE_KINDS = ("incident", "change", "oncall")  # oncall/<schedule>: its overrides (core/oncall/desk.py)
 _KIND = r"[a-z][a-z0-9_-]{0,31}"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}"
 _SCOPE_RE = re.compile(rf"^({_KIND})/({_NAME})$")

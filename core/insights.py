@@ -4,7 +4,9 @@ Computed from one row per incident in the index's ``milestones`` table (core/ind
 ``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
 ``declared`` entry's time:
 
-- acknowledged (MTTA): the state's ``acknowledged_at`` — the first entry a person makes in response (a
+- acknowledged (MTTA): for an incident decklog paged (core/oncall/), from its first page to the first
+  acknowledgement after it (the state's ``paged_at`` and ``page_acknowledged_at``, decision 159); otherwise the
+  state's ``acknowledged_at`` — the first entry a person makes in response (a
   declaration by a person counts, so a person's declaration is acknowledged at once; exports, thread links and
   agent turns do not count), or an ``acknowledged`` notification from the alert source, whichever comes first;
 - mitigated (MTTM): the first ``status_changed`` to ``mitigated``, or to ``resolved`` when the incident was never

@@ -32,6 +32,9 @@ class Action(StrEnum):
     RECORD_AS_CONSTRAINT = "record_as_constraint"
     RECORD_AS_DECISION = "record_as_decision"
     RECORD_AS_HYPOTHESIS = "record_as_hypothesis"
+    # on-call pages (a DM to the person paged; value: <scope>|<escalation seq>)
+    ONCALL_ACK = "oncall_ack"
+    ONCALL_ESCALATE = "oncall_escalate"
 
 
 RECORD_AS = {
@@ -80,6 +83,7 @@ METHOD_SCOPES = {
     "conversations.list": "channels:read",
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
+    "conversations.open": "im:write",  # on-call pages as DMs (adapters/slack/oncall_dm.py)
     "reactions.add": "reactions:write",
     "reactions.remove": "reactions:write",
     "users.info": "users:read",

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from decklog.core.clock import Clock
 from decklog.core.entries import Actor
+from decklog.core.oncall.setup import OncallConfig
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,14 @@ class Catchup(Protocol):
     async def __call__(self, *, scope: str, actor: Actor, key: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class Oncall:
+    """On-call (core/oncall/): the configuration the commands and buttons read, and the clock overrides start at."""
+
+    setup: OncallConfig
+    clock: Clock
+
+
 @dataclass
 class SlackPorts:
     ask: Ask | None = None
@@ -79,3 +89,4 @@ class SlackPorts:
     propose: Propose | None = None  # None → `run` answers "Actions are not available here."
     actions: Actions | None = None  # None → `actions` answers the same
     catchup: Catchup | None = None  # None → the deterministic catch-up
+    oncall: Oncall | None = None  # /incident oncall, page, ack; the page DM's buttons

@@ -204,8 +204,10 @@ class SlackSender:
     # -- the sender protocol ----------------------------------------------------------------------------------
 
     async def deliver(self, scope: str, entries: Sequence[Entry]) -> None:
-        if scope.startswith("change/"):
-            return  # change scopes show up as evidence in the incidents they are linked to
+        if scope.startswith(("change/", "oncall/")):
+            # change scopes show up as evidence in the incidents they are linked to; an on-call schedule's scope
+            # (overrides, handoffs) has no thread: the oncall sender says its handoffs
+            return
         entries = [e for e in entries if not from_slack(e)]
         self.records.saw(scope, entries)
         if not entries:

@@ -28,6 +28,7 @@ from decklog.bot.cli.common import (
     data_location,
     storage_problem,
 )
+from decklog.bot.cli.oncall import cmd_oncall
 from decklog.bot.cli.operations import (
     cmd_backup,
     cmd_demo,
@@ -85,6 +86,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any,
     "fork": cmd_fork,
     "replay": cmd_replay,
     "token": cmd_token,
+    "oncall": cmd_oncall,
 }
 
 

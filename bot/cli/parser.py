@@ -28,6 +28,8 @@ class _Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
+ONCALL_VENDORS = ("pagerduty", "opsgenie", "grafana-oncall")  # core/oncall/imports.py IMPORTERS
+
 MOVED = {"experiment": "python -m research.experiment"}
 """Commands that left the product, and how to run them now (from a checkout of the repository)."""
 
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_fork_parsers(sub)
     _add_token_parsers(sub)
+    _add_oncall_parsers(sub)
     return p
 
 
@@ -68,6 +71,17 @@ def _add_token_parsers(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="print JSON")
     s = ts.add_parser("revoke", help="revoke a token by name (at once, on every replica)")
     s.add_argument("name")
+
+
+def _add_oncall_parsers(sub: Any) -> None:
+    s = sub.add_parser("oncall", help="on-call: import schedules and escalation policies from another tool")
+    inner = s.add_subparsers(dest="oncall_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    inner.required = True
+    imp = inner.add_parser(
+        "import", help="print the [oncall] decklog.toml for a PagerDuty, Opsgenie or Grafana OnCall export"
+    )
+    imp.add_argument("--from", dest="vendor", required=True, choices=ONCALL_VENDORS)
+    imp.add_argument("files", nargs="+", metavar="FILE", help="the vendor's JSON (its API responses)")
 
 
 def _add_process_parsers(sub: Any) -> None:

@@ -20,6 +20,9 @@ QUIET_KINDS = frozenset(
     {
         "agent_turn",
         "thread_linked",
+        "page",  # on-call bookkeeping: a page going out, an override, is nothing for an agent to reason about
+        "oncall_override",
+        "oncall_handoff",
         "delivery_failed",
         "report_exported",
         "message_edited",

@@ -59,6 +59,7 @@ from decklog.core.entries.obligations import (
     ObligationOpened,
     ObligationReleased,
 )
+from decklog.core.entries.oncall import Acknowledged, Escalated, Escalation, OncallHandoff, OncallOverride, Page
 from decklog.core.errors import InvalidInput
 
 PAYLOADS: dict[str, type[Payload]] = {
@@ -107,6 +108,12 @@ PAYLOADS: dict[str, type[Payload]] = {
     "channel_archive": ChannelArchive,
     "reminder": Reminder,
     "forked": Forked,  # a copy of another scope for `decklog fork` / `replay`; it never routes live traffic
+    "escalation": Escalation,  # on-call paging (core/oncall/)
+    "page": Page,
+    "acknowledged": Acknowledged,
+    "escalated": Escalated,
+    "oncall_override": OncallOverride,
+    "oncall_handoff": OncallHandoff,
 }
 
 

@@ -289,9 +289,12 @@ def milestone_values(state: ScopeState) -> dict[str, Any] | None:
     if declared is None:
         return None
     first_alert = min(state.alerts.values(), key=lambda a: (a.first_seq, a.fingerprint), default=None)
+    paged = _epoch(state.paged_at)
     return {
         "declared": declared,
-        "acknowledged": _epoch(state.acknowledged_at),
+        "paged": paged,
+        # a paged incident is acknowledged by its first acknowledgement after the first page (decision 159)
+        "acknowledged": _epoch(state.page_acknowledged_at) if paged is not None else _epoch(state.acknowledged_at),
         "mitigated": _epoch(state.mitigated_at),
         "resolved": _epoch(state.resolved_at) if state.status == "resolved" else None,
         "status": state.status,
@@ -318,12 +321,12 @@ def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
     m = milestones
     stmt = sa.select(
         m.c.scope, m.c.declared, m.c.acknowledged, m.c.mitigated, m.c.resolved, m.c.status, m.c.severity,
-        m.c.services, m.c.source,
+        m.c.services, m.c.source, m.c.paged,
     )  # fmt: skip
     if since is not None:
         stmt = stmt.where(m.c.declared >= since)
     out = []
-    for scope, declared, ack, mit, res, status, severity, services, source in conn.execute(
+    for scope, declared, ack, mit, res, status, severity, services, source, paged in conn.execute(
         stmt.order_by(m.c.declared, m.c.scope)
     ):
         names = tuple(json.loads(services)) if services and services != "[]" else ()
@@ -334,7 +337,7 @@ def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
                 severity,
                 names,
                 source,
-                _after(ack, declared),
+                _after(ack, paged if paged is not None else declared),
                 _after(mit, declared),
                 _after(res, declared),
             )

@@ -81,6 +81,7 @@ milestones = sa.Table(
     sa.Column("severity", sa.Integer, nullable=True),
     sa.Column("services", sa.Text, nullable=False, server_default="[]"),
     sa.Column("source", sa.String, nullable=False, server_default="manual"),
+    sa.Column("paged", sa.Float, nullable=True),  # the first on-call page: MTTA is measured from it when set
 )
 sa.Index("milestones_declared", milestones.c.declared)
 

@@ -40,6 +40,7 @@ from decklog.core.entries import (
     SuggestionFeedback,
     ThreadLinked,
 )
+from decklog.core.entries.oncall import Acknowledged, Page
 from decklog.core.state.model import (
     AlertState,
     ObligationState,
@@ -360,7 +361,19 @@ def _agent_turn(state: ScopeState, _entry: Entry, p: AgentTurn) -> Changes:
 
 
 #: Payload type → its handler. Kinds not here (messages, questions, exports, …) change only the bookkeeping.
+def _paged(state: ScopeState, entry: Entry, _p: Page) -> Changes:
+    return {} if state.paged_at else {"paged_at": iso(entry.at)}
+
+
+def _page_acknowledged(state: ScopeState, entry: Entry, p: Acknowledged) -> Changes:
+    if not state.paged_at or state.page_acknowledged_at:
+        return {}
+    return {"page_acknowledged_at": iso(entry.at), "page_acknowledged_by": p.user}
+
+
 HANDLERS: dict[type, Handler] = {
+    Page: _paged,
+    Acknowledged: _page_acknowledged,
     Declared: _declared,
     StatusChanged: _status,
     SeverityChanged: _severity,

@@ -16,6 +16,9 @@ OMITTED_WHEN_EMPTY = (
     "alert_notes",
     "forked_from",
     "forked_at",
+    "paged_at",
+    "page_acknowledged_at",
+    "page_acknowledged_by",
 )
 
 
@@ -136,6 +139,11 @@ class ScopeState(_Frozen):
     # scope to the index only (core/outbox/ FORK_TOPICS) --
     forked_from: str = ""
     forked_at: int = 0
+    # -- on-call (core/oncall/): the first page, and the first acknowledgement after it — MTTA of a paged incident
+    # is the time between them (decision 159) --
+    paged_at: str = ""
+    page_acknowledged_at: str = ""
+    page_acknowledged_by: str = ""  # the Slack user id of that acknowledgement
 
     @model_serializer(mode="wrap")
     def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -254,7 +254,8 @@ class SearchHit:
 
 
 class Milestones(NamedTuple):
-    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached)."""
+    """One incident's row; ``tta`` / ``ttm`` / ``ttr``: seconds from its declaration (``None``: not reached) — ``tta``
+    of a paged incident from its first on-call page to the first acknowledgement after it."""
 
     scope: str
     status: str

@@ -21,6 +21,7 @@ from decklog.adapters.slack.ports import Where
 from decklog.adapters.slack.request import ACTOR, KEY, WHERE, Req
 from decklog.core.agents.answers import answer_finding
 from decklog.core.errors import InvalidInput
+from decklog.core.oncall import desk as oncall_desk
 
 FINDING_VERDICTS = {
     Action.HYPOTHESIS_CONFIRM: "confirmed",
@@ -126,6 +127,20 @@ async def on_record_as(deps: SlackDeps, req: Req) -> None:
     await _tell(req, f"That message {done} as a {kind} in `{scope}`.")
 
 
+async def on_page_button(deps: SlackDeps, req: Req) -> None:
+    """The page DM's Acknowledge (stops the escalation) and Escalate (pages the next level now)."""
+    scope, seq = _split(req.action["value"])
+    if not seq.isdigit():
+        raise InvalidInput(f"malformed button value {req.action['value']!r}")
+    if req.action["action_id"] == Action.ONCALL_ACK:
+        await oncall_desk.acknowledge(deps.store, scope, req.actor.id, via="button")
+        await _tell(req, f":white_check_mark: Acknowledged `{scope}`: the escalation stops.")
+        return
+    result = await oncall_desk.escalate(deps.store, scope, int(seq), req.actor.id)
+    step = getattr(result.entries[-1].payload, "to_level", 0)
+    await _tell(req, f":arrow_double_up: Escalating `{scope}`: the next level (step {step + 1}) is paged now.")
+
+
 async def on_home_link(deps: SlackDeps, req: Req) -> None:
     return None  # a link button: Slack opens the URL; nothing to record
 
@@ -161,6 +176,8 @@ HANDLERS: Mapping[Action, Handler] = MappingProxyType(
         Action.PROPOSAL_DENY: on_proposal,
         Action.HOME_OPEN: on_home_link,
         Action.OBLIGATION_FOLLOW_UP: on_follow_up,
+        Action.ONCALL_ACK: on_page_button,
+        Action.ONCALL_ESCALATE: on_page_button,
         **dict.fromkeys(FINDING_VERDICTS, on_finding),
         **dict.fromkeys(RECORD_AS.values(), on_record_as),
     }

@@ -134,7 +134,24 @@ async def home_view(deps: SlackDeps) -> dict[str, Any]:
     from decklog.core.insights import compute
 
     numbers = await compute(deps.index, since_days=30, now=datetime.now(UTC).timestamp())
-    return render.home_view(rows, pending, numbers)
+    return render.home_view(rows, pending, numbers, await oncall_now(deps))
+
+
+async def oncall_now(deps: SlackDeps) -> list[tuple[str, str | None, str]]:
+    """App Home's on-call block: each schedule's person on call now and the next handoff."""
+    port = deps.ports.oncall
+    if port is None or not port.setup.schedules:
+        return []
+    from decklog.core.oncall.desk import read_overrides
+    from decklog.core.oncall.rotation import next_handoff, on_call
+
+    now = port.clock.now()
+    out = []
+    for s in port.setup.schedules:
+        overrides = await read_overrides(deps.store, s.name)
+        until = next_handoff(s, now, overrides)
+        out.append((s.name, on_call(s, now, overrides), until.strftime("%Y-%m-%d %H:%M") if until else ""))
+    return out
 
 
 async def _edited(deps: SlackDeps, channel: str, event: dict[str, Any]) -> None:

@@ -36,6 +36,12 @@ def header(state: ScopeState, record: Sequence[Entry] = ()) -> Outgoing:
         {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": True}},
         {"type": "section", "fields": _fields(state, sev)[:10]},
     ]
+    if state.paged_at:  # on-call: who acknowledged the page (or that nobody has yet)
+        if state.page_acknowledged_at:
+            when = state.page_acknowledged_at[11:16]
+            blocks.append(context(f":white_check_mark: Acknowledged by <@{state.page_acknowledged_by}> at {when} UTC"))
+        else:
+            blocks.append(context(":rotating_light: Paged, not acknowledged yet: `/incident ack` (or the DM's button)"))
     typed = _record(record)
     if typed:
         blocks.append(section(typed))

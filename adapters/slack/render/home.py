@@ -13,8 +13,16 @@ from decklog.core.store.ports import ScopeRow
 Pending = list[tuple[ScopeRow, list[tuple[str, str, str]]]]  # (row, [(proposal id, action, risk)])
 
 
-def home_view(rows: list[ScopeRow], pending: Pending, insights: dict[str, Any] | None = None) -> dict[str, Any]:
-    blocks: list[Block] = [{"type": "header", "text": {"type": "plain_text", "text": "Open incidents"}}]
+OnCall = list[tuple[str, str | None, str]]  # (schedule, the user on call or None, until: "YYYY-MM-DD HH:MM" or "")
+
+
+def home_view(
+    rows: list[ScopeRow], pending: Pending, insights: dict[str, Any] | None = None, oncall: OnCall | None = None
+) -> dict[str, Any]:
+    blocks: list[Block] = []
+    if oncall:
+        blocks += oncall_blocks(oncall)
+    blocks.append({"type": "header", "text": {"type": "plain_text", "text": "Open incidents"}})
     if not rows:
         blocks.append(section("_No open incidents._ :sunny:"))
     for r in rows[:40]:
@@ -40,6 +48,19 @@ def home_view(rows: list[ScopeRow], pending: Pending, insights: dict[str, Any] |
         blocks.extend(insights_blocks(insights))
     blocks.append(context("decklog — every entry is in the scope's log; `/incident help` for commands."))
     return {"type": "home", "blocks": blocks[:100]}
+
+
+def oncall_blocks(oncall: OnCall) -> list[Block]:
+    """Who is on call now in each schedule, and until when (``/incident oncall`` in short)."""
+    lines = [
+        f"• `{esc(name)}`: {'<@' + who + '>' if who else '_nobody_'}" + (f" until {until} UTC" if until else "")
+        for name, who, until in oncall[:20]
+    ]
+    return [
+        {"type": "header", "text": {"type": "plain_text", "text": "On call now"}},
+        section("\n".join(lines)),
+        {"type": "divider"},
+    ]
 
 
 def insights_blocks(body: dict[str, Any]) -> list[Block]:

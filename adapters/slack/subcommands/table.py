@@ -14,6 +14,7 @@ from decklog.adapters.slack import grammar, render
 from decklog.adapters.slack.grammar import ArgParser, Command, ScopeRule, UsageError
 from decklog.adapters.slack.render import Block
 from decklog.adapters.slack.subcommands import handlers
+from decklog.adapters.slack.subcommands import oncall as oncall_commands
 from decklog.adapters.slack.subcommands.handlers import Call, Handler, Reply
 
 HEAD = "*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcommand>` in an incident thread"
@@ -200,6 +201,32 @@ TABLE: tuple[Subcommand, ...] = (
         grammar.export_args,
         handlers.export,
         True,
+    ),
+    Subcommand(
+        "oncall",
+        "oncall [schedule]",
+        "who is on call (`oncall override <schedule> @user 4h` covers a shift)",
+        oncall_commands.oncall_args,
+        oncall_commands.oncall,
+    ),
+    Subcommand(
+        "page",
+        "page [policy|@user]",
+        "page someone now (no approval)",
+        oncall_commands.page_args,
+        oncall_commands.page,
+        True,
+        same_line=True,
+    ),
+    Subcommand(
+        "ack",
+        "ack",
+        "acknowledge the page",
+        oncall_commands.ack_args,
+        oncall_commands.ack,
+        True,
+        aliases=("acknowledge",),
+        same_line=True,
     ),
     Subcommand("help", "help", "", grammar.no_args("help"), show_help, aliases=("?",), same_line=True),
 )

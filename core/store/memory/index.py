@@ -288,7 +288,7 @@ class MemoryIndex:
                     names,
                     m["source"],
                     *(
-                        None if m[k] is None else max(0.0, m[k] - declared)
+                        None if m[k] is None else max(0.0, m[k] - (_start(m) if k == "acknowledged" else declared))
                         for k in ("acknowledged", "mitigated", "resolved")
                     ),
                 )
@@ -425,3 +425,9 @@ def _reserved_row(scope: str, kind: str) -> dict[str, Any]:
 
 def _row(r: dict[str, Any]) -> ScopeRow:
     return scope_row(SimpleNamespace(**r))
+
+
+def _start(row: dict[str, Any]) -> float:
+    """Where MTTA is measured from: the first on-call page when there was one, else the declaration."""
+    paged = row.get("paged")
+    return float(paged) if paged is not None else float(row["declared"])

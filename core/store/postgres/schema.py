@@ -229,6 +229,7 @@ ADDED_COLUMNS = (
     "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS parked_at double precision",
     "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS error text",
     "ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE \"C\" NOT NULL DEFAULT ''",
+    "ALTER TABLE milestones ADD COLUMN IF NOT EXISTS paged double precision",  # on-call: MTTA from the first page
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 
@@ -314,6 +315,7 @@ milestones = sa.Table(
     sa.Column("severity", sa.Integer, nullable=True),
     sa.Column("services", sa.Text, nullable=False, server_default="[]"),
     sa.Column("source", sa.Text, nullable=False, server_default="manual"),
+    sa.Column("paged", sa.Float(precision=53), nullable=True),  # the first on-call page (MTTA's start when set)
 )
 sa.Index("milestones_declared", milestones.c.declared)
 

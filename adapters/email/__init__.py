@@ -1,0 +1,1 @@
+"""Email: on-call pages through SMTP (``smtp.py``)."""
