@@ -444,7 +444,9 @@ class Investigator:
                 version = str(change.get("version") or "")
                 if version and version not in what:
                     what = f"{what} ({version})"
-                text = f"suspect {change['scope']}: “{what}” on {c.service} — {why}"
+                paths = change.get("paths") or [p for x in change.get("commits", []) for p in x.get("paths", [])]
+                touched = f"; it touched {', '.join(paths[:3])}" if paths else ""
+                text = f"suspect {change['scope']}: “{what}” on {c.service} — {why}{touched}"
             else:
                 text = f"suspect {c.service} — {why}"
             obs = tuple(sorted(i for i in c.obs if i >= 0))
