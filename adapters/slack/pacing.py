@@ -51,6 +51,10 @@ class ChannelPacer:
 
     async def wait(self, channel: str, priority: Priority = DEFAULT) -> None:
         """Until this post's turn in ``channel``: its slot has come and no more urgent post is waiting."""
+        now = time.monotonic()
+        if channel not in self._waiting and channel not in self._timers and self._next.get(channel, 0.0) <= now:
+            self._next[channel] = now + self.interval  # a free channel: at once, as a lone post always went
+            return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting.setdefault(channel, []), (priority, next(self._order), fut))
         self._schedule(channel)
@@ -74,8 +78,8 @@ class ChannelPacer:
             return
         loop = asyncio.get_running_loop()
         delay = self._next.get(channel, 0.0) - time.monotonic()
-        # ``call_soon`` even when the slot is free: the drains woken by one commit (or by the boot sweep) in this
-        # loop turn all queue before the first grant, so the most urgent of them goes first.
+        # ``call_soon`` when the slot is free but others wait: those woken in this loop turn (one commit's drains,
+        # the boot sweep's) all queue before the grant, so the most urgent of them goes next.
         self._timers[channel] = (
             loop.call_later(delay, self._grant, channel) if delay > 0 else loop.call_soon(self._grant, channel)
         )

@@ -61,21 +61,23 @@ async def test_the_most_urgent_waiter_takes_the_channel_s_slot_whatever_its_arri
         granted.append(name)
 
     arrivals = [
-        ("summary", Priority(LOW, 3)),
+        ("summary", Priority(LOW, 3)),  # on a free channel: at once
+        ("another summary", Priority(LOW, 3, at=1.0)),
         ("note in a SEV3", Priority(NORMAL, 3)),
         ("SEV3 header", Priority(HEADER, 3)),
         ("reply in a SEV2", Priority(URGENT, 2)),
         ("SEV1 header", Priority(HEADER, 1)),
         ("older SEV3 header", Priority(HEADER, 3, at=-1.0)),
     ]
-    await asyncio.gather(*(post(name, p) for name, p in arrivals))  # all queued before the first grant
+    await asyncio.gather(*(post(name, p) for name, p in arrivals))  # the first takes the free slot; the rest queue
     assert granted == [
+        "summary",
         "SEV1 header",
         "older SEV3 header",
         "SEV3 header",
         "reply in a SEV2",
         "note in a SEV3",
-        "summary",
+        "another summary",
     ]
     await asyncio.gather(post("alone", Priority(LOW)), post("other channel", Priority(LOW)))
 
