@@ -22,10 +22,10 @@ from pydantic import Field
 
 from decklog.core.entries.base import Payload
 
-
-class EscalationLevel(Payload):
-    targets: tuple[str, ...] = Field(min_length=1)  # schedule:<name> | user:<slack id> | pagerduty:<routing key>
-    after_s: float = Field(ge=0)  # how long to wait for an acknowledgement before the next level
+#: One level: its targets (``schedule:<name>`` | ``user:<slack id>`` | ``pagerduty:<routing key>``) and how long to
+#: wait for an acknowledgement before the next level, in seconds. Plain tuples, not a nested model: stored payloads
+#: are read back on the trusted path (core/store), which handles plain JSON types only.
+EscalationLevel = tuple[tuple[str, ...], float]
 
 
 class Escalation(Payload):

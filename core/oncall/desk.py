@@ -28,7 +28,7 @@ def schedule_scope(schedule: str) -> str:
 
 
 def levels_of(policy: Policy) -> tuple[EscalationLevel, ...]:
-    return tuple(EscalationLevel(targets=lv.targets, after_s=lv.after) for lv in policy.levels)
+    return tuple((lv.targets, lv.after) for lv in policy.levels)
 
 
 def running(entries: Sequence[object]) -> list[int]:
@@ -71,7 +71,7 @@ async def page(
     if not state.is_open:
         raise InvalidInput(f"{scope} is resolved: nobody is paged for it", field="scope")
     if user:
-        levels: tuple[EscalationLevel, ...] = (EscalationLevel(targets=(f"user:{user}",), after_s=0),)
+        levels: tuple[EscalationLevel, ...] = (((f"user:{user}",), 0.0),)
         name = ""
         repeat = 0
     else:

@@ -72,7 +72,7 @@ def steps(escalation: Escalation, started: datetime, escalated: Sequence[tuple[i
         if k in forward and forward[k] < at:
             at = forward[k]
         out.append(Step(k % n, k // n, at))
-        at = at + timedelta(seconds=escalation.levels[k % n].after_s)
+        at = at + timedelta(seconds=escalation.levels[k % n][1])
     return out
 
 
@@ -97,8 +97,8 @@ def planned(
         if step.due_at > now:
             upcoming = step.due_at if upcoming is None else min(upcoming, step.due_at)
             break
-        level = escalation.levels[step.level]
-        for target in level.targets:
+        targets, _after = escalation.levels[step.level]
+        for target in targets:
             kind, _, name = target.partition(":")
             if kind == "pagerduty":
                 rules: list[tuple[str, float, str]] = [("pagerduty", 0.0, name)]

@@ -24,7 +24,8 @@ HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcomma
 • `obligations` — open obligations: close each one, or keep it as a follow-up   • `done <obligation>` — close an open obligation (`follow-up <obligation>` keeps it as a follow-up)
 • `run <action> [key=value …]` — propose a catalog action   • `actions` — the action catalog   • `catchup` — catch me up (only you see it)
 • `approve <id>` / `deny <id> [reason]` — decide a parked action   • `compensate <run>` — undo a run
-• `export [md|json|html]` — upload the post-incident report   • `help`
+• `export [md|json|html]` — upload the post-incident report
+• `oncall [schedule]` — who is on call (`oncall override <schedule> @user 4h` covers a shift)   • `page [policy|@user]` — page someone now (no approval)   • `ack` — acknowledge the page   • `help`
 Outside an incident's thread or channel, add the scope: `/incident sev 1 incident/payments-5xx`."""
 
 
