@@ -71,8 +71,8 @@ EVENT_SCOPES = {
     "app_home_opened": None,  # needs no scope
 }
 
-# Web API methods decklog calls → the OAuth scope each needs.
-METHOD_SCOPES = {
+# Web API methods decklog calls → the OAuth scope (or scopes) each needs.
+METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "chat.postMessage": "chat:write",
     "chat.update": "chat:write",
     "chat.postEphemeral": "chat:write",
@@ -81,7 +81,8 @@ METHOD_SCOPES = {
     "conversations.invite": "channels:manage",
     "conversations.archive": "channels:manage",  # archiving a resolved incident's channel (adapters/slack/sender.py)
     "conversations.list": "channels:read",
-    "conversations.history": "channels:history",
+    # im:history: an on-call page DM reads its own history before posting (adapters/slack/oncall_dm.py)
+    "conversations.history": ("channels:history", "im:history"),
     "conversations.replies": "channels:history",
     "conversations.open": "im:write",  # on-call pages as DMs (adapters/slack/oncall_dm.py)
     "reactions.add": "reactions:write",
