@@ -84,6 +84,8 @@ METHOD_SCOPES = {
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
     "conversations.open": "im:write",  # on-call pages as DMs (adapters/slack/oncall_dm.py)
+    # the same method on a DM needs its own scope: a page's DM is looked for before it is posted again
+    "conversations.history (im)": "im:history",
     "reactions.add": "reactions:write",
     "reactions.remove": "reactions:write",
     "users.info": "users:read",
