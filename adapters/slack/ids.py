@@ -85,6 +85,8 @@ METHOD_SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "conversations.history": ("channels:history", "im:history"),
     "conversations.replies": "channels:history",
     "conversations.open": "im:write",  # on-call pages as DMs (adapters/slack/oncall_dm.py)
+    # the same method on a DM needs its own scope: a page's DM is looked for before it is posted again
+    "conversations.history (im)": "im:history",
     "reactions.add": "reactions:write",
     "reactions.remove": "reactions:write",
     "users.info": "users:read",
