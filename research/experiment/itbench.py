@@ -1,4 +1,4 @@
-"""``--import-itbench DIR``: ITBench scenario folders (groundtruth.yaml, groundtruth_v1.yaml, incident.yaml) → Scenario.
+"""``--import-itbench DIR``: ITBench scenario folders (groundtruth.yaml, groundtruth_v1.yaml) → Scenario.
 
 alerts ← ``alerts``; read-tool answers ← the alerts' own descriptions (what monitoring shows); world mitigations ←
 ``solutions`` (their mutating kubectl steps); root cause ← the ``root_cause`` groups and the ``aliases`` lists that
