@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from decklog.bot.agents import build_reasoner, turn_delays
@@ -27,8 +26,9 @@ EXIT_OK, EXIT_DIFF = 0, 1
 
 
 class PastIndex:
-    """The index as the source incident saw it: search hides the source itself, the scope it was forked from
-    and every fork, none of which the original agents saw as a past incident (everything else is the real index)."""
+    """The index as the source incident saw it: search and the scope list (the related incidents' candidates)
+    hide the source itself, the scope it was forked from and every fork, none of which the original agents saw as
+    a past or related incident (everything else is the real index)."""
 
     def __init__(self, index: Any, store: Any, source: str) -> None:
         self._index, self._store, self._source = index, store, source
@@ -41,6 +41,13 @@ class PastIndex:
         hidden = {self._source, await self._origin(self._source)}
         return [h for h in hits if h.scope not in hidden and not await self._origin(h.scope)]
 
+    async def list_scopes(self, **kwargs: Any) -> list[Any]:
+        """The related-incident candidates (core/views/related.py) without the source, its origin and the forks:
+        the source's own runs are not a related incident's, or its replay would never run them again."""
+        rows = await self._index.list_scopes(**kwargs)
+        hidden = {self._source, await self._origin(self._source)}
+        return [r for r in rows if r.id not in hidden and not await self._origin(r.id)]
+
     async def _origin(self, scope: str) -> str:
         """The scope ``scope`` was forked from ('' when it is no fork)."""
         try:
@@ -50,7 +57,8 @@ class PastIndex:
 
 
 def pick_reasoner(settings: Settings, name: str) -> Reasoner:
-    """``rules``, ``claude`` (needs ANTHROPIC_API_KEY) or ``recorded:DIR`` (not available on this build)."""
+    """``rules`` or ``claude`` (needs ANTHROPIC_API_KEY). There is no recorded reasoner: decklog keeps no
+    recording of a model's answers that a replay could play back."""
     from decklog.bot.config import load_config
 
     cfg = load_config(settings.resolved_config_path).agents
@@ -60,14 +68,7 @@ def pick_reasoner(settings: Settings, name: str) -> Reasoner:
         if settings.anthropic_api_key is None:
             raise InvalidInput("--reasoner claude needs ANTHROPIC_API_KEY (nothing was forked)", field="reasoner")
         return build_reasoner(settings, cfg)
-    if name.startswith("recorded:"):
-        where = Path(name.removeprefix("recorded:"))
-        raise InvalidInput(
-            f"--reasoner recorded:{where}: this build has no recorded-response format to replay "
-            "(use rules or claude; nothing was forked)",
-            field="reasoner",
-        )
-    raise InvalidInput(f"--reasoner must be rules, claude or recorded:DIR, not {name!r}", field="reasoner")
+    raise InvalidInput(f"--reasoner must be rules or claude, not {name!r}", field="reasoner")
 
 
 async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner: str, fail_on_diff: bool) -> int:
@@ -85,7 +86,7 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
         past: Any = PastIndex(rt.index, rt.store, scope)
         desk = ActionDesk(
             rt.store,
-            rt.index,
+            past,  # its related-incident condition counts only other incidents, as the agents' views do
             # Nothing runs in a replay, so an action counts as configured even where its executor URL is not
             # set in this environment (the original server had it): the reasoner may propose it again.
             build_catalog(_every_action(rt.settings), rt.config),
@@ -126,6 +127,10 @@ async def run_replay(settings: Settings, scope: str, *, at: int | None, reasoner
     return EXIT_DIFF if fail_on_diff and not result.diff.same else EXIT_OK
 
 
+def _lost(d: Any) -> int:
+    return sum(1 for line in d.lines if line.startswith("- "))
+
+
 def _every_action(settings: Settings) -> Settings:
     placeholder = "http://replay.invalid"  # never called: the replay's desk has no executors
     return settings.model_copy(
@@ -141,7 +146,9 @@ def _print(result: ReplayResult, reasoner: str) -> None:
     print(result.fork)
     print(
         f"replayed {result.source} from seq {result.at} with the {reasoner} reasoner: {result.inputs} recorded "
-        f"inputs; {len(d.original)} agent decisions originally, {len(d.replayed)} in the replay"
+        f"inputs ({result.skipped} skipped: answers to decisions the replay did not make); "
+        f"{len(d.original)} agent decisions originally, {len(d.replayed)} in the replay, "
+        f"{len(d.original) - _lost(d)} of the original reproduced"
     )
     if d.same:
         print("no difference in the agents' decisions")

@@ -178,5 +178,5 @@ def _add_fork_parsers(sub: Any) -> None:
     s = sub.add_parser("replay", help="fork, re-deliver the recorded inputs, regenerate the agents' entries, diff")
     s.add_argument("scope")
     s.add_argument("--at", type=_seq_arg, metavar="SEQ", help="fork here (default: before the first agent entry)")
-    s.add_argument("--reasoner", default="rules", metavar="rules|claude|recorded:DIR")
+    s.add_argument("--reasoner", default="rules", metavar="rules|claude")
     s.add_argument("--fail-on-diff", action="store_true", help="exit 1 when the agents decided differently")

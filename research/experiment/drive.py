@@ -89,7 +89,9 @@ async def _round(run: Run, work: list[str]) -> None:
     run.agent = f"worker-{run.rng.randrange(run.spec.workers)}-{run.generation}"
     scope = work[run.rng.randrange(len(work))]
     await _turn(run, scope)
-    if run.spec.fault == "dup_delivery" and not run.fired:  # one work item to two workers
+    if run.spec.fault == "dup_delivery" and run.due():  # one work item to two workers, once (at the seed's step)
+        run.fired = True
+        await run.mark(scope, "dup_delivery")
         run.agent = f"worker-dup-{run.generation}"
         await _turn(run, scope)
 

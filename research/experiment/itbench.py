@@ -1,7 +1,9 @@
-"""``--import-itbench DIR``: ITBench scenario folders (groundtruth.yaml, groundtruth_v1.yaml, incident.yaml) → Scenario.
+"""``--import-itbench DIR``: ITBench scenario folders (groundtruth.yaml, groundtruth_v1.yaml) → Scenario.
 
-alerts ← ``alerts``; read-tool answers ← ``propagations`` (condition and effect); world mitigations ← ``solutions``
-(their mutating kubectl steps); root cause ← the ``root_cause`` groups and the ``aliases`` lists that hold them.
+alerts ← ``alerts``; read-tool answers ← the alerts' own descriptions (what monitoring shows); world mitigations ←
+``solutions`` (their mutating kubectl steps); root cause ← the ``root_cause`` groups and the ``aliases`` lists that
+hold them. The ground truth (root cause, propagation, fault, solutions, the scenario's name) goes to the judge and
+the world only: nothing an agent reads carries it.
 DIR is one scenario folder or a folder of them. Missing required parts stop with a message naming file and field.
 """
 
@@ -126,51 +128,20 @@ def _mitigations(folder: Path, v1: dict[str, Any], v2: dict[str, Any]) -> list[d
     return out
 
 
-def _tools(v1: dict[str, Any], rc: dict[str, Any], fix: dict[str, Any]) -> list[dict[str, Any]]:
-    names = {rc["entity"], *rc["aliases"]}
-    tools = []
-    for i, p in enumerate(v1.get("propagations") or []):
-        if not isinstance(p, dict):
-            continue
-        src, dst = str(p.get("source") or "?"), str(p.get("target") or "?")
-        answer = f"{src} -> {dst}: {p.get('condition') or 'unspecified'}; effect: {p.get('effect') or 'unspecified'}"
-        tool: dict[str, Any] = {"name": f"topology_{i}", "kind": "propagation", "answer": answer}
-        if src in names:
-            tool.update(suspect=rc["entity"], fix=fix, hold=not fix)
-        tools.append(tool)
-    for i, f in enumerate(v1.get("fault") or []):
-        if isinstance(f, dict):
-            entity = (f.get("entity") or {}).get("name") or rc["entity"]
-            answer = f"fault on {entity}: {f.get('category', '')} {f.get('condition', '')}".strip()
-            tools.append(
-                {
-                    "name": f"fault_probe_{i}",
-                    "kind": "propagation",
-                    "answer": answer,
-                    "suspect": rc["entity"],
-                    "fix": fix,
-                    "hold": not fix,
-                }
-            )
-    if not any(t.get("suspect") for t in tools):
-        tools.append(
-            {
-                "name": "entity_status",
-                "kind": "propagation",
-                "suspect": rc["entity"],
-                "fix": fix,
-                "hold": not fix,
-                "answer": f"{rc['entity']} is in a faulty state",
-            }
-        )
-    return tools
+def _tools(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The read tools an agent may call: what the monitoring shows about each alert (its description and the group
+    it fired on). Nothing from the ground truth: no root cause, propagation, fault, solution or scenario name, so
+    no tool names a suspect or suggests a fix, and the scripted policy (which names a cause only from a tool that
+    points at one) cannot diagnose these scenarios: the judge then scores what it did, not what it was told."""
+    return [
+        {"name": f"alert_detail_{i}", "kind": "alert", "answer": f"{a['title']} (alert group {a['service'] or '-'})"}
+        for i, a in enumerate(alerts)
+    ]
 
 
 def convert(folder: Path) -> Scenario:
     v2 = _spec(_load(folder / "groundtruth.yaml"))
     v1 = _spec(_load(folder / "groundtruth_v1.yaml"))
-    incident = _load(folder / "incident.yaml")
-    meta = ((incident.get("scenario") or {}).get("metadata") or {}) if isinstance(incident, dict) else {}
     alerts = _alerts(v1, v2)
     if not alerts:
         raise InvalidInput(f"{folder}: no alerts in groundtruth_v1.yaml or groundtruth.yaml spec.alerts")
@@ -178,13 +149,13 @@ def convert(folder: Path) -> Scenario:
     mitigations = _mitigations(folder, v1, v2)
     data = {
         "id": f"itbench-{folder.name}",
-        "title": str(meta.get("name") or folder.name),
+        "title": f"ITBench {folder.name}",  # the scenario's own name is its diagnosis
         "timeline": alerts,
         "act": bool(mitigations),
-        "tools": _tools(v1, rc, mitigations[-1] if mitigations else {}),
+        "tools": _tools(alerts),
         "world": {"mitigations": mitigations, "resolves": [a["fingerprint"] for a in alerts] if mitigations else []},
         "root_cause": rc,
-        "invariants": {"evidence_kinds": ["propagation"]},
+        "invariants": {"evidence_kinds": ["alert"]},
         "source": f"itbench:{folder.name}",
     }
     return parse_scenario(data, str(folder))

@@ -58,20 +58,31 @@ def _elsewhere(v: dict[str, list[dict[str, str]]]) -> dict[str, dict[str, str]]:
     return {r["key"]: r for r in v.get("RELATED", []) if r.get("outcome") == "applied"}
 
 
+def _siblings(v: dict[str, list[dict[str, str]]]) -> dict[str, dict[str, str]]:
+    """action key → a sibling incident's run of it that applied: the APPLIED lines that name another incident
+    (the orchestrator's transcript carries every incident's results; the cold views list them as RELATED)."""
+    return {a["key"]: a for a in v.get("APPLIED", []) if a.get("scope")}
+
+
 def _finding(r: dict[str, str]) -> str:
     action, _, target = r["key"].partition("(")
     item = {"action": action, "target": target.removesuffix(")"), **{k: r.get(k, "") for k in ("scope", "at", "ref")}}
     return finding_text({**item, "relation": r.get("relation", "")})
 
 
-def _obligation(ob: dict[str, str], elsewhere: dict[str, dict[str, str]], mutation: str) -> dict[str, Any]:
+def _obligation(
+    ob: dict[str, str], elsewhere: dict[str, dict[str, str]], siblings: dict[str, dict[str, str]], mutation: str
+) -> dict[str, Any]:
     """An open obligation: propose it (re-checking its conditions), or cancel it, citing the related incident's
-    run, when its action already applied on its target there."""
+    run, when its action already applied on its target there (a RELATED line, or a sibling's APPLIED line)."""
     if ob.get("status") != "open":
         return {}
     key = f"{ob.get('action', '')}({target_of(json.loads(ob.get('params') or '{}'))})"
     if key in elsewhere:
         return {"cancel": {"obligation_id": ob["id"], "reason": _finding(elsewhere[key])}}
+    if key in siblings:
+        reason = f"already applied: {key} in {siblings[key]['scope']}; not proposing it again"
+        return {"cancel": {"obligation_id": ob["id"], "reason": reason}}
     conditions = ob.get("conditions", "").split("|")
     if mutation == "skip_conditions":  # re-checks only the first condition it was given
         conditions = conditions[:1]
@@ -110,7 +121,7 @@ def decide(view: str, mutation: str = "") -> dict[str, Any]:
         return out
     elsewhere = _elsewhere(v)
     if obligations:
-        return {**out, **_obligation(obligations[0], elsewhere, mutation)}
+        return {**out, **_obligation(obligations[0], elsewhere, _siblings(v), mutation)}
     denied = {d["key"] for d in v.get("DENIED", [])} if mutation != "repropose_denied" else set()
     done = sorted({e["key"] for e in evidence if e.get("key") in elsewhere})  # the fix ran in a related incident
     noted = {n["key"] for n in v.get("NOTED", [])}

@@ -223,7 +223,9 @@ class Run:
             self.cost.reconstruction_bytes += _size(new)
             if new:
                 self.seen[key] = new[-1].seq
-            self.transcripts[scope].extend(ln for e in new for ln in entry_lines(e))
+            # another incident's result names its incident: the policy tells a sibling's run from this one's
+            tail = "" if other == scope else f"\tscope={other}"
+            self.transcripts[scope].extend(ln + tail for e in new for ln in entry_lines(e))
         return "\n".join([*header(self.spec.scenario), *self.transcripts[scope], *state_lines(folded)])
 
     def forget(self) -> None:

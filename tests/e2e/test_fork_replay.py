@@ -149,7 +149,7 @@ def test_replay_reasoner_choices_fail_clearly_and_write_nothing(tmp_path: Path) 
     data = tmp_path / "data"
     scope = _incident(data)
     before = sorted(p.name for p in (data / "scopes").iterdir())
-    for choice, words in [("claude", "ANTHROPIC_API_KEY"), ("recorded:/nowhere", "recorded"), ("gpt", "rules")]:
+    for choice, words in [("claude", "ANTHROPIC_API_KEY"), ("recorded:/nowhere", "rules or claude"), ("gpt", "rules")]:
         out = run(
             data, "replay", scope, "--reasoner", choice, env={"ANTHROPIC_API_KEY": ""} if choice == "claude" else None
         )

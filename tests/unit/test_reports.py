@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from decklog.core.entries import Actor, NewEntry
 from decklog.core.reports import ScopeLog, build_report, render
 from decklog.core.reports.export import read_logs, render_report
 from decklog.core.store.sqlite.log_store import SqliteLogStore
+from tests.helpers.golden import golden_text
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "reports"
 INCIDENT = "incident/payments-5xx"
@@ -363,11 +363,7 @@ async def report_bytes(store: SqliteLogStore, fmt: str) -> bytes:
 
 def check_golden(name: str, body: bytes) -> None:
     path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
-    assert path.exists(), f"{path} is missing: run with UPDATE_GOLDEN=1 once and review it"
-    assert body.decode() == path.read_text(encoding="utf-8"), f"{name} differs from its golden file"
+    assert body.decode() == golden_text(path, body.decode()), f"{name} differs from its golden file"
 
 
 # -- golden -------------------------------------------------------------------------------------------------------

@@ -1,13 +1,12 @@
 """Views: golden files for every view on fixed logs, budgets, omission summaries, and a 5,000-entry joiner view.
 
 Logs are built with a ``ManualClock`` so that every time in a view is fixed; ids that would be random (entry ids,
-hashes) never appear in a view. ``UPDATE_GOLDEN=1`` rewrites the golden files.
+hashes) never appear in a view. ``DECKLOG_UPDATE_GOLDEN=1`` rewrites the golden files; a missing one fails.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from decklog.core.store.ports import IndexPort
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from decklog.core.views import VIEW_NAMES, Part, ViewCache, Views, build_view, compose
+from tests.helpers.golden import golden_text
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "views"
 SCOPE = "incident/payments-5xx"
@@ -241,10 +241,7 @@ async def build_story(s: Story, *, until: str = "end") -> dict[str, int]:
 def check_golden(name: str, value: dict[str, Any]) -> None:
     path = GOLDEN / f"{name}.json"
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(text), f"{name} differs from {path}"
+    assert json.loads(golden_text(path, text)) == json.loads(text), f"{name} differs from {path}"
 
 
 @pytest.mark.parametrize("name", ["triage", "investigation", "joiner", "verification"])
