@@ -1,8 +1,8 @@
 """Cross-incident numbers (``decklog insights``, ``GET /api/insights``): counts, MTTA, MTTM and MTTR.
 
 Computed from one row per incident in the index's ``milestones`` table (core/index/tables.py), which the index's
-``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
-``declared`` entry's time:
+``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, measured from the
+``declared`` entry's time (MTTA of a paged incident from its first page):
 
 - acknowledged (MTTA), by the one rule the report reads too (core/state/mtta.py): for an incident decklog paged
   (core/oncall/), from its first page to the first acknowledgement after it (the state's ``paged_at`` and
