@@ -1,12 +1,12 @@
 """Cross-incident numbers (``decklog insights``, ``GET /api/insights``): counts, MTTA, MTTM and MTTR.
 
 Computed from one row per incident in the index's ``milestones`` table (core/index/tables.py), which the index's
-``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, all measured from the
-``declared`` entry's time:
+``apply`` keeps in step with the scope's folded state (core/state/) — never by replaying logs. The milestones, measured from the
+``declared`` entry's time (MTTA of a paged incident from its first page):
 
-- acknowledged (MTTA): for an incident decklog paged (core/oncall/), from its first page to the first
-  acknowledgement after it (the state's ``paged_at`` and ``page_acknowledged_at``, decision 159); otherwise the
-  state's ``acknowledged_at`` — the first entry a person makes in response (a
+- acknowledged (MTTA), by the one rule the report reads too (core/state/mtta.py): for an incident decklog paged
+  (core/oncall/), from its first page to the first acknowledgement after it (the state's ``paged_at`` and
+  ``page_acknowledged_at``); otherwise the state's ``acknowledged_at`` — the first entry a person makes in response (a
   declaration by a person counts, so a person's declaration is acknowledged at once; exports, thread links and
   agent turns do not count), or an ``acknowledged`` notification from the alert source, whichever comes first;
 - mitigated (MTTM): the first ``status_changed`` to ``mitigated``, or to ``resolved`` when the incident was never
@@ -107,8 +107,7 @@ async def compute(index: IndexPort, *, since_days: int | None, now: float) -> di
 
 def times_line(body: dict[str, Any]) -> str:
     """MTTA / MTTM / MTTR in the words and the rounding of the report's milestones (``core.reports.text.duration``,
-    whole seconds cut, never rounded up), so that an incident's MTTA here reads as its report's "first human
-    response"."""
+    whole seconds cut, never rounded up), so that an incident's MTTA here reads as the MTTA line of its report."""
     from decklog.core.reports.text import duration  # here: reading the numbers need not load the reports
 
     parts = []

@@ -28,7 +28,7 @@ from decklog.core.ids import ScopeId
 from decklog.core.index.keys import group_fingerprint, route_key
 from decklog.core.index.tables import DERIVED, fingerprints, inbound, milestones, routes, scopes, subscriptions
 from decklog.core.index.text import searchable_text
-from decklog.core.state import ScopeState
+from decklog.core.state import ScopeState, mtta
 from decklog.core.store.ports import Milestones, ScopeRow
 
 #: The index's own position in each scope (how far ``apply`` has read).
@@ -289,12 +289,11 @@ def milestone_values(state: ScopeState) -> dict[str, Any] | None:
     if declared is None:
         return None
     first_alert = min(state.alerts.values(), key=lambda a: (a.first_seq, a.fingerprint), default=None)
-    paged = _epoch(state.paged_at)
+    span = mtta(state)  # the rule the report reads too: from the first page when paged, else the declaration
     return {
         "declared": declared,
-        "paged": paged,
-        # a paged incident is acknowledged by its first acknowledgement after the first page (decision 159)
-        "acknowledged": _epoch(state.page_acknowledged_at) if paged is not None else _epoch(state.acknowledged_at),
+        "paged": _epoch(span.start) if span.start_from == "page" else None,
+        "acknowledged": _epoch(span.end),
         "mitigated": _epoch(state.mitigated_at),
         "resolved": _epoch(state.resolved_at) if state.status == "resolved" else None,
         "status": state.status,

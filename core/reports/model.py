@@ -58,6 +58,10 @@ class Summary(_Model):
     declared_via: str = ""
     resolved_at: str | None = None
     duration_s: float | None = None  # declared → resolved; None while open
+    # MTTA by the rule insights reads (core/state/mtta.py): from the first page when decklog paged, else from the
+    # declaration; None until acknowledged
+    mtta_from: Literal["page", "declaration"] = "declaration"
+    mtta_s: float | None = None
     description: str = ""  # what the declaration said
     resolution: str = ""  # what the last resolution said
     goals: tuple[str, ...] = ()

@@ -73,6 +73,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "day": t.day,
     "duration": t.duration,
     "offset": t.offset,
+    "mtta_line": t.mtta_line,
     "usd": t.usd,
     "who": t.who,
     "short": t.short,

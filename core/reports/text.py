@@ -112,3 +112,16 @@ def approver(approval: Any) -> str:
 def lookup(key: str, table: Mapping[str, str]) -> str:
     """``table[key]``, or ``key`` itself when the table does not know it."""
     return table.get(key, key)
+
+
+MTTA_FROM = {
+    "page": "from the first page to the first acknowledgement after it",
+    "declaration": "from the declaration to the first human response",
+}
+
+
+def mtta_line(summary: Any) -> str:
+    """The report's MTTA, in the words and the rounding insights uses (``duration``: whole seconds cut), saying
+    which MTTA it is: ``MTTA 1m 35s, from the first page to the first acknowledgement after it.``"""
+    value = duration(summary.mtta_s) if summary.mtta_s is not None else "not reached"
+    return f"MTTA {value}, {MTTA_FROM[summary.mtta_from]}."

@@ -13,11 +13,14 @@ from decklog.core.state.model import (
     ThreadRef,
     empty_state,
 )
+from decklog.core.state.mtta import Mtta, MttaStart, mtta
 
 __all__ = [
     "NOT_A_RESPONSE",
     "OMITTED_WHEN_EMPTY",
     "AlertState",
+    "Mtta",
+    "MttaStart",
     "ObligationState",
     "ProposalState",
     "RoleHolder",
@@ -27,4 +30,5 @@ __all__ = [
     "empty_state",
     "fold",
     "fold_all",
+    "mtta",
 ]

@@ -28,8 +28,11 @@ import pytest
 
 from decklog.bot.runtime import OUTBOX_TOPICS
 from decklog.bot.server import DecklogServer
-from decklog.core.clock import ManualClock
+from decklog.core.clock import ManualClock, iso
 from decklog.core.entries import Actor, NewEntry
+from decklog.core.entries.oncall import Page
+from decklog.core.oncall import desk
+from decklog.core.oncall.setup import OncallConfig
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.conftest import ServerFactory
 from tests.helpers.serve import ROOT
@@ -313,6 +316,55 @@ async def test_insights_mtta_reads_as_the_reports_first_human_response(tmp_path:
     body = json.loads(decklog("export", scope, "--format", "json", env=env, cwd=tmp_path).stdout)
     milestone = next(m for m in body["milestones"] if m["name"] == "first_human_response")
     assert as_json["mtta_seconds"]["p50"] == milestone["since_declared_s"] == 19.7
+    assert body["summary"]["mtta_from"] == "declaration" and body["summary"]["mtta_s"] == 19.7
+    assert "MTTA 19s, from the declaration to the first human response." in report.stdout
+
+
+async def test_a_paged_incidents_mtta_reads_the_same_in_its_report_and_in_insights(tmp_path: Path) -> None:
+    """Alertmanager declares at 03:12:00; alice answers at +5 s and pages carol at +60 s; carol acknowledges the
+    page 95.4 s later. Insights and the report both give MTTA 1m 35s (from the first page), and the report says so;
+    its "first human response" stays alice's answer."""
+    data = tmp_path / "data"
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    clock = ManualClock(start)
+    store = SqliteLogStore(data, clock=clock, topics=OUTBOX_TOPICS)
+    scope = "incident/payments-5xx"
+    alice = Actor.human("U0ALICE", "alice")
+    try:
+        await store.append(
+            scope, [NewEntry.make("declared", Actor.system("alertmanager"), {"title": "Payments 5xx"})], create=True
+        )
+        clock.advance(seconds=5)
+        await store.append(scope, [NewEntry.make("message", alice, {"text": "looking"})])
+        clock.advance(seconds=55)
+        escalation = (await desk.page(store, scope, OncallConfig(), by="U0ALICE", user="U0CAROL")).entries[0]
+        page = Page(  # what the on-call job appends when the escalation's first level is due
+            escalation=escalation.seq, level=0, target="U0CAROL", method="slack", key=f"{scope}:page:0",
+            due_at=iso(escalation.at), source="user:U0CAROL",
+        )  # fmt: skip
+        await store.append(scope, [NewEntry.make("page", Actor.system("oncall"), page, refs=(escalation.seq,))])
+        clock.advance(seconds=95.4)
+        await desk.acknowledge(store, scope, "U0CAROL")
+    finally:
+        await store.close()
+
+    env = clean_env(DECKLOG_DATA_DIR=str(data))
+    assert decklog("reindex", env=env, cwd=tmp_path).returncode == 0
+    insights = decklog("insights", env=env, cwd=tmp_path)
+    assert insights.returncode == 0, insights.stderr
+    mtta = re.search(r"MTTA (\S+ ?\S*) \(p90", insights.stdout)
+    report = decklog("export", scope, "--format", "md", env=env, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    said = re.search(r"MTTA (.+), from the first page to the first acknowledgement after it\.", report.stdout)
+    first = re.search(r"\| First human response \| [^|]+ \| (\S+) \|", report.stdout)
+    assert mtta and said and first, (insights.stdout, report.stdout)
+    assert mtta.group(1) == said.group(1) == "1m 35s", (mtta.group(1), said.group(1))
+    assert first.group(1) == "5s"  # the first human response is still a milestone of its own
+
+    as_json = json.loads(decklog("insights", "--json", env=env, cwd=tmp_path).stdout)
+    body = json.loads(decklog("export", scope, "--format", "json", env=env, cwd=tmp_path).stdout)
+    assert body["summary"]["mtta_from"] == "page"
+    assert as_json["mtta_seconds"]["p50"] == body["summary"]["mtta_s"] == 95.4
 
 
 # -- the timeline tells alerts apart -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The report's "first human response" is the state's ``acknowledged_at`` (what insights' MTTA reads), whatever
-the entries: one definition, checked over every short sequence of the entries that could differ."""
+"""The report's "first human response" is the state's ``acknowledged_at``, whatever the entries: one definition,
+checked over every short sequence of the entries that could differ; and the report's MTTA is the number insights
+reads, paged or not."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import pytest
 
 from decklog.core.clock import ManualClock
 from decklog.core.entries import Actor, NewEntry
-from decklog.core.reports import ScopeLog, build_report
+from decklog.core.insights import insights, times_line
+from decklog.core.reports import ScopeLog, build_report, render
+from decklog.core.store.memory.index import MemoryIndex
 from decklog.core.store.memory.log_store import MemoryLogStore
 
 ALICE = Actor.human("U0ALICE", "alice")
+CAROL = Actor.human("U0CAROL", "carol")
 SOURCE = Actor.system("alertmanager")
 AGENT = Actor.agent("rules", "decklog rules")
 
@@ -45,3 +49,43 @@ async def test_first_human_response_is_the_states_acknowledgement(declared_by: A
     report = build_report(ScopeLog(scope, tuple(await store.read(scope))), [])
     first = next(m for m in report.milestones if m.name == "first_human_response")
     assert (first.at if first.reached else "") == state.acknowledged_at, (steps, first)
+
+
+PAGE = {
+    "escalation": 1, "level": 0, "target": "U0CAROL", "method": "slack", "key": "k-0",
+    "due_at": "2026-12-07T09:00:00.000000Z", "source": "user:U0CAROL",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("paged", [True, False], ids=["paged", "unpaged"])
+async def test_the_reports_mtta_is_the_one_insights_reads(paged: bool) -> None:
+    """The report's MTTA and the index row insights reads (one rule, core/state/mtta.py): from the first page to
+    the first acknowledgement after it when paged; otherwise today's number, declaration → first human response."""
+    clock = ManualClock()
+    store = MemoryLogStore(clock=clock)
+    scope = "incident/payments-5xx"
+    await store.append(scope, [NewEntry.make("declared", SOURCE, {"title": "Payments 5xx"})], create=True)
+    clock.advance(seconds=5.3)
+    await store.append(scope, [STEPS["message"]()])  # the first human response: T+5.3 s
+    if paged:
+        clock.advance(seconds=60)
+        await store.append(scope, [NewEntry.make("page", Actor.system("oncall"), PAGE)])
+        clock.advance(seconds=95.4)
+        await store.append(scope, [NewEntry.make("acknowledged", CAROL, {"user": "U0CAROL"})])
+        clock.advance(seconds=30)
+        await store.append(scope, [NewEntry.make("acknowledged", ALICE, {"user": "U0ALICE"})])  # changes nothing
+    entries = tuple(await store.read(scope))
+    report = build_report(ScopeLog(scope, entries), [])
+    index = MemoryIndex()
+    await index.apply(await store.get_state(scope), entries)
+    (row,) = await index.milestones(None)
+    first = next(m for m in report.milestones if m.name == "first_human_response")
+
+    body = insights([row], since_days=None, now=0)  # the index keeps epoch floats: insights gives milliseconds
+    assert report.summary.mtta_s == body["mtta_seconds"]["p50"] == (95.4 if paged else 5.3)
+    assert report.summary.mtta_from == ("page" if paged else "declaration")
+    assert first.since_declared_s == 5.3  # the milestone itself is 143's, paged or not
+    said = "from the first page to the first acknowledgement after it" if paged else "from the declaration"
+    markdown = render(report, "md").decode()
+    assert f"MTTA {'1m 35s' if paged else '5s'}, {said}" in markdown
+    assert times_line(body).startswith(f"MTTA {'1m 35s' if paged else '5s'} (")

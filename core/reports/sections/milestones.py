@@ -25,12 +25,13 @@ from decklog.core.reports.model import (
     Summary,
 )
 from decklog.core.reports.sections.source import Source, seconds
-from decklog.core.state import NOT_A_RESPONSE
+from decklog.core.state import NOT_A_RESPONSE, mtta
 
 
 def acknowledges(e: Entry) -> bool:
     """Whether an entry is the incident's first human response when none came before: the definition of the
-    state's ``acknowledged_at`` (core/state/folding.py), which insights' MTTA reads. A person's
+    state's ``acknowledged_at`` (core/state/folding.py), where an unpaged incident's MTTA ends (core/state/mtta.py,
+    which the report's summary and insights both read). A person's
     declaration, a person's entry that responds to the incident (not an export, a thread link or another
     ``NOT_A_RESPONSE``), or the alert source's acknowledgement."""
     p = e.payload
@@ -104,6 +105,7 @@ def summary(src: Source, milestones: tuple[Milestone, ...]) -> Summary:
         elif isinstance(p, Constraint):
             constraints.append(p.text)
     resolved = next(m for m in milestones if m.name == "resolved")
+    span = mtta(s)
     return Summary(
         scope=src.main.scope,
         kind=s.kind,
@@ -117,6 +119,8 @@ def summary(src: Source, milestones: tuple[Milestone, ...]) -> Summary:
         declared_via=declared.via if declared is not None else "",
         resolved_at=resolved.at,
         duration_s=resolved.since_declared_s,
+        mtta_from=span.start_from,
+        mtta_s=span.seconds,
         description=declared.summary if declared is not None else "",
         resolution=resolution,
         goals=tuple(goals),
