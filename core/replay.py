@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from decklog.core.agents.scheduler import TurnScheduler
-from decklog.core.entries import Entry, NewEntry
+from decklog.core.entries import Entry, NewEntry, Retracted
 from decklog.core.fork import check_seq, fork_scope
 from decklog.core.store.ports import IndexPort, LogStore
 
@@ -134,8 +134,17 @@ class VirtualAlarm:
 
 
 def world_inputs(entries: Sequence[Entry]) -> list[Entry]:
-    """The recorded inputs a replay re-delivers: world and run kinds not written by an agent."""
-    return [e for e in entries if e.kind in WORLD_KINDS | RUN_KINDS and e.actor.type != "agent"]
+    """The recorded inputs a replay re-delivers: world and run kinds not written by an agent, and a person's
+    withdrawn pin."""
+    return [
+        e for e in entries if (e.kind in WORLD_KINDS | RUN_KINDS or _evidence_taken_back(e)) and e.actor.type != "agent"
+    ]
+
+
+def _evidence_taken_back(entry: Entry) -> bool:
+    """A person's withdrawn pin is a world input; a verdict taken back is not (nor is the verdict: the
+    suggestions it answered were the original agents')."""
+    return isinstance(entry.payload, Retracted) and entry.payload.what == "evidence"
 
 
 def replay_input(entry: Entry, renamed: dict[str, str] | None = None) -> NewEntry:

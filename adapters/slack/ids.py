@@ -68,6 +68,9 @@ EVENT_SCOPES = {
     "message.channels": "channels:history",
     "message.groups": "groups:history",
     "reaction_added": "reactions:read",
+    "reaction_removed": "reactions:read",  # a 📌 or ✅/❌ taken back
+    "pin_added": "pins:read",  # Slack's own pins become evidence, like 📌
+    "pin_removed": "pins:read",
     "app_home_opened": None,  # needs no scope
 }
 

@@ -211,10 +211,11 @@ def order_lane(body: JSON) -> str | None:
     if body.get("type") != "event_callback" or not isinstance(body.get("event"), dict):
         return None
     event: JSON = body["event"]
-    if isinstance(event.get("item"), dict):  # reactions: the message they are on
+    pin_channel = event.get("channel_id")  # pins name their channel on the event, the message in the item
+    if isinstance(event.get("item"), dict):  # reactions and pins: the message they are on
         event = event["item"]
     message = next((event[k] for k in ("message", "previous_message") if isinstance(event.get(k), dict)), event)
-    channel, root = event.get("channel"), message.get("thread_ts") or message.get("ts")
+    channel, root = event.get("channel") or pin_channel, message.get("thread_ts") or message.get("ts")
     if not isinstance(channel, str) or not channel or not isinstance(root, str) or not root:
         return None
     return f"{channel}:{root}"

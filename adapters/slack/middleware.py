@@ -149,6 +149,29 @@ def reaction_scope(deps: SlackDeps) -> BoltMiddleware:
     return middleware(route)
 
 
+def pin_scope(deps: SlackDeps) -> BoltMiddleware:
+    """A pin (``pin_added`` / ``pin_removed``) of a message: the message as Slack has it now (the event's copy if
+    it cannot be read), its scope, and the person who pinned or unpinned it."""
+
+    async def route(req: Req) -> None:
+        event = req.event
+        item = event.get("item") or {}
+        pinned = item.get("message") or {}
+        channel = event.get("channel_id") or item.get("channel") or ""
+        if item.get("type") != "message" or not channel or not pinned.get("ts"):
+            return
+        ts = pinned["ts"]
+        message = await _fetch(req.client, channel, ts) or pinned
+        scope = await route_with_patience(deps, channel, ts, message.get("thread_ts") or ts)
+        if scope is None:
+            return
+        req.context[MESSAGE] = message
+        req.context[SCOPE] = scope
+        req.context[ACTOR] = await deps.human(event.get("user", ""))
+
+    return middleware(route)
+
+
 async def _fetch(client: AsyncWebClient, channel: str, ts: str) -> dict[str, Any] | None:
     try:
         resp = await client.conversations_replies(channel=channel, ts=ts, include_all_metadata=True, limit=200)

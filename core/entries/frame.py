@@ -95,6 +95,20 @@ class Evidence(Payload):
     source: str = "pin"
 
 
+class Retracted(Payload):
+    """A person takes back what a reaction or pin recorded (the 📌 or pin removed, the ✅/❌ removed); ``refs``
+    holds the seq of the entry taken back, which stays in the log. ``what`` is that entry's kind; the rest copies
+    what the fold needs to undo it (the evidence's message, the suggestion the feedback had answered)."""
+
+    what: Literal["evidence", "suggestion_feedback"]
+    text: str = ""
+    channel: str = ""
+    ts: str = ""
+    suggestion_id: str = ""
+    action: str = ""
+    reason: str = ""
+
+
 class StatusChanged(Payload):
     status: str
     previous: str = ""

@@ -40,6 +40,7 @@ from decklog.core.entries.frame import (
     MessageDeleted,
     MessageEdited,
     Observation,
+    Retracted,
     RoleAssigned,
     ScopeLinked,
     SeverityChanged,
@@ -73,6 +74,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     "message_edited": MessageEdited,
     "message_deleted": MessageDeleted,
     "evidence": Evidence,
+    "retracted": Retracted,  # a person takes back what a 📌, a pin or a ✅/❌ recorded (refs: that entry)
     "status_changed": StatusChanged,
     "severity_changed": SeverityChanged,
     "role_assigned": RoleAssigned,

@@ -41,6 +41,7 @@ from decklog.core.entries.frame import (
     MessageDeleted,
     MessageEdited,
     Observation,
+    Retracted,
     RoleAssigned,
     ScopeLinked,
     SeverityChanged,
@@ -155,6 +156,12 @@ def _follow_up_closed(p: FollowUpClosed, a: Actor) -> str:
     return f"Follow-up #{p.follow_up} {verb} in the tracker{by}{': ' + p.url if p.url else ''}"
 
 
+def _retracted(p: Retracted, a: Actor) -> str:
+    if p.what == "evidence":
+        return f"{a.label()} took back the evidence: {_clip(p.text)}"
+    return f"{a.label()} took back the feedback on suggestion {p.suggestion_id}"
+
+
 _LINES: dict[type[Payload], Line] = {
     Declared: _declared,
     Goal: lambda p, a: f"Goal: {_clip(p.text)}",
@@ -166,6 +173,7 @@ _LINES: dict[type[Payload], Line] = {
     MessageEdited: lambda p, a: f"{a.label()} edited a message: {_clip(p.text)}",
     MessageDeleted: lambda p, a: f"{a.label()} deleted a message",
     Evidence: lambda p, a: f"📌 {a.label()} pinned: {_clip(p.text)}",
+    Retracted: _retracted,
     StatusChanged: lambda p, a: f"{a.label()} set status to {p.status}{_suffix(' — ', p.summary)}",
     SeverityChanged: _severity,
     RoleAssigned: lambda p, a: f"{a.label()} assigned {p.role} to {p.user_name or p.user_id}",

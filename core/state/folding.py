@@ -32,6 +32,7 @@ from decklog.core.entries import (
     Observation,
     ProposalClosed,
     ProposalMade,
+    Retracted,
     RoleAssigned,
     ScopeLinked,
     SeverityChanged,
@@ -166,6 +167,18 @@ def _hypothesis(state: ScopeState, _entry: Entry, _p: Hypothesis) -> Changes:
 
 def _evidence(state: ScopeState, _entry: Entry, _p: Evidence) -> Changes:
     return {"evidence": state.evidence + 1}
+
+
+def _retracted(state: ScopeState, _entry: Entry, p: Retracted) -> Changes:
+    """Evidence taken back no longer counts; feedback taken back leaves its suggestion open again."""
+    if p.what == "evidence":
+        return {"evidence": max(0, state.evidence - 1)}
+    if not p.suggestion_id or not p.text:
+        return {}
+    changes: Changes = {"suggestions": _with(state.suggestions, p.suggestion_id, p.text)}
+    if p.action:
+        changes["suggestion_actions"] = _with(state.suggestion_actions, p.suggestion_id, p.action)
+    return changes
 
 
 # -- alerts -------------------------------------------------------------------------------------------------------
@@ -384,6 +397,7 @@ HANDLERS: dict[type, Handler] = {
     Observation: _observation,
     Hypothesis: _hypothesis,
     Evidence: _evidence,
+    Retracted: _retracted,
     ObligationOpened: _obligation_opened,
     ObligationClaimed: _obligation_claimed,
     ObligationReleased: _obligation_released,

@@ -35,6 +35,7 @@ TIMELINE_KINDS = (
     "verification",
     "suggestion",
     "suggestion_feedback",
+    "retracted",
     "answer",
     "finding_answer",
 )

@@ -127,6 +127,10 @@ PAYLOADS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "suggestion_feedback": st.fixed_dictionaries(
         {"suggestion_id": ids["s"], "verdict": st.sampled_from(["accepted", "dismissed"])}
     ),
+    "retracted": st.fixed_dictionaries(  # evidence or a verdict taken back: the fold undoes it
+        {"what": st.sampled_from(["evidence", "suggestion_feedback"])},
+        optional={"suggestion_id": ids["s"], "text": line, "action": st.sampled_from(["", "resolve"])},
+    ),
     "thread_linked": st.fixed_dictionaries(
         {"channel": ids["C"]}, optional={"ts": st.just("1726.0001"), "dedicated_channel": st.booleans()}
     ),

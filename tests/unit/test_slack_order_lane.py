@@ -23,6 +23,11 @@ def test_a_threads_messages_edits_deletes_and_reactions_share_its_lane() -> None
     assert order_lane(edited) == order_lane(deleted) == f"C1:{root}"
     reaction = event(type="reaction_added", item={"type": "message", "channel": "C1", "ts": root})
     assert order_lane(reaction) == f"C1:{root}"
+    # a pin names its channel on the event (``channel_id``) and carries the message, reply or root, in the item
+    reply = {"type": "message", "ts": "1700000003.0004", "thread_ts": root}
+    assert order_lane(event(type="pin_added", channel_id="C1", item={"type": "message", "message": reply})) == (
+        f"C1:{root}"
+    )
 
 
 def test_other_threads_channels_and_requests_are_not_ordered_together() -> None:

@@ -35,6 +35,7 @@ from decklog.core.entries import (
     Payload,
     ProposalClosed,
     ProposalMade,
+    Retracted,
     RoleAssigned,
     ScopeLinked,
     SeverityChanged,
@@ -166,6 +167,14 @@ def _feedback(_entry: Entry, p: SuggestionFeedback, _state: ScopeState) -> Outgo
     return Outgoing(f"Suggestion {p.verdict}", [context(line)])
 
 
+def _retracted(entry: Entry, p: Retracted, _state: ScopeState) -> Outgoing:
+    taken = f"#{entry.refs[0]}" if entry.refs else "an entry"
+    what = f"the evidence {taken}" if p.what == "evidence" else f"the feedback {taken} on `{esc(p.suggestion_id)}`"
+    who = _who(entry)
+    line = f":leftwards_arrow_with_hook: *{who}* took back {what}" + (f": {esc(p.text)}" if p.text else "")
+    return Outgoing(f"{who} took back {what}", [context(line)])
+
+
 def _answer(_entry: Entry, p: Answer, _state: ScopeState) -> Outgoing:
     return Outgoing(f"Answer: {esc(p.text)}", [section(f":robot_face: *{esc(p.question[:200])}*\n{esc(p.text)}")])
 
@@ -264,6 +273,7 @@ REPLIES: dict[type[Payload], Renderer] = {
     ScopeLinked: _linked,
     Suggestion: _suggestion,
     SuggestionFeedback: _feedback,
+    Retracted: _retracted,  # a 📌, pin or ✅/❌ taken back: people see it leave the record
     Answer: _answer,
     ObligationOpened: _obligation,
     ProposalMade: _proposal,
