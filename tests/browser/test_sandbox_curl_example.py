@@ -28,7 +28,7 @@ async def test_the_send_your_own_alert_example_works_as_shown(browser: Any, serv
     example = sandbox.page.locator("#receiver-info pre")
     await sandbox.expect(example).to_be_visible()
     command = await example.inner_text()
-    assert command.startswith(f"curl -X POST {server.url}/alerts/generic")
+    assert command.startswith(f"curl -X POST '{server.url}/alerts/generic?wait=5'")
     shell = await asyncio.create_subprocess_exec(
         "bash", "-c", command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

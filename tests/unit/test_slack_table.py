@@ -20,6 +20,8 @@ HELP = """*Usage:* `/incident <subcommand>` in a channel, or `@decklog <subcomma
 • `resolve [summary]` — resolve   • `timeline` — the last entries   • `list` — open incidents   • `search <words>` — search past incidents (only you see it)
 • `link <scope>` — link another scope   • `ask <question>` — ask the agent
 • `goal <text>` / `constraint <text>` / `decision <text>` / `hypothesis <text>` — record the goal, a constraint, a decision or a hypothesis
+• `evidence <text>` — record evidence (as pinning a message does)
+• `obligation <text>` — open an obligation: work that must not be forgotten
 • `follow-up <text> [@owner] [due YYYY-MM-DD]` — a follow-up, filed in the team's tracker
 • `obligations` — open obligations: close each one, or keep it as a follow-up   • `done <obligation>` — close an open obligation (`follow-up <obligation>` keeps it as a follow-up)
 • `run <action> [key=value …]` — propose a catalog action   • `actions` — the action catalog   • `catchup` — catch me up (only you see it)

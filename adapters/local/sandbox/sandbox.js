@@ -479,7 +479,7 @@ function renderTools() {
   const receiverHtml =
     `<p>Sample alert → <code>/alerts/alertmanager</code> (${receivers.alerts ? "installed" : "not installed yet: declared through core"}); ` +
     `sample deploy → <code>/changes/generic</code> (${receivers.changes ? "installed" : "not installed yet"}).</p>` +
-    `<p>Send your own:</p><pre class="pre">curl -X POST ${origin}/alerts/generic \\\n  -H 'Authorization: Bearer ${token}' \\\n` +
+    `<p>Send your own (<code>?wait=5</code> answers where it went; without it, a 202 with a receipt):</p><pre class="pre">curl -X POST '${origin}/alerts/generic?wait=5' \\\n  -H 'Authorization: Bearer ${token}' \\\n` +
     `  -H 'Content-Type: application/json' \\\n  -d '{"title": "disk full on db-1", "fingerprint": "disk-full-db-1", "service": "db", "severity": "high"}'</pre>`;
   if ($("receiver-info").dataset.html !== receiverHtml) {
     $("receiver-info").innerHTML = receiverHtml;
