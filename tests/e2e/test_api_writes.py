@@ -160,7 +160,8 @@ async def test_idempotency_key_replays_the_first_answer_and_applies_nothing_twic
     d1 = await call(http, server, "POST", "/api/scopes", key="declare-1", json={"title": "Search slow"})
     d2 = await call(http, server, "POST", "/api/scopes", key="declare-1", json={"title": "Search slow"})
     assert d1[1] == d2[1] and d1[0] == 201
-    rows = await server.runtime.index.list_scopes(text="search")
+    # the index is filled by its outbox sender after the commit: wait for it, then there is one scope, not two
+    rows = await eventually(lambda: server.runtime.index.list_scopes(text="search"), timeout=10, what="the index")
     assert [r.id for r in rows] == [d1[1]["scope"]]
 
 

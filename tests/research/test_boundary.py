@@ -14,9 +14,20 @@ PRODUCT = ("core", "adapters", "bot", "prompts")
 CONSUMERS = ("research", "bench", "tests")
 
 
+def _parse(path: Path) -> ast.Module:
+    """``ast.parse``, once more if CPython 3.11's AST conversion raises "AST constructor recursion depth mismatch":
+    its depth counter is shared, so a thread that compiles at the same moment (a server a previous test left in
+    this worker) can upset it. That is the interpreter's state, not the file's; a second parse reads the file."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        return ast.parse(text, str(path))
+    except SystemError:
+        return ast.parse(text, str(path))
+
+
 def _imported(path: Path) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
