@@ -139,11 +139,14 @@ async def test_a_holder_stalled_past_its_lease_delivers_nothing_more_of_its_batc
             assert asyncio.get_running_loop().time() < deadline, "the stalled holder's lease never ran out"
             await asyncio.sleep(0.05)
         sender.release.set()
-        while dispatcher.leases_lapsed == 0 and len(sender.seqs) < 2:
+        # the delivery under way finishes (its item recorded), and the lapse is counted, in either order: the
+        # liveness deadline may count it while the delivery is still stalled
+        while (dispatcher.leases_lapsed == 0 or not sender.seqs) and len(sender.seqs) < 2:
             assert asyncio.get_running_loop().time() < deadline, sender.seqs
             await asyncio.sleep(0.02)
         assert sender.seqs == [1], "the stalled holder went on delivering after its lease ran out"
-        assert dispatcher.leases_lapsed == 1
+        assert dispatcher.leases_lapsed >= 1  # once for the batch's next item, and once more if the liveness
+        # deadline was seen inside the stalled delivery
         await dispatcher.stop()
     finally:
         await holder.close()
