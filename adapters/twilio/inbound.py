@@ -17,6 +17,8 @@ from decklog.core.store.ports import IndexPort, LogStore
 
 PATH = "/twilio/sms"
 ACK_WORDS = frozenset({"ack", "acknowledge", "ok"})
+#: Twilio's incoming-message form is a few KB; nothing larger is read before the signature can be checked.
+MAX_BODY = 64 * 1024
 
 
 def _twiml(text: str) -> web.Response:
@@ -32,9 +34,15 @@ class SmsReplies:
         self.validator = RequestValidator(auth_token)
 
     async def receive(self, request: web.Request) -> web.StreamResponse:
-        form = {k: str(v) for k, v in (await request.post()).items()}
         signature = request.headers.get("X-Twilio-Signature", "")
-        if not signature or not self.validator.validate(str(request.url), form, signature):
+        if not signature:  # refused before the body is read
+            return web.json_response({"error": "the X-Twilio-Signature is missing or not valid"}, status=403)
+        if request.content_length is None or request.content_length > MAX_BODY:
+            return web.json_response(
+                {"error": f"the body must declare its length, at most {MAX_BODY} bytes"}, status=413
+            )
+        form = {k: str(v) for k, v in (await request.post()).items()}
+        if not self.validator.validate(str(request.url), form, signature):
             return web.json_response({"error": "the X-Twilio-Signature is missing or not valid"}, status=403)
         phone, words = form.get("From", ""), form.get("Body", "").strip().lower().split()
         user = next((uid for uid, p in self.setup.people.items() if p.phone and p.phone == phone), None)

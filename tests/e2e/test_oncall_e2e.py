@@ -266,6 +266,10 @@ async def test_a_reply_by_sms_acknowledges_the_page(make: Make, clock: ManualClo
         async with aiohttp.ClientSession() as http:
             async with http.post(url, data=reply, headers={"X-Twilio-Signature": "bad"}) as r:
                 assert r.status == 403
+            async with http.post(url, data=reply) as r:  # no signature: refused before the body is read
+                assert r.status == 403
+            async with http.post(url, data=b"x" * (65 * 1024), headers={"X-Twilio-Signature": signature}) as r:
+                assert r.status == 413
             assert not await server.runtime.store.read(scope, kinds=("acknowledged",))
             async with http.post(url, data=reply, headers={"X-Twilio-Signature": signature}) as r:
                 assert r.status == 200 and f"Acknowledged {scope}" in await r.text()
