@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decklog.core.entries import Actor, Entry, Forked, NewEntry
 from decklog.core.errors import Conflict, InvalidInput, StorageError
 from decklog.core.ids import ScopeId
-from decklog.core.state import ScopeState, empty_state, fold
+from decklog.core.state import ScopeState, empty_state, fold_many
 from decklog.core.store.ports import IndexPort, LogStore
 
 FORK_ACTOR = Actor(type="system", id="decklog:fork", name="decklog fork")
@@ -44,10 +44,7 @@ async def state_at(store: LogStore, scope: str, at: int | None = None) -> ScopeS
     seq = check_seq(at, current.version, scope)
     if seq == current.version:
         return current
-    state = empty_state(scope)
-    for entry in await store.read(scope, limit=seq):
-        state = fold(state, entry)
-    return state
+    return fold_many(empty_state(scope), await store.read(scope, limit=seq))
 
 
 def copies(entries: list[Entry], source: str, seq: int) -> list[NewEntry]:

@@ -1,7 +1,7 @@
 """A scope's derived state: its shapes (``core/state/model.py``) and the pure fold that builds them from the log
 (``core/state/folding.py``). The rest of decklog imports these names from ``core.state``."""
 
-from decklog.core.state.folding import NOT_A_RESPONSE, fold, fold_all
+from decklog.core.state.folding import NOT_A_RESPONSE, fold, fold_all, fold_many, private_folds
 from decklog.core.state.model import (
     OMITTED_WHEN_EMPTY,
     AlertState,
@@ -30,5 +30,7 @@ __all__ = [
     "empty_state",
     "fold",
     "fold_all",
+    "fold_many",
     "mtta",
+    "private_folds",
 ]

@@ -9,7 +9,9 @@ from scratch gives exactly the stored state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from decklog.core.clock import iso
@@ -76,9 +78,7 @@ def fold(state: ScopeState, entry: Entry) -> ScopeState:
 
 
 def _with_count(counts: dict[str, int], kind: str) -> dict[str, int]:
-    updated = dict(counts)
-    updated[kind] = counts.get(kind, 0) + 1
-    return updated
+    return _with(counts, kind, counts.get(kind, 0) + 1)
 
 
 def _evolve(state: ScopeState, changes: dict[str, Any]) -> ScopeState:
@@ -95,15 +95,51 @@ def _evolve(state: ScopeState, changes: dict[str, Any]) -> ScopeState:
 
 
 def fold_all(scope: str, entries: list[Entry]) -> ScopeState:
-    state = empty_state(scope)
-    for entry in entries:
-        state = fold(state, entry)
+    return fold_many(empty_state(scope), entries)
+
+
+def fold_many(state: ScopeState, entries: Iterable[Entry]) -> ScopeState:
+    """Apply entries in order: the same state as ``fold`` one at a time, in time linear in the entries.
+
+    ``fold`` copies a map it changes, so that a state once returned never changes. Folding 10,000 alerts into one
+    incident that way copies the alert map 10,000 times (quadratic: most of the time a large notification took
+    to route). Here the states between the first entry and the last are never seen by anyone, so a map this batch
+    copied is updated in place for the rest of the batch (``private_folds``). ``state`` itself is never changed.
+    """
+    with private_folds():
+        for entry in entries:
+            state = fold(state, entry)
     return state
 
 
+# The maps the current batch made (id -> the map, which keeps the id from being reused while the batch runs).
+# None outside a batch: every change copies.
+_OWNED: ContextVar[dict[int, dict[str, Any]] | None] = ContextVar("decklog_fold_owned", default=None)
+
+
+@contextmanager
+def private_folds() -> Iterator[None]:
+    """Within this block, a map that a fold inside the block copied is updated in place by the folds after it.
+
+    Only for a caller that keeps nothing but the last state of the block (no intermediate state may escape it),
+    and that does not await inside it. The states passed in from outside the block are never changed.
+    """
+    token = _OWNED.set({})
+    try:
+        yield
+    finally:
+        _OWNED.reset(token)
+
+
 def _with(mapping: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    owned = _OWNED.get()
+    if owned is not None and owned.get(id(mapping)) is mapping:
+        mapping[key] = value
+        return mapping
     updated = dict(mapping)
     updated[key] = value
+    if owned is not None:
+        owned[id(updated)] = updated
     return updated
 
 

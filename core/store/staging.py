@@ -18,7 +18,7 @@ from typing import Any
 from decklog.core.clock import iso, parse_iso
 from decklog.core.entries import Entry, NewEntry, actor_json, canonical_json, payload_json, trusted_entry
 from decklog.core.errors import Conflict, InvalidInput, NotFound
-from decklog.core.state import ScopeState, fold
+from decklog.core.state import ScopeState, fold_many
 from decklog.core.store.chain import ChainKey, key_for_append, link_hash
 from decklog.core.store.ports import AppendResult, Decide
 
@@ -131,18 +131,18 @@ def _chain(b: Batch, new: list[NewEntry], now: datetime, look: Lookups) -> Appen
     rows: list[dict[str, Any]] = []
     outbox_rows: list[dict[str, Any]] = []
     floor, request_now = (parse_iso(b.head_at) if b.head_at else None), now
-    for ne in new:
+    for seq, ne in enumerate(new, start=state.version + 1):
         if ne.at is not None:  # a fork's copy keeps its original time, never earlier than the entry before it
             now = ne.at if floor is None else max(ne.at, floor)
         else:
             now = request_now if floor is None else max(request_now, floor)
         floor, at_text = now, iso(now)
-        row, entry = _link(b.scope, ne, state.version + 1, now, at_text, head_hash, key, look)
-        state = fold(state, entry)
+        row, entry = _link(b.scope, ne, seq, now, at_text, head_hash, key, look)
         rows.append(row)
         outbox_rows.extend({"topic": topic, "seq": entry.seq} for topic in look.topics_for(ne.kind))
         head_hash = entry.hash
         made.append(entry)
+    state = fold_many(state, made)
     b.state, b.head_hash, b.head_at = state, head_hash, at_text
     b.entry_rows.extend(rows)
     b.outbox_rows.extend(outbox_rows)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from decklog.core.errors import InvalidInput
-from decklog.core.state import empty_state, fold
+from decklog.core.state import empty_state, fold, private_folds
 from decklog.core.store.chain import KEY_SETTING, ChainKey, key_id_of, link_hash
 from decklog.core.store.ports import VerifyReport
 from decklog.core.store.rows import row_to_entry
@@ -27,32 +27,33 @@ def verify_rows(scope: str, rows: Iterable[Any], state_row: Any | None, *, key: 
     prev_hash = ""
     count = 0
     kind: tuple[str | None] | None = None  # (the key id of the scope's chain,) once its first entry is read
-    for row in rows:
-        count += 1
-        if kind is None:
-            kind = (key_id_of(row.hash),)
-            refused = _key_refused(scope, kind[0], key)
-            if refused is not None:
-                return refused
-        if key_id_of(row.hash) != kind[0]:
-            return VerifyReport(
-                scope,
-                False,
-                count,
-                row.seq,
-                f"entry {row.seq} is chained {_kind_text(key_id_of(row.hash))}, "
-                f"its scope {_kind_text(kind[0])}: the two never mix",
-                keyed=kind[0] is not None,
-            )
-        bad = _check_row(scope, row, count, prev_hash, key if kind[0] is not None else None)
-        if bad is not None:
-            return bad
-        try:
-            entry = row_to_entry(scope, row)
-        except (InvalidInput, ValueError) as exc:
-            return VerifyReport(scope, False, count, row.seq, f"entry {row.seq} does not parse: {exc}")
-        state = fold(state, entry)
-        prev_hash = row.hash
+    with private_folds():  # only the last state is kept: a map the loop copied is updated in place after that
+        for row in rows:
+            count += 1
+            if kind is None:
+                kind = (key_id_of(row.hash),)
+                refused = _key_refused(scope, kind[0], key)
+                if refused is not None:
+                    return refused
+            if key_id_of(row.hash) != kind[0]:
+                return VerifyReport(
+                    scope,
+                    False,
+                    count,
+                    row.seq,
+                    f"entry {row.seq} is chained {_kind_text(key_id_of(row.hash))}, "
+                    f"its scope {_kind_text(kind[0])}: the two never mix",
+                    keyed=kind[0] is not None,
+                )
+            bad = _check_row(scope, row, count, prev_hash, key if kind[0] is not None else None)
+            if bad is not None:
+                return bad
+            try:
+                entry = row_to_entry(scope, row)
+            except (InvalidInput, ValueError) as exc:
+                return VerifyReport(scope, False, count, row.seq, f"entry {row.seq} does not parse: {exc}")
+            state = fold(state, entry)
+            prev_hash = row.hash
     if state_row is None:
         if count:
             return VerifyReport(scope, False, count, 1, "the stored state is missing")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from decklog.core.entries import INCIDENT_STATUSES, Actor, Entry, NewEntry
 from decklog.core.errors import Conflict, InvalidInput
-from decklog.core.state import ScopeState, fold_all
+from decklog.core.state import ScopeState, empty_state, fold, fold_all, fold_many
 from decklog.core.store.memory.factory import MemoryFactory
 from decklog.core.store.memory.log_store import MemoryStorage
 from decklog.core.store.ports import AppendResult, LogStore, StorageFactory
@@ -321,3 +321,33 @@ def test_the_fold_of_a_read_log_equals_the_state_the_store_kept(backend: str, en
 
     with tempfile.TemporaryDirectory(prefix="decklog-prop-") as tmp:
         asyncio.run(run(Path(tmp)))
+
+
+@SETTINGS
+@given(entries=st.lists(new_entries(), min_size=1, max_size=30), cut=st.integers(min_value=0, max_value=31))
+def test_a_batch_fold_equals_folding_one_at_a_time_and_leaves_the_state_it_started_from_alone(
+    entries: list[NewEntry], cut: int
+) -> None:
+    """``fold_many`` updates in place the maps it copied: the result must still be the one-at-a-time fold, and the
+    state it started from (which readers may hold) must not change."""
+
+    async def run() -> list[Entry]:
+        store = await MemoryFactory(MemoryStorage()).log_store(topics=())
+        try:
+            await store.append(SCOPE, [NewEntry.make("declared", Actor.human("U1"), {"title": "t"})], create=True)
+            for entry in entries:
+                await store.append(SCOPE, [entry.model_copy(update={"idempotency_key": None})])
+            return await store.read(SCOPE)
+        finally:
+            await store.close()
+
+    log = asyncio.run(run())
+    one_at_a_time = empty_state(SCOPE)
+    for entry in log:
+        one_at_a_time = fold(one_at_a_time, entry)
+    start = fold_all(SCOPE, log[:cut])
+    start_json = start.to_json()
+    batch = fold_many(start, log[cut:])
+    assert batch == one_at_a_time
+    assert batch.to_json() == one_at_a_time.to_json()
+    assert start.to_json() == start_json, "the batch changed the state it started from"
