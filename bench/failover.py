@@ -7,9 +7,12 @@ Prints that time p50/p99 over the rounds, and the verdict of the whole run (lost
 A survivor finds the dead holder's liveness lock free (core/store/postgres/liveness.py: PostgreSQL frees a session
 lock the moment the connection drops) within ``DEAD_HOLDERS_S`` (bot/ops.py), cuts its cursor leases to
 ``GRACE_S`` and takes them when that ran out; a holder without a liveness lock keeps the whole
-``core.outbox.dispatcher.CURSOR_LEASE_S``. Also printed: when the dead one's cursors had moved (before delivery).
+``core.outbox.dispatcher.CURSOR_LEASE_S``. Also printed: when the dead one's cursors had moved (before delivery),
+and how often a live holder paused for want of lease (``leases_lapsed``, counted from the replicas' logs: the price
+of a short liveness window). ``--profile`` prints, per round and per cursor the dead one held, when its lease was
+cut, when it was taken, and when its rows were marked done (it reads the database every poll: slower rounds).
 
-    .venv/bin/python bench/failover.py [--rounds 6] [--workers 6] [--database-url postgresql://…/test]
+    .venv/bin/python bench/failover.py [--rounds 6] [--workers 6] [--profile] [--database-url postgresql://…/test]
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ import psycopg
 
 from decklog.adapters.local.slack import FakeSlack
 from decklog.core.outbox.dispatcher import CURSOR_LEASE_S
-from decklog.core.store.postgres.liveness import GRACE_S
+from decklog.core.store.postgres.liveness import GRACE_S, MARGIN_S
 from tests.helpers.balancer import Balancer
-from tests.helpers.pg_view import cursors_held_by, pending_in
+from tests.helpers.pg_view import CursorLook, cursors_held_by, look_at_cursors, pending_in
 from tests.helpers.replica_load import Killed, ReplicaRun
 from tests.helpers.serve import APP_TOKEN, BOT_TOKEN, start_serve
 
@@ -42,6 +45,59 @@ def _pct(values: list[float], p: float) -> float:
 
 
 moved: list[float] = []  # seconds from a kill until none of its cursors with rows waiting is its any more
+profile = False  # --profile: where each round's time went, per (scope, topic) cursor the dead one held
+
+
+def _profile(
+    looks: list[tuple[float, dict[tuple[str, str], CursorLook]]], pid: int, waiting: set[tuple[str, str, int]]
+) -> list[str]:
+    """Per cursor with rows waiting at the kill: its lease left then, when it was cut (the lease shortened), taken
+    (another owner), its rows' first and last done mark and retries, in seconds after the kill."""
+    lines: list[str] = []
+    if not looks:
+        return lines
+    mine = f":{pid}:"
+    first_after, first = looks[0]
+    kill_db = next(iter(first.values())).now - first_after  # the kill on the database clock
+    for pair in first:
+        at_kill = first[pair]
+        cut = taken = None
+        for after, look in looks:
+            c = look[pair]
+            was = at_kill.lease_left
+            if (
+                cut is None
+                and c.lease_left is not None
+                and was is not None
+                and c.lease_left < was - (after - first_after) - 0.3
+            ):
+                cut = after
+            if taken is None and (c.owner is None or mine not in c.owner or c.lease_left is None):
+                taken = after
+        seqs = {q for s, t, q in waiting if (s, t) == pair}
+        last = {q: r for q, r in looks[-1][1][pair].rows.items() if q in seqs}
+        done = sorted(p - kill_db for _a, _n, p, _e in last.values() if p is not None)
+        retried = [(q, a, round(n - kill_db, 2), e[:60]) for q, (a, n, _p, e) in sorted(last.items()) if a]
+        lines.append(
+            f"    {pair[1]:>9} {pair[0][:28]:<28} rows {len(last):>2} lease {at_kill.lease_left or 0:5.1f} s"
+            f" | cut {_s(cut)} taken {_s(taken)} done {_s(done[0] if done else None)}..{_s(done[-1] if done else None)}"
+            + (f" retried {retried[:3]}" if retried else "")
+        )
+    return lines
+
+
+def _lapses(logs: Path) -> int:
+    """Deliveries the replicas did not start because their lease (cursor or liveness) had too little left: each
+    logs one warning (``Dispatcher.leases_lapsed``). With no replica stalled, each is a live holder paused."""
+    return sum(
+        line.count("dispatcher: the lease of")
+        for f in logs.glob("serve-*.log")
+        for line in f.read_text(errors="replace").splitlines()
+    )
+
+
+def _s(x: float | None) -> str:
+    return "  -  " if x is None else f"{x:5.2f}"
 
 
 async def _round(run: ReplicaRun, n: int) -> float | None:
@@ -51,8 +107,15 @@ async def _round(run: ReplicaRun, n: int) -> float | None:
 
     async def watch(held: list[tuple[str, str]], killed_at: float, pid: int) -> None:
         waiting = await asyncio.to_thread(pending_in, run.database_url, held)
+        at_kill = set(waiting)
         moved_at: float | None = None
+        pairs = sorted({(s, t) for s, t, _q in waiting})
+        since = {pr: min(q for s, t, q in waiting if (s, t) == pr) for pr in pairs}
+        looks: list[tuple[float, dict[tuple[str, str], CursorLook]]] = []
         while waiting:
+            if profile:
+                look = await asyncio.to_thread(look_at_cursors, run.database_url, pairs, since)
+                looks.append((time.monotonic() - killed_at, look))
             await asyncio.sleep(0.05)
             still = await asyncio.to_thread(pending_in, run.database_url, held)
             waiting &= still
@@ -63,6 +126,11 @@ async def _round(run: ReplicaRun, n: int) -> float | None:
         measured.append(time.monotonic() - killed_at)
         if moved_at is not None:
             moved.append(moved_at - killed_at)
+        if profile:
+            await asyncio.sleep(1.0)  # the last done marks
+            look = await asyncio.to_thread(look_at_cursors, run.database_url, pairs, since)
+            looks.append((time.monotonic() - killed_at, look))
+            print("\n".join(_profile(looks, pid, at_kill)))
 
     watcher: list[asyncio.Task[None]] = []
 
@@ -101,6 +169,8 @@ async def main(rounds: int, workers: int, seed: int, admin: str) -> int:
                             times.append(took)
                             print(f"round {n}: the dead replica's pending rows delivered {took:.2f} s after the kill")
                     verdict = await run.wait_complete(timeout=120)
+                    lapsed = _lapses(Path(tmp))
+
                 finally:
                     await run.stop_all()
     finally:
@@ -108,7 +178,7 @@ async def main(rounds: int, workers: int, seed: int, admin: str) -> int:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     print(
         f"\nfailover: {rounds} SIGKILLs of one of 3 replicas under load (cursor lease {CURSOR_LEASE_S:.0f} s, "
-        f"liveness grace {GRACE_S:.1f} s)"
+        f"liveness grace {GRACE_S:.1f} s, margin {MARGIN_S:.1f} s)"
     )
     print(f"  acked requests      {run.acked.total}  {run.acked.counts()}")
     if times:
@@ -120,6 +190,7 @@ async def main(rounds: int, workers: int, seed: int, admin: str) -> int:
             f"  kill → its cursors with rows waiting taken by the others: p50 {_pct(moved, 50):.2f} s, "
             f"p99 {_pct(moved, 99):.2f} s"
         )
+    print(f"  live holders paused {lapsed}  (deliveries not started for want of lease, all replicas, whole run)")
     print(f"  lost effects        {len(verdict.lost)}  (target 0)")
     print(f"  duplicate effects   {len(verdict.duplicates)}  (target 0)")
     print(f"  outbox left         pending {dict(verdict.pending)} parked {dict(verdict.parked)}")
@@ -133,6 +204,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--workers", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="where each round's time went, per cursor")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test", help="admin URL")
     a = parser.parse_args()
+    profile = a.profile
     sys.exit(asyncio.run(main(a.rounds, a.workers, a.seed, a.database_url)))

@@ -520,19 +520,21 @@ class Dispatcher:
         this replica drains (scope, topic) with too little of its lease left. A sender may wait long inside one
         delivery (its channel's next post slot), so the check before the delivery is not enough."""
         until = self._lease_until.get((scope, topic))
-        if until is None or time.monotonic() < self._deadline(until) - LEASE_MARGIN_S:
+        if until is None or time.monotonic() < self._start_by(until):
             return True
         self.leases_lapsed += 1
         log.warning("dispatcher: the lease of %s/%s ran out inside a delivery; its effect is not started", scope, topic)
         return False
 
-    def _deadline(self, lease_until: float) -> float:
-        """A cursor lease's deadline, or this process's liveness deadline when that comes first: another replica
-        that finds this one's liveness lock free takes its cursors once a short grace ran out
-        (core/store/postgres/liveness.py)."""
+    def _start_by(self, lease_until: float) -> float:
+        """The last moment a delivery may start under a cursor lease that runs out at ``lease_until``:
+        ``LEASE_MARGIN_S`` before it, or this process's liveness deadline when that comes first (another replica
+        that finds this one's liveness lock free takes its cursors once a short grace ran out; the backend keeps
+        its own margin before it, core/store/postgres/liveness.py)."""
+        by = lease_until - LEASE_MARGIN_S
         if self.cursors is None:
-            return lease_until
-        return min(lease_until, self.cursors.alive_until(lease_until - CURSOR_LEASE_S))
+            return by
+        return min(by, self.cursors.alive_until(lease_until - CURSOR_LEASE_S))
 
     async def take_over_dead(self) -> int:
         """With replicas: cut the leases of replicas found dead (their liveness lock is free) to a short grace, and
@@ -553,7 +555,7 @@ class Dispatcher:
         """Whether a delivery may start (with replicas): while the cursor lease has more than
         ``LEASE_MARGIN_S`` left by this replica's clock. When not, the drain stops and looks again soon (the cursor
         is re-taken, or found taken over)."""
-        if time.monotonic() < self._deadline(self._lease_until.get((scope, topic), 0.0)) - LEASE_MARGIN_S:
+        if time.monotonic() < self._start_by(self._lease_until.get((scope, topic), 0.0)):
             return True
         self.leases_lapsed += 1
         log.warning(

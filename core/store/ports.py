@@ -587,8 +587,8 @@ class CursorClaims(Protocol):
         ...
 
     def alive_until(self, asked: float) -> float:
-        """The monotonic deadline of this process's liveness for a lease asked for at ``asked``: no delivery
-        starts near or after it."""
+        """The last monotonic moment this process's liveness lets a delivery start under a lease asked for at
+        ``asked`` (the backend's margin before its liveness deadline is already taken off)."""
         ...
 
     async def fence_dead_holders(self) -> list[tuple[str, str, float]]:

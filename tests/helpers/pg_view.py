@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 
 import psycopg
 
@@ -68,4 +69,41 @@ def linked_threads_pg(url: str) -> dict[str, str]:
             ts = json.loads(payload).get("ts")
             if ts and scope not in resolved:
                 out[str(scope)] = str(ts)
+    return out
+
+
+@dataclass(frozen=True)
+class CursorLook:
+    """One look at a (scope, topic) cursor and its rows, from outside the replicas (bench/failover.py --profile)."""
+
+    owner: str | None
+    lease_left: float | None  # seconds, on the database clock (None: let go)
+    rows: dict[int, tuple[int, float, float | None, str]]  # seq → (attempts, next_attempt_at, published_at, error)
+    now: float  # the database clock (epoch seconds)
+
+
+def look_at_cursors(
+    url: str, pairs: list[tuple[str, str]], since_seq: dict[tuple[str, str], int]
+) -> dict[tuple[str, str], CursorLook]:
+    """Each pair's cursor and its outbox rows from ``since_seq`` on (the rows pending at the kill and later)."""
+    out: dict[tuple[str, str], CursorLook] = {}
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        for scope, topic in pairs:
+            row = conn.execute(
+                "SELECT owner, extract(epoch FROM lease_until - clock_timestamp()),"
+                " extract(epoch FROM clock_timestamp()) FROM outbox_cursors WHERE scope_id = %s AND topic = %s",
+                (scope, topic),
+            ).fetchone()
+            rows = {
+                int(q): (int(a), float(n), None if p is None else float(p), str(e))
+                for q, a, n, p, e in conn.execute(
+                    "SELECT seq, attempts, next_attempt_at, published_at, last_error FROM outbox"
+                    " WHERE scope_id = %s AND topic = %s AND seq >= %s",
+                    (scope, topic, since_seq.get((scope, topic), 0)),
+                )
+            }
+            owner, left, now = row if row else (None, None, 0.0)
+            out[(scope, topic)] = CursorLook(
+                None if owner is None else str(owner), None if left is None else float(left), rows, float(now)
+            )
     return out

@@ -666,7 +666,8 @@ class PostgresLogStore:
 
     def alive_until(self, asked: float) -> float:
         """The monotonic time after which this process may start no delivery under a cursor lease it asked for at
-        ``asked`` (``float('inf')`` without a liveness lock: the lease alone fences)."""
+        ``asked``: ``MARGIN_S`` before its liveness deadline (``float('inf')`` without a liveness lock: the lease
+        alone fences)."""
         return self._liveness.confirmed_until(asked) if self._liveness is not None else float("inf")
 
     async def fence_dead_holders(self) -> list[tuple[str, str, float]]:
