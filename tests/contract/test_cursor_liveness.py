@@ -17,7 +17,7 @@ import psycopg
 
 from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.store.postgres import schema as pg
-from decklog.core.store.postgres.liveness import GRACE_S, LIVE_PREFIX
+from decklog.core.store.postgres.liveness import GRACE_S, LIVE_PREFIX, holder_lock
 from decklog.core.store.postgres.log_store import PostgresLogStore
 from tests.store_contract import SCOPE, declare
 
@@ -48,11 +48,15 @@ def _lease_left(url: str, owner: str) -> float:
     return float(row[0])
 
 
-def _end_liveness_session(url: str) -> int:
-    """What the server does when the holder's process dies: its liveness session ends (and its locks with it)."""
+def _end_liveness_session(url: str, owner: str) -> int:
+    """What the server does when the holder's process dies: its liveness session ends (and its locks with it).
+    Only the session that holds ``owner``'s lock: other tests and replicas on the same server keep theirs."""
+    key = holder_lock(owner)
     with psycopg.connect(url, autocommit=True) as c:
         rows = c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'decklog-liveness'"
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND objsubid = 1 AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
         ).fetchall()
     return len(rows)
 
@@ -77,7 +81,7 @@ async def test_a_dead_holders_cursor_moves_after_the_grace_and_the_holder_has_st
 
         liveness = holder._liveness
         assert liveness is not None
-        assert _end_liveness_session(pg_url) >= 1  # its connection dropped, the process lives on
+        assert _end_liveness_session(pg_url, owner) == 1  # its connection dropped, the process lives on
         # the holder: its session is no longer confirmed, so it starts nothing (before anyone may take over)
         await _until(lambda: not dispatcher.holds(SCOPE, "slack"), "the holder went on without its liveness")
         # ... and once it has a session again, the lease it asked for before is still over (it may have been cut
