@@ -234,6 +234,7 @@ async def _build(
         mode,
         data_dir=Path(settings.data_dir),
         lifecycle=lifecycle_policy(settings, config.slack, config.reminders),
+        alert_inbox=alert_inbox,
     )
     provided.append(ops.provides)
     leased_jobs(rt.storage.leases(), rt.dispatcher.owner, provided)  # with replicas: one runs each periodic job
