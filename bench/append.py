@@ -175,16 +175,18 @@ def shape_case(threads: int, options: Options) -> Callable[[], Sample]:
     return run
 
 
-def wal_full(path: Path) -> sqlite3.Connection:
+def wal_full(path: Path, *, page_size: int | None = None) -> sqlite3.Connection:
     """A raw connection in autocommit mode (statements say BEGIN/COMMIT), WAL, synchronous=FULL: as decklog's."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    if page_size is not None:
+        conn.execute(f"PRAGMA page_size={page_size}")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     return conn
 
 
 def _shape_file(path: Path) -> sqlite3.Connection:
-    conn = wal_full(path)
+    conn = wal_full(path, page_size=schema.PAGE_SIZE)  # a scope file's layout, its page size included
     for statement in schema.ddl():
         conn.execute(statement)
     conn.execute("INSERT INTO state VALUES (1, 'incident/bench', 1, 0, '', '', ?)", (STATE_BODY,))

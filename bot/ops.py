@@ -24,7 +24,7 @@ from decklog.core.lifecycle import LifecycleJob
 from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sweeps import Sweeps
 from decklog.core.reminders import DAY_S, LifecyclePolicy
-from decklog.core.store.ports import IndexPort, Leases, LogStore, StorageFactory
+from decklog.core.store.ports import AlertInbox, IndexPort, Leases, LogStore, StorageFactory
 
 log = logging.getLogger("decklog")
 
@@ -79,8 +79,10 @@ def build_ops(
     *,
     data_dir: Path,
     lifecycle: LifecyclePolicy,
+    alert_inbox: AlertInbox | None = None,
 ) -> Ops:
-    """``storage``: its health (``/healthz``) and, with replicas, the cursor claims the sweeps read."""
+    """``storage``: its health (``/healthz``) and, with replicas, the cursor claims the sweeps read;
+    ``alert_inbox``: the stored alert notifications, whose backlog ``/metrics`` shows."""
     started_at = time.time()
     sweeps = Sweeps(dispatcher, index, store)
 
@@ -96,7 +98,7 @@ def build_ops(
         return web.json_response(body, status=200 if ok else 503)
 
     async def scrape(_request: web.Request) -> web.StreamResponse:
-        live = await read_live(store, index, dispatcher, out, slack)
+        live = await read_live(store, index, dispatcher, out, slack, alert_inbox)
         await metrics.findings.refresh(store, index)  # queues what moved; counted in the background
         return web.Response(body=metrics.render(live), headers={"Content-Type": CONTENT_TYPE})
 
@@ -181,7 +183,14 @@ async def health_checks(
     return checks
 
 
-async def read_live(store: LogStore, index: IndexPort, dispatcher: Dispatcher, out: SlackOut, slack: SlackIn) -> Live:
+async def read_live(
+    store: LogStore,
+    index: IndexPort,
+    dispatcher: Dispatcher,
+    out: SlackOut,
+    slack: SlackIn,
+    alert_inbox: AlertInbox | None = None,
+) -> Live:
     pending: dict[str, float] = {}
     parked: dict[str, float] = {}
     for row in await index.list_scopes(open_only=True, limit=None):  # every open scope: none left uncounted
@@ -227,6 +236,12 @@ async def read_live(store: LogStore, index: IndexPort, dispatcher: Dispatcher, o
         "Slack requests given up after their attempts (`decklog doctor` lists them, `doctor --retry` requeues them)",
         float(await slack.inbox.parked_count()),
     )
+    if alert_inbox is not None:
+        live.gauge(
+            "decklog_alert_inbox_pending",
+            "Alert notifications stored and answered 202 but not routed into incidents yet (the durable alert inbox)",
+            float(await alert_inbox.pending_count()),
+        )
     live.counter("decklog_appends_total", "Entries appended by this process", float(store.appended_total))
     live.by_label(
         "gauge", "decklog_outbox_pending", "Outbox rows waiting for delivery (open scopes)", "sender", pending

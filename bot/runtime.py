@@ -9,6 +9,7 @@ CLI's commands open one for their own use. Nothing is built at import time.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,9 @@ from decklog.core.store.ports import ApiKeys, IndexPort, LogStore, StorageFactor
 log = logging.getLogger(__name__)
 
 # Every entry gets one outbox row per topic, unless the topic names the entry kinds it cares about
-# (``TOPIC_KINDS``). Both are fixed so that a CLI append and the server agree; a topic whose sender is not running
-# in this process simply stays pending until one is.
+# (``TOPIC_KINDS``). The topics are fixed so that a CLI append and the server agree; a topic whose sender is not
+# running in this process simply stays pending until one is. A sender that is not configured at all gets no rows
+# from the server (bot/topics.py).
 OUTBOX_TOPICS = ("index", "slack", "agents", "actions", "changes", "trackers", "paging", "webhooks", "oncall")
 #: ``changes``: change <-> incident links, made when a change or an incident is declared (core.changes).
 #: ``actions``: core.actions.sender.ActionsSender runs approved proposals and verifies on verification obligations
@@ -90,7 +92,10 @@ class Runtime:
         clock: Clock | None = None,
         alarm: Alarm | None = None,
         retry: RetryPolicy | None = None,
+        topic_kinds: Mapping[str, Sequence[str]] = TOPIC_KINDS,
     ) -> Runtime:
+        """``topic_kinds``: which entry kinds get rows in which topics (``decklog serve`` gives a topic whose sender
+        is not configured none: bot/topics.py; a command writes rows for every topic, since it cannot know)."""
         config = config or load_config(settings.resolved_config_path)
         reports = report_templates(config)
         clock = clock or SystemClock()
@@ -98,7 +103,7 @@ class Runtime:
         data_dir.mkdir(parents=True, exist_ok=True)
         log_key = settings.log_key.get_secret_value() if settings.log_key else None
         storage = storage_for(database_url=settings.database_url, data_dir=data_dir, log_key=log_key)
-        store = await storage.log_store(topics=OUTBOX_TOPICS, topic_kinds=TOPIC_KINDS, clock=clock)
+        store = await storage.log_store(topics=OUTBOX_TOPICS, topic_kinds=topic_kinds, clock=clock)
         try:
             index = await storage.index()
         except BaseException:

@@ -1,6 +1,6 @@
 """Which tracker this process files follow-ups in: GitHub when DECKLOG_GITHUB_REPO and DECKLOG_GITHUB_TOKEN are
 set, else Jira when DECKLOG_JIRA_URL, DECKLOG_JIRA_EMAIL, DECKLOG_JIRA_TOKEN and DECKLOG_JIRA_PROJECT are; else
-none (follow-ups stay in the log, their ``trackers`` rows pending until a tracker is configured). It reads
+none (follow-ups stay in the log; the server gives the ``trackers`` topic no rows: bot/topics.py). It reads
 Settings, so it lives in bot/ (adapters/trackers/ never imports bot/).
 
 A filed issue links to the incident's report: under ``[reports] public_url`` when set, else under the address the
@@ -22,6 +22,17 @@ from decklog.bot.settings import Settings
 from decklog.core.follow_ups import Tracker
 
 log = logging.getLogger(__name__)
+
+
+def tracker_name(settings: Settings) -> str | None:
+    """The tracker the settings configure ("github" or "jira"), or None: ``build_tracker``'s choice, without a
+    session."""
+    s = settings
+    if s.github_repo and s.github_token is not None:
+        return "github"
+    if s.jira_url and s.jira_email and s.jira_token is not None and s.jira_project:
+        return "jira"
+    return None
 
 
 def build_tracker(settings: Settings, session: aiohttp.ClientSession) -> Tracker | None:

@@ -70,6 +70,7 @@ from decklog.bot.runtime import Runtime
 from decklog.bot.scheduler import SchedulerAlarm
 from decklog.bot.settings import Settings, SettingsError, SlackMode
 from decklog.bot.slack import SlackEndpoint, SlackIn, SlackOut, build_slack_in, build_slack_out, real_endpoint
+from decklog.bot.topics import server_topic_kinds, unconfigured_topics
 from decklog.bot.trackers import build_tracker, report_link
 from decklog.core.actions import Catalog
 from decklog.core.actions.desk import ActionDesk
@@ -82,6 +83,7 @@ from decklog.core.egress import EgressPolicy
 from decklog.core.follow_ups import FollowUpCloser, FollowUpsSender
 from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.outbox.sender import Sender
+from decklog.core.outbox.unconfigured import NotConfigured
 from decklog.core.reports import ReportTemplates
 from decklog.core.service import ScopeService
 from decklog.core.signals import AlertSignal
@@ -172,7 +174,10 @@ async def _build(
         settings, local_slack, world = await _local(settings, config, parts, closers, provided)
     http = build_http_session()
     closers.append(http.close)
-    rt = await Runtime.open(settings, config=config, clock=clock, alarm=alarm)
+    unconfigured = unconfigured_topics(settings, config)  # their senders get no rows (bot/topics.py)
+    rt = await Runtime.open(
+        settings, config=config, clock=clock, alarm=alarm, topic_kinds=server_topic_kinds(unconfigured)
+    )
     closers += [rt.close, alarm.shutdown]  # the alarm stops firing before the runtime closes
     metrics = ServerMetrics()
     rt.dispatcher.stats = metrics.delivery_stats()  # the same counts, plus the delivery-latency histogram
@@ -209,7 +214,7 @@ async def _build(
     features.hooks.oncall = SlackOncall(config.oncall, rt.clock)
     provided += features.provided
     address = Address()
-    provided.append(_tracker_senders(rt, http, features, address))
+    provided.append(_tracker_senders(rt, http, features, address, unconfigured))
     provided.append(build_webhooks(rt, http))
     inbox = await rt.storage.inbox()
     closers.append(inbox.close)
@@ -229,6 +234,7 @@ async def _build(
         mode,
         data_dir=Path(settings.data_dir),
         lifecycle=lifecycle_policy(settings, config.slack, config.reminders),
+        alert_inbox=alert_inbox,
     )
     provided.append(ops.provides)
     leased_jobs(rt.storage.leases(), rt.dispatcher.owner, provided)  # with replicas: one runs each periodic job
@@ -565,11 +571,16 @@ def build_api(
     return Provides(routes=[Route(m, p, h) for m, p, h in made])
 
 
-def _tracker_senders(rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address) -> Provides:
+def _tracker_senders(
+    rt: Runtime, http: aiohttp.ClientSession, built: _Features, address: Address, unconfigured: dict[str, str]
+) -> Provides:
     """The ``trackers`` sender (GitHub Issues or Jira, when configured) and the ``paging`` sender (when the catalog
-    has an available ``pagerduty`` action)."""
+    has an available ``pagerduty`` action). Either not configured (``unconfigured``): ``NotConfigured`` takes the
+    rows written anyway (core/outbox/unconfigured.py)."""
     s = rt.settings
-    senders: list[Sender] = []
+    senders: list[Sender] = [
+        NotConfigured(topic, unconfigured[topic]) for topic in ("trackers", "paging") if topic in unconfigured
+    ]
     tracker = build_tracker(s, http)
     if tracker is not None:
         senders.append(FollowUpsSender(rt.store, tracker, report_link(rt.config.reports.public_url, s, address)))

@@ -43,27 +43,38 @@ async def cmd_restore(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _doctor_actions(settings: Settings) -> None:
-    """The actions that are never proposed here, and why (an executor not configured)."""
+def _doctor_actions(settings: Settings) -> dict[str, str]:
+    """The actions that are never proposed here, and why (an executor not configured); returns the outbox topics
+    whose sender is not configured (bot/topics.py)."""
     from decklog.bot.actions import build_catalog, unavailable_actions
     from decklog.bot.config import load_config
+    from decklog.bot.topics import unconfigured_topics
 
-    for name, why, example in unavailable_actions(build_catalog(settings, load_config(settings.resolved_config_path))):
+    config = load_config(settings.resolved_config_path)
+    for name, why, example in unavailable_actions(build_catalog(settings, config)):
         print(f"action {name}: unavailable, never proposed: {why}" + (" (an example action)" if example else ""))
+    return unconfigured_topics(settings, config)
 
 
 async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
-    _doctor_actions(settings)
+    unconfigured = _doctor_actions(settings)
     if not data_exists(settings):
         print(f"no data directory at {data_location(settings)}: nothing to check")
         return EXIT_OK
     async with opened_runtime(settings) as rt:
         scopes = await rt.store.scope_ids()
         pending_total, parked_total, revived = 0, 0, 0
+        # rows for a sender not configured here are no work: `decklog serve` marks them done (core/outbox/unconfigured.py)
+        idle: dict[str, list[int]] = {}  # topic -> [rows, scopes]
         for sid in scopes:
             summary = await rt.store.outbox_summary(sid)
             parked = await rt.store.outbox_parked(sid)
             for topic, n in sorted(summary.pending.items()):
+                if topic in unconfigured:
+                    counted = idle.setdefault(topic, [0, 0])
+                    counted[0] += n
+                    counted[1] += 1
+                    continue
                 pending_total += n
                 print(f"{sid}  {topic:<8} pending {n}")
             for item in parked:
@@ -75,6 +86,11 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
                 revived += await rt.store.outbox_retry_parked(sid)
         where = "" if scopes else f" in {data_location(settings)}"  # the same output on both backends, once found
         print(f"{len(scopes)} scopes{where}; {pending_total} pending, {parked_total} parked outbox rows")
+        for topic, (rows, in_scopes) in sorted(idle.items()):
+            print(
+                f"{topic}: {rows} rows in {in_scopes} scopes for a sender that is not configured ({unconfigured[topic]});"
+                " not listed: `decklog serve` marks them done without sending"
+            )
         if args.retry:
             print(f"{revived} parked rows queued again; a running `decklog serve` delivers them on its next sweep")
         for line in await doctor_inbox(rt.storage, retry=args.retry):  # parked (poison) Slack requests

@@ -13,6 +13,8 @@ import aiohttp
 from decklog.adapters.slack.runner import CommandRunner
 from decklog.bot.server import DecklogServer
 from decklog.core.entries import Actor, NewEntry
+from decklog.core.store.ports import AlertReceipt
+from decklog.core.store.sqlite.alert_inbox import SqliteAlertInbox
 from tests.conftest import ServerFactory, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,11 +55,37 @@ async def test_metrics_are_prometheus_text(server: DecklogServer) -> None:
         "decklog_slack_posts_total",
         "decklog_slack_work_in_flight",
         "decklog_turns_waiting",
+        "decklog_alert_inbox_pending",
     ):
         assert f"# TYPE {name} " in text, name
     assert 'decklog_slack_acks_total{status="200"}' in text
     appends = next(line for line in text.splitlines() if line.startswith("decklog_appends_total "))
     assert float(appends.split()[1]) >= 1
+
+
+async def test_the_alert_inbox_gauge_counts_notifications_stored_and_not_routed(
+    make_server: ServerFactory, tmp_path: Path
+) -> None:
+    """Without the receivers part nothing routes the inbox: what is stored there (here by another connection to the
+    same file, as a replica's would be) waits, and the gauge says how many."""
+    data = tmp_path / "data"
+    server = await make_server(data_dir=data, parts={"api"})
+
+    async def gauge() -> float:
+        _, text, _ = await get(server, "/metrics")
+        line = next(x for x in text.splitlines() if x.startswith("decklog_alert_inbox_pending "))
+        return float(line.split()[1])
+
+    assert await gauge() == 0
+    other = await SqliteAlertInbox.open(data)
+    try:
+        for i in range(3):
+            await other.put(receipt=f"r-{i}", source="alertmanager", body=b'{"alerts": []}', accepted=1)
+        assert await gauge() == 3
+        await other.finish([AlertReceipt("r-0", "alertmanager", 1, 0.0, outcomes=[{"dropped": "test"}])])
+        assert await gauge() == 2
+    finally:
+        await other.close()
 
 
 async def test_work_in_flight_counts_acked_requests_until_their_work_is_done(server: DecklogServer) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,11 @@ async def _workload(data_dir: Path, appends: int, rng: random.Random) -> None:
 
 def record_store_sql(data_dir: Path, *, appends: int, seed: int) -> tuple[list[str], Path]:
     """Run the workload on a real store; the scope file's writer statements, in order, and the file's path."""
+    return record_sql(_workload(data_dir, appends, random.Random(seed)))
+
+
+def record_sql(workload: Coroutine[Any, Any, None]) -> tuple[list[str], Path]:
+    """Run ``workload`` (a real store on one scope file); that file's writer statements, in order, and its path."""
     traced: list[tuple[str, int, str]] = []
 
     def on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -76,7 +82,7 @@ def record_store_sql(data_dir: Path, *, appends: int, seed: int) -> tuple[list[s
 
     event.listen(sa.engine.Engine, "connect", on_connect)
     try:
-        asyncio.run(_workload(data_dir, appends, random.Random(seed)))
+        asyncio.run(workload)
     finally:
         event.remove(sa.engine.Engine, "connect", on_connect)
     scope_files = {p for p, _, _ in traced if "/scopes/" in p}

@@ -23,8 +23,11 @@ from decklog.core.errors import StorageError
 BUSY_TIMEOUT_S = 30.0
 
 
-def make_engine(path: Path, *, wait_in_python: bool = False) -> Engine:
-    """A pysqlite engine with WAL, synchronous=FULL and BEGIN IMMEDIATE for writes (SQLAlchemy's recipe)."""
+def make_engine(path: Path, *, wait_in_python: bool = False, page_size: int | None = None) -> Engine:
+    """A pysqlite engine with WAL, synchronous=FULL and BEGIN IMMEDIATE for writes (SQLAlchemy's recipe).
+
+    ``page_size``: the page size of a file this engine creates (set before the switch to WAL, which writes the
+    file's first page); an existing file keeps its own."""
     engine = sa.create_engine(
         f"sqlite:///{path}",
         poolclass=StaticPool,
@@ -35,6 +38,8 @@ def make_engine(path: Path, *, wait_in_python: bool = False) -> Engine:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_conn.cursor()
+        if page_size is not None:
+            cursor.execute(f"PRAGMA page_size={int(page_size)}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")

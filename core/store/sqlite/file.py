@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from decklog.core.errors import StorageError
 from decklog.core.store.sqlite.engine import dbapi_of, make_engine
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 C = TypeVar("C")
 
@@ -67,8 +69,14 @@ class SqliteFile(Generic[C]):
         on_abort: Callable[[], None] = lambda: None,
         read_executor: Executor | None = None,
         stage_on_loop: bool = False,
+        page_size: int | None = None,
+        before_close: Callable[[Any], None] | None = None,
     ) -> None:
         self.path = path
+        self._page_size = page_size  # of the file when this opens it first (core/store/sqlite/engine.py)
+        # Called at close with the writer's DBAPI connection, after the reader is closed and with no transaction open
+        # (a scope file compacts itself there: core/store/sqlite/compaction.py).
+        self._before_close = before_close
         # Small batches of on_loop requests are staged on the loop's thread, only their commit on a worker (decision 133)
         self._loop_staging = stage_on_loop
         self._executor = executor
@@ -105,7 +113,7 @@ class SqliteFile(Generic[C]):
         try:
             if prepare is not None:
                 prepare()
-            self._engine = make_engine(self.path, wait_in_python=self._loop_staging)
+            self._engine = make_engine(self.path, wait_in_python=self._loop_staging, page_size=self._page_size)
             self._conn = self._engine.connect()
             self._conn.info["write"] = True
             with self._conn.begin():
@@ -136,6 +144,11 @@ class SqliteFile(Generic[C]):
                 self._read_engine.dispose()
                 self._read_engine = None
         with self._lock:
+            if self._conn is not None and self._before_close is not None:
+                try:
+                    self._before_close(dbapi_of(self._conn))
+                except Exception:  # it is housekeeping: the file closes regardless
+                    log.exception("%s: before closing", self.path.name)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

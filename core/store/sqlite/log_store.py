@@ -45,6 +45,7 @@ from decklog.core.store.ports import (
     notify_listeners,
 )
 from decklog.core.store.rows import trusted_row_to_entry
+from decklog.core.store.sqlite import compaction
 from decklog.core.store.sqlite import schema as t
 from decklog.core.store.sqlite import sweep_checkpoint as checkpoint
 from decklog.core.store.sqlite.file import SqliteFile
@@ -97,7 +98,9 @@ class SqliteLogStore:
         ddl = t.ddl()
         self.layout = t.layout_version(ddl)
         # Ready-made empty scope files (DATA_DIR/spare/), so a declaration skips creating one: core/store/sqlite/spares.py
-        self.spares = SpareFiles(self.data_dir / "spare", ddl=ddl, user_version=self.layout, keep=spare_files)
+        self.spares = SpareFiles(
+            self.data_dir / "spare", ddl=ddl, user_version=self.layout, keep=spare_files, page_size=t.PAGE_SIZE
+        )
         self._fill_timer: asyncio.TimerHandle | None = None
         self._filling: asyncio.Future[int] | None = None
         self._closing = False
@@ -431,12 +434,20 @@ class SqliteLogStore:
         now = time.time()
         async with self._use(scope) as sf:
 
-            def w(conn: Connection, _b: Batch) -> None:
+            def w(conn: Connection, b: Batch) -> int:
                 # compiled text on the cursor: a storm flushes marks for every topic of every incident
                 rows = [{"topic": topic, "seq": seq, "now": now} for seq in dict.fromkeys(seqs)]
-                raw_cursor(conn).executemany(SQL.mark_done, rows)
+                cur = raw_cursor(conn)
+                cur.executemany(SQL.mark_done, rows)
+                if b.state.status != "resolved" or b.entry_rows:
+                    return 0
+                # a resolved scope with nothing left to deliver: its delivered rows go (core/store/sqlite/compaction.py)
+                return compaction.drop_delivered(cur)
 
-            await sf.file.write(w, savepoint=False, durable=False)  # fails only with the file: then the batch does
+            # fails only with the file: then the batch does
+            dropped: int = await sf.file.write(w, savepoint=False, durable=False)
+            if dropped:
+                sf.compact = True  # the file is rewritten without the free pages when it closes
 
     async def outbox_failed(
         self, scope: ScopeRef, topic: str, seq: int, *, attempts: int, next_attempt_at: float, error: str

@@ -10,6 +10,7 @@ import logging
 from collections import OrderedDict
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Connection
 from decklog.core.errors import NotFound
 from decklog.core.ids import ScopeId
 from decklog.core.state import ScopeState, empty_state
+from decklog.core.store.sqlite import compaction
 from decklog.core.store.sqlite import schema as t
 from decklog.core.store.sqlite.file import SqliteFile
 from decklog.core.store.sqlite.spares import SpareFiles
@@ -45,6 +47,7 @@ class ScopeFile:
         self.layout = layout
         self.cached: tuple[int, str, str, ScopeState] | None = None
         self.users = 0
+        self.compact = False  # rewrite the file when it closes: a resolved scope dropped its delivered rows
         self.file: SqliteFile[Batch] = SqliteFile(
             path,
             executor,
@@ -54,7 +57,14 @@ class ScopeFile:
             on_abort=self._invalidate,
             read_executor=read_executor,
             stage_on_loop=stage_on_loop,
+            page_size=t.PAGE_SIZE,
+            before_close=self._before_close,
         )
+
+    def _before_close(self, dbapi: Any) -> None:
+        if self.compact:
+            self.compact = False
+            compaction.vacuum(dbapi)
 
     def _invalidate(self) -> None:
         self.cached = None

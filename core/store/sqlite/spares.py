@@ -40,8 +40,11 @@ def fsync_dir(directory: Path) -> None:
 class SpareFiles:
     """Up to ``keep`` ready scope files. ``ddl`` makes the schema; ``user_version`` marks it as current."""
 
-    def __init__(self, directory: Path, *, ddl: Sequence[str], user_version: int, keep: int = 2) -> None:
+    def __init__(
+        self, directory: Path, *, ddl: Sequence[str], user_version: int, keep: int = 2, page_size: int | None = None
+    ) -> None:
         self.directory = directory
+        self.page_size = page_size
         self.ddl = tuple(ddl)
         self.user_version = user_version
         self.keep = keep
@@ -96,9 +99,12 @@ class SpareFiles:
         return made
 
     def _make(self, path: Path) -> None:
-        """WAL mode, the schema, ``user_version``; closed cleanly (checkpointed: no -wal file remains)."""
+        """The page size, WAL mode, the schema, ``user_version``; closed cleanly (checkpointed: no -wal file
+        remains)."""
         conn = sqlite3.connect(path, isolation_level=None)
         try:
+            if self.page_size is not None:  # before anything writes the file's first page
+                conn.execute(f"PRAGMA page_size={int(self.page_size)}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("BEGIN IMMEDIATE")
