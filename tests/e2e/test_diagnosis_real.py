@@ -1,5 +1,5 @@
 """The investigator against a real Prometheus (Debian's, 1 s scrape) scraping a shop of services whose faults the test
-sets (tests/helpers/shop.py): eight situations at once, each its own incident and its own services.
+sets (tests/helpers/shop.py): nine situations at once, each its own incident and its own services.
 
 For each it checks (and prints, ``pytest -s``) the rank that the first hypothesis gave the true cause and the time
 from the first alert's entry to that hypothesis' entry (the turn runs right after the alert here: in production
@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,13 @@ from decklog.adapters.catalog.backstage import load_catalog
 from decklog.adapters.monitoring.prometheus import PrometheusSource
 from decklog.adapters.monitoring.reader import JsonReader
 from decklog.core.agents import RuleBasedReasoner, TurnRuntime
+from decklog.core.changes.facts import change_scope
+from decklog.core.changes.service import ChangeService
 from decklog.core.clock import SystemClock
 from decklog.core.entries import Actor, Entry, Hypothesis, NewEntry, Observation
 from decklog.core.evidence.observer import EvidenceSources, Limits
 from decklog.core.service import ScopeService
+from decklog.core.signals import ChangeSignal
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.helpers.monitoring import PROMETHEUS, Prometheus, require_binary
@@ -49,6 +53,8 @@ class Situation:
     fault: Callable[[Shop, Callable[[str], str]], None]
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (service, change scope, title) recorded
     decoys: list[str] = field(default_factory=list)  # subjects that must not rank first
+    # (service, change id) a deployer reports as a day old, delivered just before the fault (a running version)
+    old_changes: list[tuple[str, str]] = field(default_factory=list)
 
     def name(self, service: str) -> str:
         return f"{self.key}-{service}"
@@ -135,6 +141,16 @@ SITUATIONS = [
         truth=["change/s7-cart-v2", "s7-mail"],
         fault=_set(cart={"version": "v2", "error_ratio": 0.5}, mail={"down": True}),
         changes=[("cart", "change/s7-cart-v2", "cart v2 deployed")],
+    ),
+    Situation(
+        "s9",
+        "an old deploy reported late, then errors",
+        {"web": ["api"], "api": []},
+        alerting=["web"],
+        truth=["s9-api"],
+        fault=_set(api={"error_ratio": 0.5}, web={"error_ratio": 0.3}),
+        old_changes=[("api", "s9-api-v1")],
+        decoys=["change/s9-api-v1"],
     ),
     Situation(
         "s8",
@@ -240,7 +256,7 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
+async def test_nine_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
     require_binary(PROMETHEUS)
     names = [s.name(svc) for s in SITUATIONS for svc in s.services]
     async with Shop(names) as shop:
@@ -264,6 +280,8 @@ async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> Non
             )
             runtime = TurnRuntime(store, reasoner=RuleBasedReasoner(), index=index, evidence=sources)
             service = ScopeService(store, index)
+            clock = SystemClock()
+            changes = ChangeService(store, index, service, clock)
             await _wait_for_scrapes(prometheus, len(names))
             await asyncio.sleep(BASELINE_S)  # healthy traffic: the baseline the checks compare with
             for s in SITUATIONS:
@@ -272,6 +290,13 @@ async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> Non
                         title=title, scope=change, kind="change", services=[s.name(svc)], actor=DEPLOYER
                     )
                     await index.apply(await store.get_state(change), await store.read(change))
+                for svc, change_id in s.old_changes:
+                    signal = ChangeSignal(
+                        source="generic", change_id=change_id, service=s.name(svc), at=clock.now() - timedelta(days=1)
+                    )
+                    await changes.record([signal])
+                    scope = change_scope(change_id)
+                    await index.apply(await store.get_state(scope), await store.read(scope))
                 s.fault(shop, s.name)
             await asyncio.sleep(FAULT_S)
             outcomes = await asyncio.gather(*(run_situation(s, runtime, service, store, index) for s in SITUATIONS))
