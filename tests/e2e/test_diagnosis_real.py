@@ -1,5 +1,5 @@
 """The investigator against a real Prometheus (Debian's, 1 s scrape) scraping a shop of services whose faults the test
-sets (tests/helpers/shop.py): nine situations at once, each its own incident and its own services.
+sets (tests/helpers/shop.py): ten situations at once, each its own incident and its own services.
 
 For each it checks (and prints, ``pytest -s``) the rank that the first hypothesis gave the true cause and the time
 from the first alert's entry to that hypothesis' entry (the turn runs right after the alert here: in production
@@ -23,6 +23,7 @@ from decklog.adapters.catalog.backstage import load_catalog
 from decklog.adapters.monitoring.prometheus import PrometheusSource
 from decklog.adapters.monitoring.reader import JsonReader
 from decklog.core.agents import RuleBasedReasoner, TurnRuntime
+from decklog.core.agents.answers import answer_finding
 from decklog.core.changes.facts import change_scope
 from decklog.core.changes.service import ChangeService
 from decklog.core.clock import SystemClock
@@ -36,6 +37,8 @@ from tests.helpers.monitoring import PROMETHEUS, Prometheus, require_binary
 from tests.helpers.shop import Shop
 
 ALERTS = Actor.system("alertmanager")
+INVESTIGATOR = Actor.agent("investigator", "rule-based")
+PERSON = Actor.human("U0ONCALL", "oncall")
 DEPLOYER = Actor.system("generic")
 WINDOW = "3s"
 BASELINE = "9s"  # the same window 9 s earlier: before the faults
@@ -55,6 +58,8 @@ class Situation:
     decoys: list[str] = field(default_factory=list)  # subjects that must not rank first
     # (service, change id) a deployer reports as a day old, delivered just before the fault (a running version)
     old_changes: list[tuple[str, str]] = field(default_factory=list)
+    # a past incident with the same alerts, whose cause people confirmed: this service
+    past_cause: str = ""
 
     def name(self, service: str) -> str:
         return f"{self.key}-{service}"
@@ -153,6 +158,16 @@ SITUATIONS = [
         decoys=["change/s9-api-v1"],
     ),
     Situation(
+        "s10",
+        "two dependencies failing, and the last incident like it was one of them",
+        {"web": ["api", "cache"], "api": [], "cache": []},
+        alerting=["web"],
+        truth=["s10-cache"],
+        fault=_set(api={"error_ratio": 0.4}, cache={"error_ratio": 0.4}, web={"error_ratio": 0.3}),
+        past_cause="cache",
+        decoys=["s10-api"],
+    ),
+    Situation(
         "s8",
         "a healthy system with a flapping alert",
         {"web": ["api"], "api": []},
@@ -189,10 +204,8 @@ class Outcome:
     reads: int
 
 
-async def run_situation(
-    s: Situation, runtime: TurnRuntime, service: ScopeService, store: SqliteLogStore, index: SqliteIndex
-) -> Outcome:
-    scope = f"incident/{s.key}"
+async def _alerted(s: Situation, scope: str, service: ScopeService, store: SqliteLogStore, index: SqliteIndex) -> Entry:
+    """``scope`` declared by its alerts (one per alerting service); the first alert's entry."""
     await service.declare(
         title=f"{s.title}: {', '.join(s.alerting)} alerting",
         scope=scope,
@@ -201,18 +214,39 @@ async def run_situation(
         actor=ALERTS,
         via="alert",
     )
-    first_alert_at = None
+    first: Entry | None = None
     for n, svc in enumerate(s.alerting):
         payload = {
             "text": f"{s.name(svc)} HTTP 5xx or latency high",
             "source": "alertmanager",
             "service": s.name(svc),
-            "fingerprint": f"fp-{s.key}-{n}",
+            "fingerprint": f"fp-{scope}-{n}",
             "alert_status": "firing",
         }
         entry = (await store.append(scope, [NewEntry.make("observation", ALERTS, payload)])).entries[0]
-        first_alert_at = first_alert_at or entry.at
+        first = first or entry
     await index.apply(await store.get_state(scope), await store.read(scope))
+    assert first is not None
+    return first
+
+
+async def _past_incident(s: Situation, service: ScopeService, store: SqliteLogStore, index: SqliteIndex) -> None:
+    """An earlier incident with the same alerts: people confirmed that ``past_cause`` caused it, and resolved it."""
+    scope = f"incident/{s.key}-past"
+    await _alerted(s, scope, service, store, index)
+    cause = s.name(s.past_cause)
+    hypothesis = Hypothesis(text=f"suspect {cause}", subject=cause, rank=1, confidence=0.4)
+    seq = (await store.append(scope, [NewEntry.make("hypothesis", INVESTIGATOR, hypothesis)])).entries[0].seq
+    await answer_finding(store, scope, seq, "confirmed", PERSON, now=SystemClock().now())
+    await service.resolve(scope, PERSON, summary=f"{cause} was failing; restarted it")
+    await index.apply(await store.get_state(scope), await store.read(scope))
+
+
+async def run_situation(
+    s: Situation, runtime: TurnRuntime, service: ScopeService, store: SqliteLogStore, index: SqliteIndex
+) -> Outcome:
+    scope = f"incident/{s.key}"
+    first_alert_at = (await _alerted(s, scope, service, store, index)).at
     result = await runtime.run_turn(scope)
     assert result.status == "recorded", result
     entries = await store.read(scope)
@@ -256,7 +290,7 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-async def test_nine_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
+async def test_ten_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
     require_binary(PROMETHEUS)
     names = [s.name(svc) for s in SITUATIONS for svc in s.services]
     async with Shop(names) as shop:
@@ -290,6 +324,8 @@ async def test_nine_situations_rank_the_true_cause_first(tmp_path: Path) -> None
                         title=title, scope=change, kind="change", services=[s.name(svc)], actor=DEPLOYER
                     )
                     await index.apply(await store.get_state(change), await store.read(change))
+                if s.past_cause:
+                    await _past_incident(s, service, store, index)
                 for svc, change_id in s.old_changes:
                     signal = ChangeSignal(
                         source="generic", change_id=change_id, service=s.name(svc), at=clock.now() - timedelta(days=1)
@@ -319,6 +355,9 @@ async def test_nine_situations_rank_the_true_cause_first(tmp_path: Path) -> None
         assert all(o.ranks.get(d) != 1 for d in s.decoys), (s.title, printed)
         top = o.hypotheses[0]
         assert top.refs and isinstance(top.payload, Hypothesis) and 0 < (top.payload.confidence or 0) <= 0.95
+        if s.past_cause:  # what ranked it first: the past incident's confirmed cause, cited
+            cited = f"last time this was {s.name(s.past_cause)}: incident/{s.key}-past"
+            assert isinstance(top.payload, Hypothesis) and cited in top.payload.text, (s.title, printed)
 
 
 async def _wait_for_scrapes(prometheus: Prometheus, targets: int) -> None:
