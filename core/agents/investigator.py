@@ -6,7 +6,7 @@ and a ``*_build_info`` version that changed).
 
 **Checks** (each one PromQL query through ``Evidence``, core/evidence/queries.py): the error ratio and the p99
 latency against the same service's own baseline (the ``baseline`` span before the window), ``up``, restarts,
-CPU saturation, and the versions its build-info metric reported. The baseline of a check is the same query over
+CPU saturation, resident memory against its baseline, and the versions its build-info metric reported. The baseline of a check is the same query over
 the same window, ``baseline`` earlier (``offset``). An anomalous check gets one range query for its
 onset (the first step at which it crossed). Alertmanager says what else fires.
 
@@ -59,6 +59,9 @@ CONFIDENCE_CAP = 0.95
 ERROR_RATIO_MIN = 0.05
 LATENCY_MIN_S = 0.25
 SATURATION_MIN = 0.8
+#: Memory is anomalous at 1.5 × its baseline and at least 100 MB more (a leak, not noise).
+MEMORY_GROWTH = 1.5
+MEMORY_MIN_GROWTH_BYTES = 100e6
 CHANGE_BEFORE_ONSET_S = 1800.0  # a change counts as "just before" when it landed at most this long before the onset
 
 
@@ -67,6 +70,12 @@ def _when(text: str) -> datetime | None:
         return parse_iso(text) if text else None
     except ValueError:
         return None
+
+
+def _memory_grew(value: float | None, baseline: float | None) -> bool:
+    if value is None or not baseline:
+        return False
+    return value >= MEMORY_GROWTH * baseline and value - baseline >= MEMORY_MIN_GROWTH_BYTES
 
 
 def _closeness(lead_s: float | None) -> float:
@@ -113,10 +122,14 @@ class Check:
         shown = f"{self.value:.1%}" if self.check == "error_ratio" else f"{self.value:.3g}"
         if self.check == "latency_p99":
             shown = f"{self.value * 1000:.0f} ms"
+        if self.check == "memory":
+            shown = f"{self.value / 1e6:.0f} MB"
         if self.baseline is not None:
             base = f"{self.baseline:.1%}" if self.check == "error_ratio" else f"{self.baseline:.3g}"
             if self.check == "latency_p99":
                 base = f"{self.baseline * 1000:.0f} ms"
+            if self.check == "memory":
+                base = f"{self.baseline / 1e6:.0f} MB"
             shown += f" (baseline {base})"
         return f"{self.check} {shown}"
 
@@ -315,6 +328,14 @@ class Investigator:
         sat, i7 = await instant("saturation", q.saturation())
         c = Check("saturation", sat, anomalous=sat is not None and sat >= SATURATION_MIN, obs=i7, expr=q.saturation())
         cand.checks.append(c)
+        mem, i8 = await instant("memory", q.memory())
+        base_mem, i9 = None, -1
+        if mem is not None and mem >= MEMORY_MIN_GROWTH_BYTES:  # smaller, it cannot have grown that much
+            base_mem, i9 = await instant("memory_baseline", base_q.memory(offset=offset))
+        c = Check("memory", mem, base_mem, obs=i8, expr=q.memory())
+        c.anomalous = _memory_grew(mem, base_mem)
+        cand.checks.append(c)
+        cand.obs |= {i9} if c.anomalous else set()
         for check in cand.checks[2:]:
             if check.anomalous:
                 cand.obs.add(check.obs)
@@ -378,6 +399,7 @@ class Investigator:
                     "latency_p99": value >= LATENCY_MIN_S and value >= 2 * (check.baseline or 0),
                     "up": value < 1,
                     "saturation": value >= SATURATION_MIN,
+                    "memory": _memory_grew(value, check.baseline),
                 }.get(check.check, False)
                 if crossed:
                     cand.onset = float(t) if cand.onset is None else min(cand.onset, float(t))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from decklog.core.evidence.catalog import QUERY_ANNOTATION_PREFIX, SELECTOR_ANNOTATION
 
-CHECKS = ("error_ratio", "latency_p99", "up", "restarts", "saturation", "versions")
+CHECKS = ("error_ratio", "latency_p99", "up", "restarts", "saturation", "memory", "versions")
 _REQUESTS = (
     ("http_requests_total", ('code=~"5.."', 'status=~"5.."')),
     ("http_server_request_duration_seconds_count", ('http_response_status_code=~"5.."',)),
@@ -97,6 +97,13 @@ class ServiceQueries:
         return self._override("saturation") or _or(
             [f"max(rate(process_cpu_seconds_total{self._sel(sel)}{self._rng('')}))" for sel in self.selectors()]
         )
+
+    def memory(self, *, offset: str = "") -> str:
+        """Resident memory of the service's largest process, in bytes (``offset``: as it was then)."""
+        if (custom := self._override("memory")) and not offset:
+            return custom
+        at = f" offset {offset}" if offset else ""
+        return _or([f"max(process_resident_memory_bytes{self._sel(sel)}{at})" for sel in self.selectors()])
 
     def versions(self) -> str:
         """The versions its ``*_build_info`` metric reported in the window: more than one = it changed."""
