@@ -6,7 +6,7 @@ and a ``*_build_info`` version that changed).
 
 **Checks** (each one PromQL query through ``Evidence``, core/evidence/queries.py): the error ratio and the p99
 latency against the same service's own baseline (the ``baseline`` span before the window), ``up``, restarts,
-CPU saturation, resident memory against its baseline, and the versions its build-info metric reported. The baseline of a check is the same query over
+CPU saturation, resident memory against its lowest over the lookback, and the versions its build-info metric reported. The baseline of a check is the same query over
 the same window, ``baseline`` earlier (``offset``). An anomalous check gets one range query for its
 onset (the first step at which it crossed). Alertmanager says what else fires.
 
@@ -331,7 +331,8 @@ class Investigator:
         mem, i8 = await instant("memory", q.memory())
         base_mem, i9 = None, -1
         if mem is not None and mem >= MEMORY_MIN_GROWTH_BYTES:  # smaller, it cannot have grown that much
-            base_mem, i9 = await instant("memory_baseline", base_q.memory(offset=offset))
+            span = f"{max(60, int(evidence.sources.lookback_s))}s"
+            base_mem, i9 = await instant("memory_baseline", q.memory_low(span))
         c = Check("memory", mem, base_mem, obs=i8, expr=q.memory())
         c.anomalous = _memory_grew(mem, base_mem)
         cand.checks.append(c)

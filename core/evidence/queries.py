@@ -98,12 +98,18 @@ class ServiceQueries:
             [f"max(rate(process_cpu_seconds_total{self._sel(sel)}{self._rng('')}))" for sel in self.selectors()]
         )
 
-    def memory(self, *, offset: str = "") -> str:
-        """Resident memory of the service's largest process, in bytes (``offset``: as it was then)."""
-        if (custom := self._override("memory")) and not offset:
-            return custom
-        at = f" offset {offset}" if offset else ""
-        return _or([f"max(process_resident_memory_bytes{self._sel(sel)}{at})" for sel in self.selectors()])
+    def memory(self) -> str:
+        """Resident memory of the service's largest process, in bytes."""
+        return self._override("memory") or _or(
+            [f"max(process_resident_memory_bytes{self._sel(sel)})" for sel in self.selectors()]
+        )
+
+    def memory_low(self, span: str) -> str:
+        """The lowest resident memory of any of its processes over ``span`` (a leak grows from there; unlike an
+        ``offset`` baseline it exists as soon as the process has been scraped once)."""
+        return _or(
+            [f"min(min_over_time(process_resident_memory_bytes{self._sel(sel)}[{span}]))" for sel in self.selectors()]
+        )
 
     def versions(self) -> str:
         """The versions its ``*_build_info`` metric reported in the window: more than one = it changed."""
