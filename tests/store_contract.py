@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
+from decklog.core.changes.facts import change_observation
 from decklog.core.clock import ManualClock, iso
 from decklog.core.entries import Actor, Entry, NewEntry
 from decklog.core.errors import Conflict, InvalidInput, NotFound
 from decklog.core.ids import ScopeId
+from decklog.core.signals import ChangeSignal
 from decklog.core.state import ScopeState, fold_all
 from decklog.core.store.memory.log_store import MemoryLogStore
 from decklog.core.store.ports import ERROR_MAX, Inbox, IndexPort, LogStore, StorageFactory
@@ -902,6 +904,51 @@ class IndexContract(FactoryFixtures):
         assert [(r.id, when) for r, when in found] == [("change/r1", at)]
         assert await index.changes_on(["web"], at - timedelta(minutes=5)) == []
         assert await index.changes_on(["api"], at + timedelta(minutes=5)) == []
+
+    async def test_a_change_is_dated_by_its_own_time_not_by_when_it_was_recorded(self, index: IndexPort) -> None:
+        """A deploy its sender reports as a day old, recorded now, is a day old: it is not among the changes of
+        the last hours (the investigator would put it just before whatever fires next), and a later status of
+        the same change (recorded later still) does not move it. Without a reported time, the recording time."""
+        log = MemoryLogStore()
+        now = await log.append("change/probe", [NewEntry.make("declared", ALICE, {"title": "t"})], create=True)
+        recorded = now.entries[0].at
+        day_ago = recorded - timedelta(days=1)
+        started = ChangeSignal(source="deployer", change_id="r-old", service="api", status="started", at=day_ago)
+        done = started.model_copy(update={"status": "succeeded", "at": day_ago + timedelta(minutes=4)})
+        await log.append(
+            "change/r-old",
+            [
+                NewEntry.make("declared", ALICE, {"title": "api r-old", "services": ["api"], "via": "change"}),
+                NewEntry.make("observation", Actor.system("deployer"), change_observation(started)),
+            ],
+            create=True,
+        )
+        await feed(index, log, "change/r-old")
+        await log.append(
+            "change/r-old", [NewEntry.make("observation", Actor.system("deployer"), change_observation(done))]
+        )
+        await feed(index, log, "change/r-old")
+        unreported = ChangeSignal(source="deployer", change_id="r-new", service="api")
+        await log.append(
+            "change/r-new",
+            [
+                NewEntry.make("declared", ALICE, {"title": "api r-new", "services": ["api"], "via": "change"}),
+                NewEntry.make("observation", Actor.system("deployer"), change_observation(unreported)),
+            ],
+            create=True,
+        )
+        await feed(index, log, "change/r-new")
+        new_at = (await log.read("change/r-new"))[-1].at
+        hour = timedelta(hours=1)
+        assert [(r.id, at) for r, at in await index.changes_on(["api"], recorded - hour)] == [("change/r-new", new_at)]
+        expected = [("change/r-new", new_at), ("change/r-old", day_ago)]
+        assert [(r.id, at) for r, at in await index.changes_on(["api"], day_ago - hour)] == expected
+        row = await index.get("change/r-old")
+        assert row is not None and row.changed_at == iso(day_ago) and row.created_at >= iso(recorded)
+        items = [(await log.get_state(s), await log.read(s)) for s in ("change/r-old", "change/r-new")]
+        await index.rebuild(items)  # `decklog reindex` derives the same
+        assert [(r.id, at) for r, at in await index.changes_on(["api"], day_ago - hour)] == expected
+        assert await index.changes_on(["api"], day_ago - hour, recorded - hour) == [(row, day_ago)]
 
     async def test_rebuild_replaces_everything(self, index: IndexPort) -> None:
         log = MemoryLogStore()

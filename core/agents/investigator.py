@@ -6,7 +6,7 @@ and a ``*_build_info`` version that changed).
 
 **Checks** (each one PromQL query through ``Evidence``, core/evidence/queries.py): the error ratio and the p99
 latency against the same service's own baseline (the ``baseline`` span before the window), ``up``, restarts,
-CPU saturation, and the versions its build-info metric reported. The baseline of a check is the same query over
+CPU saturation, resident memory against its lowest over the lookback, and the versions its build-info metric reported. The baseline of a check is the same query over
 the same window, ``baseline`` earlier (``offset``). An anomalous check gets one range query for its
 onset (the first step at which it crossed). Alertmanager says what else fires.
 
@@ -17,13 +17,17 @@ constant stands for it):
 - topology: the deepest anomalous dependency explains the anomalous services above it (``DEEPEST``); a candidate
   whose own dependency is anomalous is explained by it (``EXPLAINED``, negative);
 - onset order: the earliest anomalous onset (``EARLIEST``);
-- a change on the candidate shortly before the onset (``CHANGE``, the subject then is the change);
-- a past incident with the same signature: the same service and alert name (``PAST``);
+- a change on the candidate shortly before the onset (``CHANGE``, the subject then is the change), weighing more
+  the closer it landed to the onset, and shared when several changes on it fall in that span;
+- past incidents (core/agents/past.py, matched by service, alert names and words): one with the same signature
+  on the candidate, the same alert on the same service (``PAST``), and one whose confirmed cause or verified fix
+  named the candidate — "last time this was X, fixed by Y" (``PAST_CAUSE``); both weighed by that incident's
+  similarity;
 - a firing alert on the candidate itself (``ALERTING``).
 
 Without any metrics source the anomaly and onset rules have nothing to read, and the investigator falls back on
-what the log holds: a change linked to an alerting service (``CHANGE`` and ``LEAD``: it landed less than an hour
-before the incident). When nothing stands out it says so, naming what it checked.
+what the log holds: a change linked to an alerting service (``CHANGE``, and ``LEAD`` in proportion to how little
+it landed before the incident, within the hour). When nothing stands out it says so, naming what it checked.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from decklog.core.agents.past import PastIncident, similar_incidents
 from decklog.core.agents.reasoner import TurnInput
 from decklog.core.clock import parse_iso
 from decklog.core.evidence.observer import Evidence
@@ -45,6 +50,8 @@ EARLIEST = 0.1
 CHANGE = 0.25
 LEAD = 0.15
 PAST = 0.1
+PAST_CAUSE = 0.2
+PAST_LIMIT = 5  # past incidents kept per turn
 ALERTING = 0.05
 CONFIDENCE_CAP = 0.95
 #: Thresholds of the checks: an error ratio is anomalous at 5 % and twice (+2 points) its baseline; a p99 latency
@@ -52,6 +59,9 @@ CONFIDENCE_CAP = 0.95
 ERROR_RATIO_MIN = 0.05
 LATENCY_MIN_S = 0.25
 SATURATION_MIN = 0.8
+#: Memory is anomalous at 1.5 × its baseline and at least 100 MB more (a leak, not noise).
+MEMORY_GROWTH = 1.5
+MEMORY_MIN_GROWTH_BYTES = 100e6
 CHANGE_BEFORE_ONSET_S = 1800.0  # a change counts as "just before" when it landed at most this long before the onset
 
 
@@ -60,6 +70,29 @@ def _when(text: str) -> datetime | None:
         return parse_iso(text) if text else None
     except ValueError:
         return None
+
+
+def _memory_grew(value: float | None, baseline: float | None) -> bool:
+    if value is None or not baseline:
+        return False
+    return value >= MEMORY_GROWTH * baseline and value - baseline >= MEMORY_MIN_GROWTH_BYTES
+
+
+def _closeness(lead_s: float | None) -> float:
+    """1 for a change at the onset, down to 0.5 for one ``CHANGE_BEFORE_ONSET_S`` before it (undated: 0.5)."""
+    if lead_s is None:
+        return 0.5
+    return 1 - 0.5 * min(max(lead_s, 0.0), CHANGE_BEFORE_ONSET_S) / CHANGE_BEFORE_ONSET_S
+
+
+def _lesson_text(past: PastIncident) -> str:
+    """``incident/x (similarity 80 %): “db pool exhausted”, fixed by restart(service=cart)``."""
+    text = f"{past.scope} (similarity {past.similarity:.0%})"
+    if past.lesson.cause:
+        text += f": “{past.lesson.cause[:120]}”"
+    if past.lesson.fixes:
+        text += ", fixed by " + ", ".join(f.describe() for f in past.lesson.fixes[:2])
+    return text
 
 
 def _scalar(vector: list[dict[str, Any]] | None) -> float | None:
@@ -89,10 +122,14 @@ class Check:
         shown = f"{self.value:.1%}" if self.check == "error_ratio" else f"{self.value:.3g}"
         if self.check == "latency_p99":
             shown = f"{self.value * 1000:.0f} ms"
+        if self.check == "memory":
+            shown = f"{self.value / 1e6:.0f} MB"
         if self.baseline is not None:
             base = f"{self.baseline:.1%}" if self.check == "error_ratio" else f"{self.baseline:.3g}"
             if self.check == "latency_p99":
                 base = f"{self.baseline * 1000:.0f} ms"
+            if self.check == "memory":
+                base = f"{self.baseline / 1e6:.0f} MB"
             shown += f" (baseline {base})"
         return f"{self.check} {shown}"
 
@@ -108,7 +145,8 @@ class Candidate:
     versions: list[str] = field(default_factory=list)
     version_at: float | None = None
     version_obs: int = -1
-    past: list[dict[str, Any]] = field(default_factory=list)
+    past: list[PastIncident] = field(default_factory=list)  # the same signature: the same alert on it
+    past_causes: list[PastIncident] = field(default_factory=list)  # their confirmed cause or fix named it
     past_obs: int = -1
     reasons: list[tuple[str, float]] = field(default_factory=list)
     obs: set[int] = field(default_factory=set)
@@ -179,7 +217,6 @@ class Investigator:
         self._linked_changes(turn, cands, linked)
         if evidence is not None and turn.index is not None:
             await self._indexed_changes(turn, evidence, cands)
-            await self._past(turn, evidence, cands)
         metrics = evidence is not None and evidence.metrics is not None
         unread = False
         if metrics and evidence is not None:
@@ -189,6 +226,8 @@ class Investigator:
             # Not one query answered: the checks say nothing, so rank on what the log holds (as without metrics).
             metrics = any(o.source == "prometheus" and not o.error for o in evidence.observations)
             unread = not metrics
+        if evidence is not None:  # after the checks, whose windows end now: the past can be read a moment later
+            await self._past(turn, evidence, cands)
         first_seq = first_alert.first_seq if first_alert else 0
         report = self._rank(turn, cands, metrics=metrics, evidence=evidence, first_alert_seq=first_seq)
         if unread:
@@ -232,29 +271,25 @@ class Investigator:
                 cand.changes.append({**row, "at_dt": _when(row["at"]), "refs": [], "obs": idx})
 
     async def _past(self, turn: TurnInput, evidence: Evidence, cands: dict[str, Candidate]) -> None:
-        index = turn.index
-        if index is None:
+        """Past incidents like this one (one recorded read), and which candidates they point at."""
+        index, logs = turn.index, turn.logs
+        if index is None or logs is None or not turn.state.firing_alerts:
             return
-        for a in turn.state.firing_alerts[:3]:
-            if not a.service or a.service not in cands:
-                continue
-            words = f"{a.service} {a.title}"[:200]
+        kept: list[PastIncident] = []
 
-            async def call(words: str = words) -> list[dict[str, Any]]:
-                hits = await index.search(words, limit=20, exclude_scope=turn.scope, scope_kind="incident")
-                out: dict[str, dict[str, Any]] = {}
-                for hit in hits:
-                    if hit.scope not in out and len(out) < 5:
-                        row = await index.get(hit.scope)
-                        if row is not None:
-                            out[hit.scope] = {"scope": hit.scope, "title": row.title, "services": list(row.services)}
-                return list(out.values())
+        async def call() -> list[dict[str, Any]]:
+            kept[:] = await similar_incidents(logs, index, turn.state, limit=PAST_LIMIT)
+            return [p.to_json() for p in kept]
 
-            found, idx = await evidence.read("incidents", f"similar incidents: {words}", call, service=a.service)
-            same = [f for f in found or [] if a.service in f["services"] and a.title.lower() in f["title"].lower()]
-            if same:
-                cands[a.service].past = same
-                cands[a.service].past_obs = idx
+        names = ", ".join(sorted({a.service for a in turn.state.firing_alerts if a.service}))
+        found, idx = await evidence.read("incidents", f"similar incidents: alerts on {names}", call, check="past")
+        if found is None:
+            return
+        for cand in cands.values():
+            cand.past = [p for p in kept if cand.service in p.pair_services]
+            cand.past_causes = [p for p in kept if p.names(cand.service) and not p.lesson.empty]
+            if cand.past or cand.past_causes:
+                cand.past_obs = idx
 
     async def check(self, now: datetime, evidence: Evidence, cand: Candidate) -> None:
         """Run the checks of one candidate (the ``check_service`` tool runs this for a model too)."""
@@ -293,6 +328,15 @@ class Investigator:
         sat, i7 = await instant("saturation", q.saturation())
         c = Check("saturation", sat, anomalous=sat is not None and sat >= SATURATION_MIN, obs=i7, expr=q.saturation())
         cand.checks.append(c)
+        mem, i8 = await instant("memory", q.memory())
+        base_mem, i9 = None, -1
+        if mem is not None and mem >= MEMORY_MIN_GROWTH_BYTES:  # smaller, it cannot have grown that much
+            span = f"{max(60, int(evidence.sources.lookback_s))}s"
+            base_mem, i9 = await instant("memory_baseline", q.memory_low(span))
+        c = Check("memory", mem, base_mem, obs=i8, expr=q.memory())
+        c.anomalous = _memory_grew(mem, base_mem)
+        cand.checks.append(c)
+        cand.obs |= {i9} if c.anomalous else set()
         for check in cand.checks[2:]:
             if check.anomalous:
                 cand.obs.add(check.obs)
@@ -356,6 +400,7 @@ class Investigator:
                     "latency_p99": value >= LATENCY_MIN_S and value >= 2 * (check.baseline or 0),
                     "up": value < 1,
                     "saturation": value >= SATURATION_MIN,
+                    "memory": _memory_grew(value, check.baseline),
                 }.get(check.check, False)
                 if crossed:
                     cand.onset = float(t) if cand.onset is None else min(cand.onset, float(t))
@@ -413,17 +458,34 @@ class Investigator:
             if change is not None and (c.anomalies or not metrics):
                 at = change.get("at_dt")
                 before = "the onset" if c.onset is not None else "the incident"
-                lead = f" {(reference - at.timestamp()) / 60:.0f} min before {before}" if at else ""
-                c.reasons.append((f"{change['scope']} changed it{lead}", CHANGE))
-                if not metrics and at is not None and 0 <= reference - at.timestamp() <= 3600:
-                    c.reasons.append(("it landed within the hour before the incident", LEAD))
+                lead_s = reference - at.timestamp() if at is not None else None
+                lead = f" {lead_s / 60:.0f} min before {before}" if lead_s is not None else ""
+                # several changes in the span share the weight (which one it was is open); with metrics, one that
+                # landed at the onset weighs twice one that landed ``CHANGE_BEFORE_ONSET_S`` before it
+                rivals = self._changes_in_span(c, reference, max_lead)
+                weight = CHANGE / rivals * (_closeness(lead_s) if metrics else 1.0)
+                also = f" (one of {rivals} changes on it in that span)" if rivals > 1 else ""
+                c.reasons.append((f"{change['scope']} changed it{lead}{also}", round(weight, 3)))
+                if not metrics and lead_s is not None and 0 <= lead_s <= 3600:
+                    c.reasons.append(
+                        ("it landed within the hour before the incident", round(LEAD * (1 - lead_s / 3600), 3))
+                    )
             elif c.version_at is not None and c.anomalies and -5 <= reference - c.version_at <= CHANGE_BEFORE_ONSET_S:
                 minutes = max(reference - c.version_at, 0) / 60
                 versions = " → ".join(c.versions[-2:])
-                c.reasons.append((f"its version changed ({versions}) {minutes:.0f} min before the onset", CHANGE))
+                weight = round(CHANGE * _closeness(reference - c.version_at), 3)
+                c.reasons.append((f"its version changed ({versions}) {minutes:.0f} min before the onset", weight))
                 c.obs.add(c.version_obs)
             if c.past and (c.anomalies or not metrics):
-                c.reasons.append((f"a past incident with the same signature: {c.past[0]['scope']}", PAST))
+                same = c.past[0]
+                text = f"a past incident with the same signature: {same.scope} (similarity {same.similarity:.0%})"
+                c.reasons.append((text, round(PAST * same.similarity, 3)))
+                c.obs.add(c.past_obs)
+            if c.past_causes and (c.anomalies or not metrics):
+                last = c.past_causes[0]
+                c.reasons.append(
+                    (f"last time this was {c.service}: {_lesson_text(last)}", round(PAST_CAUSE * last.similarity, 3))
+                )
                 c.obs.add(c.past_obs)
         ranked = sorted(
             (c for c in cands.values() if self._stands_out(c, metrics)),
@@ -473,6 +535,13 @@ class Investigator:
         if metrics:
             return bool(c.anomalies)
         return bool(c.changes) and c.alerting
+
+    @staticmethod
+    def _changes_in_span(c: Candidate, reference: float, max_lead: float) -> int:
+        """How many of ``c``'s changes could be the one ``_change_before`` picks (an undated one always could)."""
+        return sum(
+            1 for ch in c.changes if ch.get("at_dt") is None or -5 <= reference - ch["at_dt"].timestamp() <= max_lead
+        )
 
     @staticmethod
     def _change_before(c: Candidate, reference: float, max_lead: float) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from decklog.core.state import ScopeState
 
 if TYPE_CHECKING:
+    from decklog.core.agents.past import PastLogs
     from decklog.core.agents.ports import ActionInfo
     from decklog.core.agents.tool_specs import ToolResult, ToolSpec
     from decklog.core.evidence.observer import Evidence
@@ -205,6 +206,7 @@ class TurnInput:
     tools: Tools | None = None
     evidence: Evidence | None = None  # the outside read tools (None: no source is configured)
     index: IndexPort | None = None  # changes and past incidents
+    logs: PastLogs | None = None  # other scopes' logs, read only (what past incidents teach: core/agents/past.py)
 
     def may_propose(self, action: str) -> bool:
         return self.catalog is None or any(a.name == action for a in self.catalog)

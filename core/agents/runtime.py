@@ -306,6 +306,7 @@ class TurnRuntime:
             tools=tools,
             evidence=evidence,
             index=self.index,
+            logs=self.store,
         )
         return turn, views
 

@@ -92,13 +92,20 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "search_similar_incidents",
-        "R1. Full-text search over other incidents' logs; returns the best matching incidents and why they matched.",
+        "R1. Past incidents like this one. Without `query`: those sharing this incident's signature (its alerting"
+        " services, alert names and alert words), most similar first, with what matched. With `query`: a full-text"
+        " search over other incidents' logs. Each result carries the cause people confirmed (or its resolution's"
+        " summary) and the actions that fixed it (applied and verified).",
         _obj(
             {
-                "query": {"type": "string", "description": "words to look for, e.g. 'payments 5xx connection pool'"},
+                "query": {
+                    "type": "string",
+                    "description": "words to look for, e.g. 'payments 5xx connection pool' (omit: this incident's"
+                    " signature)",
+                },
                 "limit": {"type": "integer", "minimum": 1, "maximum": 10},
             },
-            ["query"],
+            [],
         ),
         "read",
     ),

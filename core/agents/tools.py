@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from decklog.core.agents.investigator import Candidate, Investigator
+from decklog.core.agents.past import lesson, similar_incidents
 from decklog.core.agents.reasoner import (
     Collected,
     HypothesisIntent,
@@ -186,8 +187,13 @@ class ToolBox:
     async def _search(self, args: dict[str, Any]) -> ToolResult:
         if self.index is None:
             return no_data("search is not available in this process")
-        query = text_arg(args, "query", required=True)
+        query = text_arg(args, "query")
         limit = int_arg(args, "limit", default=5, low=1, high=10)
+        if not query:  # this incident's signature: its alerting services, alert names and words
+            found = await similar_incidents(self.store, self.index, self.state, limit=limit)
+            if not found:
+                return no_data("no past incident shares this incident's services, alert names or alert words")
+            return ok([p.to_json() for p in found])
         hits = await self.index.search(query, limit=limit * 8, exclude_scope=self.scope)
         best: dict[str, dict[str, Any]] = {}
         for hit in hits:
@@ -203,6 +209,12 @@ class ToolBox:
             row = await self.index.get(item["scope"])
             if row is not None:
                 item.update(title=row.title, status=row.status, created_at=row.created_at[:19])
+            taught = await lesson(self.store, item["scope"])
+            item.update(
+                cause=taught.cause,
+                cause_from=taught.cause_from,
+                fixed_by=[{"action": f.action, "target": f.target, "run_id": f.run_id} for f in taught.fixes],
+            )
             out.append(item)
         return ok(out)
 

@@ -188,6 +188,24 @@ def evidence_text(facts: ChangeFacts, service: str, alert_at: datetime) -> tuple
     return text, relation, back, when
 
 
+def change_time(entries: Sequence[Entry]) -> datetime | None:
+    """A change's own time in ``entries`` (a change scope's observations): the earliest time its senders reported
+    (``data["at"]``), an observation that reported none counting at its recording time; None when no entry is a
+    change observation. A deploy reported "a day ago" and recorded now happened a day ago: ordering it by its
+    recording time would put every replayed or late-delivered change just before whatever fires next."""
+    times: list[datetime] = []
+    for entry in entries:
+        p = entry.payload
+        if not isinstance(p, Observation) or "change_id" not in p.data:
+            continue
+        stamp = p.data.get("at")
+        try:
+            times.append(parse_iso(stamp) if isinstance(stamp, str) and stamp else entry.at)
+        except ValueError:
+            times.append(entry.at)
+    return min(times) if times else None
+
+
 def alert_started(entry: Entry) -> datetime | None:
     """The ``started_at`` an alert observation carries, if any."""
     p = entry.payload

@@ -38,6 +38,7 @@ from decklog.core.changes.facts import (
     change_key,
     change_observation,
     change_scope,
+    change_time,
     change_title,
     evidence_text,
 )
@@ -265,15 +266,12 @@ class ChangeService:
         if state is None or state.kind != "change":
             return None
         entries = await self.store.read(scope, kinds=("observation",), limit=50)
-        times: list[datetime] = []
         values: dict[str, str] = {}
         paths: list[str] = []
         for entry in entries:
             p = entry.payload
             if not isinstance(p, Observation) or "change_id" not in p.data:
                 continue
-            stamp = p.data.get("at")
-            times.append(parse_iso(stamp) if isinstance(stamp, str) and stamp else entry.at)
             for key in ("change_id", "version", "author", "status", "link"):
                 value = p.data.get(key)
                 if isinstance(value, str) and value:
@@ -284,7 +282,7 @@ class ChangeService:
         return ChangeFacts(
             scope=scope,
             services=state.services,
-            at=min(times) if times else parse_iso(state.created_at),
+            at=change_time(entries) or parse_iso(state.created_at),
             change_id=values.get("change_id", ""),
             version=values.get("version", ""),
             author=values.get("author", ""),

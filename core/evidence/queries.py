@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from decklog.core.evidence.catalog import QUERY_ANNOTATION_PREFIX, SELECTOR_ANNOTATION
 
-CHECKS = ("error_ratio", "latency_p99", "up", "restarts", "saturation", "versions")
+CHECKS = ("error_ratio", "latency_p99", "up", "restarts", "saturation", "memory", "versions")
 _REQUESTS = (
     ("http_requests_total", ('code=~"5.."', 'status=~"5.."')),
     ("http_server_request_duration_seconds_count", ('http_response_status_code=~"5.."',)),
@@ -96,6 +96,19 @@ class ServiceQueries:
         """CPU seconds per second (1 = one core busy), the busiest process of the service."""
         return self._override("saturation") or _or(
             [f"max(rate(process_cpu_seconds_total{self._sel(sel)}{self._rng('')}))" for sel in self.selectors()]
+        )
+
+    def memory(self) -> str:
+        """Resident memory of the service's largest process, in bytes."""
+        return self._override("memory") or _or(
+            [f"max(process_resident_memory_bytes{self._sel(sel)})" for sel in self.selectors()]
+        )
+
+    def memory_low(self, span: str) -> str:
+        """The lowest resident memory of any of its processes over ``span`` (a leak grows from there; unlike an
+        ``offset`` baseline it exists as soon as the process has been scraped once)."""
+        return _or(
+            [f"min(min_over_time(process_resident_memory_bytes{self._sel(sel)}[{span}]))" for sel in self.selectors()]
         )
 
     def versions(self) -> str:

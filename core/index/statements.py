@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from decklog.core.clock import parse_iso
+from decklog.core.changes.facts import change_time
+from decklog.core.clock import iso, parse_iso
 from decklog.core.entries import Entry, Evidence, Message, Observation, ThreadLinked
 from decklog.core.errors import Conflict
 from decklog.core.ids import ScopeId
@@ -152,6 +153,7 @@ def scope_row(r: Any) -> ScopeRow:
         permalink=r.permalink,
         pending_approvals=r.pending_approvals,
         forked_from=r.forked_from,
+        changed_at=r.changed_at,
     )
 
 
@@ -217,18 +219,39 @@ def unresolved_incidents(conn: Connection, limit: int) -> list[str]:
 def changes_on(
     conn: Connection, services: Sequence[str], since: datetime, until: datetime | None
 ) -> list[tuple[ScopeRow, datetime]]:
-    """Change scopes on any of ``services`` created in [``since``, ``until``], each once, newest first, with their
-    creation time."""
+    """Change scopes on any of ``services`` whose change happened in [``since``, ``until``] (its own time, not
+    when decklog recorded it: ``ScopeRow.change_time``), each once, newest first, with that time. Looked for among
+    each service's 50 most recently recorded changes."""
+    return changes_in(
+        (row for service in services for row in list_scopes(conn, kind="change", service=service, limit=50)),
+        since,
+        until,
+    )
+
+
+def changes_in(rows: Iterable[ScopeRow], since: datetime, until: datetime | None) -> list[tuple[ScopeRow, datetime]]:
+    """``changes_on``'s selection over rows already read (every index backend shares it)."""
     found: dict[str, tuple[ScopeRow, datetime]] = {}
-    for service in services:
-        for row in list_scopes(conn, kind="change", service=service, limit=50):
-            try:
-                at = parse_iso(row.created_at) if row.created_at else None
-            except ValueError:
-                at = None
-            if at is not None and since <= at and (until is None or at <= until):
-                found[row.id] = (row, at)
+    for row in rows:
+        try:
+            at = parse_iso(row.change_time) if row.change_time else None
+        except ValueError:
+            at = None
+        if at is not None and since <= at and (until is None or at <= until):
+            found[row.id] = (row, at)
     return sorted(found.values(), key=lambda pair: (pair[1], pair[0].id), reverse=True)
+
+
+def changed_at(state: ScopeState, previous: str, entries: Sequence[Entry]) -> str:
+    """A scope row's ``changed_at`` once ``entries`` are applied: for a change scope, the earlier of what the row
+    holds (``previous``) and the change time ``entries`` report; "" for any other scope."""
+    if state.kind != "change":
+        return ""
+    found = change_time(entries)
+    if found is None:
+        return previous
+    text = iso(found)
+    return min(previous, text) if previous else text  # one ISO format: text order is time order
 
 
 def titles(conn: Connection, ids: Sequence[str]) -> dict[str, str]:
@@ -380,11 +403,13 @@ def apply_entries(
             .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER)
             .values(position=fresh[-1].seq)
         )
-    existing = conn.execute(sa.select(scopes.c.version).where(scopes.c.id == scope)).first()
+    existing = conn.execute(sa.select(scopes.c.version, scopes.c.changed_at).where(scopes.c.id == scope)).first()
     if existing is None:
-        conn.execute(scopes.insert().values(id=scope, **scope_values(state)))
+        values = scope_values(state) | {"changed_at": changed_at(state, "", fresh)}
+        conn.execute(scopes.insert().values(id=scope, **values))
     elif existing[0] <= state.version:
-        conn.execute(scopes.update().where(scopes.c.id == scope).values(**scope_values(state)))
+        values = scope_values(state) | {"changed_at": changed_at(state, existing[1], fresh)}
+        conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
     else:
         return  # an older state than the one applied already
     if not milestones_known:

@@ -32,6 +32,9 @@ scopes = sa.Table(
     sa.Column("reserved_at", sa.Float, nullable=False, server_default="0"),
     # a fork (core/fork.py): its source scope. A fork is listed, but it is never an open incident and never routes.
     sa.Column("forked_from", sa.String, nullable=False, server_default=""),
+    # a change scope: the change's own time as its sender reported it (the recording time when it reported none),
+    # ISO like ``created_at``; "" for other scopes, and for change rows an older index wrote (``decklog reindex``)
+    sa.Column("changed_at", sa.String, nullable=False, server_default=""),
 )
 
 routes = sa.Table(

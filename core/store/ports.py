@@ -219,6 +219,13 @@ class ScopeRow:
     permalink: str
     pending_approvals: int
     forked_from: str = ""
+    changed_at: str = ""  # a change scope: the change's own time (core/changes/facts.py change_time)
+
+    @property
+    def change_time(self) -> str:
+        """When a change scope's change happened: its reported time, else (an index written before it was kept)
+        when decklog recorded it."""
+        return self.changed_at or self.created_at
 
     @property
     def is_open(self) -> bool:

@@ -88,7 +88,7 @@ def change_json(row: ScopeRow, linked: Sequence[str]) -> dict[str, Any]:
         "title": row.title,
         "services": list(row.services),
         "status": row.status,
-        "at": row.created_at[:19],
+        "at": row.change_time[:19],  # when it happened (as its sender reported it), not when decklog recorded it
         "linked": row.id in linked,
     }
 

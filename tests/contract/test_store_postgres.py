@@ -168,6 +168,32 @@ async def test_a_version_2_database_gets_parked_inbox_requests_and_forked_scopes
         assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
 
 
+async def test_a_version_3_database_gets_the_index_change_time(pg_url: str) -> None:
+    """A database made at schema version 3 gains the index's ``scopes.changed_at`` (a change's own time) on open;
+    its rows read as before (their recording time) until ``decklog reindex`` fills it."""
+
+    def columns() -> set[str]:
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'scopes'"
+                " AND table_schema = current_schema()"
+            ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as decklog made it at schema version 3
+        conn.execute("ALTER TABLE scopes DROP COLUMN changed_at")
+        conn.execute("UPDATE schema_versions SET version = 3")
+    assert "changed_at" not in columns()
+    store = PostgresLogStore(pg_url, topics=TOPICS)
+    try:
+        await store.open()
+    finally:
+        await store.close()
+    assert "changed_at" in columns()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM schema_versions").fetchone() == (pg.SCHEMA_VERSION,)
+
+
 async def test_one_cursor_owner_at_a_time_with_leases_on_the_database_clock(pg_url: str) -> None:
     one, two = PostgresLogStore(pg_url, topics=TOPICS), PostgresLogStore(pg_url, topics=TOPICS)
     try:

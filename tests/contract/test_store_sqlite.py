@@ -593,3 +593,31 @@ async def test_an_inbox_db_made_before_parking_gets_its_columns(tmp_path: Path) 
         assert [p.key for p in await inbox.parked()] == ["old"]
     finally:
         await inbox.close()
+
+
+async def test_an_older_index_db_gains_the_change_time_column(tmp_path: Path) -> None:
+    """An index.db made before a change's own time was kept gets ``scopes.changed_at`` on open; its rows are kept
+    (and read their recording time until ``decklog reindex``)."""
+    path = tmp_path / "index.db"
+    with sqlite3.connect(path) as conn:  # as an older decklog made it
+        conn.execute(
+            "CREATE TABLE scopes (id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, title VARCHAR NOT NULL DEFAULT '',"
+            " status VARCHAR NOT NULL DEFAULT 'reserved', severity INTEGER, services TEXT NOT NULL DEFAULT '[]',"
+            " created_at VARCHAR NOT NULL DEFAULT '', updated_at VARCHAR NOT NULL DEFAULT '',"
+            " resolved_at VARCHAR NOT NULL DEFAULT '', version INTEGER NOT NULL DEFAULT 0,"
+            " thread_channel VARCHAR NOT NULL DEFAULT '', thread_ts VARCHAR NOT NULL DEFAULT '',"
+            " permalink VARCHAR NOT NULL DEFAULT '', pending_approvals INTEGER NOT NULL DEFAULT 0,"
+            " reserved_at FLOAT NOT NULL DEFAULT 0, forked_from VARCHAR NOT NULL DEFAULT '')"
+        )
+        conn.execute(
+            "INSERT INTO scopes (id, kind, status, services, created_at, version)"
+            " VALUES ('change/r1', 'change', 'open', '[\"api\"]', '2026-12-07T10:00:00.000000Z', 2)"
+        )
+    with ThreadPoolExecutor(2) as pool:
+        index = SqliteIndex(path, pool)
+        await index.open()
+        try:
+            row = await index.get("change/r1")
+        finally:
+            await index.close()
+    assert row is not None and row.changed_at == "" and row.change_time == "2026-12-07T10:00:00.000000Z"

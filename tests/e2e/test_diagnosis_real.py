@@ -1,5 +1,5 @@
 """The investigator against a real Prometheus (Debian's, 1 s scrape) scraping a shop of services whose faults the test
-sets (tests/helpers/shop.py): eight situations at once, each its own incident and its own services.
+sets (tests/helpers/shop.py): eleven situations at once, each its own incident and its own services.
 
 For each it checks (and prints, ``pytest -s``) the rank that the first hypothesis gave the true cause and the time
 from the first alert's entry to that hypothesis' entry (the turn runs right after the alert here: in production
@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +23,26 @@ from decklog.adapters.catalog.backstage import load_catalog
 from decklog.adapters.monitoring.prometheus import PrometheusSource
 from decklog.adapters.monitoring.reader import JsonReader
 from decklog.core.agents import RuleBasedReasoner, TurnRuntime
+from decklog.core.agents.answers import answer_finding
+from decklog.core.changes.facts import change_scope
+from decklog.core.changes.service import ChangeService
 from decklog.core.clock import SystemClock
 from decklog.core.entries import Actor, Entry, Hypothesis, NewEntry, Observation
 from decklog.core.evidence.observer import EvidenceSources, Limits
 from decklog.core.service import ScopeService
+from decklog.core.signals import ChangeSignal
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.log_store import SqliteLogStore
 from tests.helpers.monitoring import PROMETHEUS, Prometheus, require_binary
 from tests.helpers.shop import Shop
 
 ALERTS = Actor.system("alertmanager")
+INVESTIGATOR = Actor.agent("investigator", "rule-based")
+PERSON = Actor.human("U0ONCALL", "oncall")
 DEPLOYER = Actor.system("generic")
 WINDOW = "3s"
-BASELINE = "9s"  # the same window 9 s earlier: before the faults
-BASELINE_S = 9.0  # healthy traffic before the faults
+BASELINE = "20s"  # the same window 20 s earlier: before the faults, also when a loaded machine takes seconds per turn
+BASELINE_S = 20.0  # healthy traffic before the faults
 FAULT_S = 5.0  # faulty traffic before the alert
 
 
@@ -49,6 +56,10 @@ class Situation:
     fault: Callable[[Shop, Callable[[str], str]], None]
     changes: list[tuple[str, str, str]] = field(default_factory=list)  # (service, change scope, title) recorded
     decoys: list[str] = field(default_factory=list)  # subjects that must not rank first
+    # (service, change id) a deployer reports as a day old, delivered just before the fault (a running version)
+    old_changes: list[tuple[str, str]] = field(default_factory=list)
+    # a past incident with the same alerts, whose cause people confirmed: this service
+    past_cause: str = ""
 
     def name(self, service: str) -> str:
         return f"{self.key}-{service}"
@@ -137,6 +148,34 @@ SITUATIONS = [
         changes=[("cart", "change/s7-cart-v2", "cart v2 deployed")],
     ),
     Situation(
+        "s9",
+        "an old deploy reported late, then errors",
+        {"web": ["api"], "api": []},
+        alerting=["web"],
+        truth=["s9-api"],
+        fault=_set(api={"error_ratio": 0.5}, web={"error_ratio": 0.3}),
+        old_changes=[("api", "s9-api-v1")],
+        decoys=["change/s9-api-v1"],
+    ),
+    Situation(
+        "s10",
+        "two dependencies failing, and the last incident like it was one of them",
+        {"web": ["api", "cache"], "api": [], "cache": []},
+        alerting=["web"],
+        truth=["s10-cache"],
+        fault=_set(api={"error_ratio": 0.4}, cache={"error_ratio": 0.4}, web={"error_ratio": 0.3}),
+        past_cause="cache",
+        decoys=["s10-api"],
+    ),
+    Situation(
+        "s11",
+        "a memory leak",
+        {"mail": []},
+        alerting=["mail"],
+        truth=["s11-mail"],
+        fault=_set(mail={"memory_mb": 600.0}),
+    ),
+    Situation(
         "s8",
         "a healthy system with a flapping alert",
         {"web": ["api"], "api": []},
@@ -173,10 +212,8 @@ class Outcome:
     reads: int
 
 
-async def run_situation(
-    s: Situation, runtime: TurnRuntime, service: ScopeService, store: SqliteLogStore, index: SqliteIndex
-) -> Outcome:
-    scope = f"incident/{s.key}"
+async def _alerted(s: Situation, scope: str, service: ScopeService, store: SqliteLogStore, index: SqliteIndex) -> Entry:
+    """``scope`` declared by its alerts (one per alerting service); the first alert's entry."""
     await service.declare(
         title=f"{s.title}: {', '.join(s.alerting)} alerting",
         scope=scope,
@@ -185,18 +222,39 @@ async def run_situation(
         actor=ALERTS,
         via="alert",
     )
-    first_alert_at = None
+    first: Entry | None = None
     for n, svc in enumerate(s.alerting):
         payload = {
             "text": f"{s.name(svc)} HTTP 5xx or latency high",
             "source": "alertmanager",
             "service": s.name(svc),
-            "fingerprint": f"fp-{s.key}-{n}",
+            "fingerprint": f"fp-{scope}-{n}",
             "alert_status": "firing",
         }
         entry = (await store.append(scope, [NewEntry.make("observation", ALERTS, payload)])).entries[0]
-        first_alert_at = first_alert_at or entry.at
+        first = first or entry
     await index.apply(await store.get_state(scope), await store.read(scope))
+    assert first is not None
+    return first
+
+
+async def _past_incident(s: Situation, service: ScopeService, store: SqliteLogStore, index: SqliteIndex) -> None:
+    """An earlier incident with the same alerts: people confirmed that ``past_cause`` caused it, and resolved it."""
+    scope = f"incident/{s.key}-past"
+    await _alerted(s, scope, service, store, index)
+    cause = s.name(s.past_cause)
+    hypothesis = Hypothesis(text=f"suspect {cause}", subject=cause, rank=1, confidence=0.4)
+    seq = (await store.append(scope, [NewEntry.make("hypothesis", INVESTIGATOR, hypothesis)])).entries[0].seq
+    await answer_finding(store, scope, seq, "confirmed", PERSON, now=SystemClock().now())
+    await service.resolve(scope, PERSON, summary=f"{cause} was failing; restarted it")
+    await index.apply(await store.get_state(scope), await store.read(scope))
+
+
+async def run_situation(
+    s: Situation, runtime: TurnRuntime, service: ScopeService, store: SqliteLogStore, index: SqliteIndex
+) -> Outcome:
+    scope = f"incident/{s.key}"
+    first_alert_at = (await _alerted(s, scope, service, store, index)).at
     result = await runtime.run_turn(scope)
     assert result.status == "recorded", result
     entries = await store.read(scope)
@@ -240,7 +298,7 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
+async def test_eleven_situations_rank_the_true_cause_first(tmp_path: Path) -> None:
     require_binary(PROMETHEUS)
     names = [s.name(svc) for s in SITUATIONS for svc in s.services]
     async with Shop(names) as shop:
@@ -264,6 +322,8 @@ async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> Non
             )
             runtime = TurnRuntime(store, reasoner=RuleBasedReasoner(), index=index, evidence=sources)
             service = ScopeService(store, index)
+            clock = SystemClock()
+            changes = ChangeService(store, index, service, clock)
             await _wait_for_scrapes(prometheus, len(names))
             await asyncio.sleep(BASELINE_S)  # healthy traffic: the baseline the checks compare with
             for s in SITUATIONS:
@@ -272,6 +332,15 @@ async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> Non
                         title=title, scope=change, kind="change", services=[s.name(svc)], actor=DEPLOYER
                     )
                     await index.apply(await store.get_state(change), await store.read(change))
+                if s.past_cause:
+                    await _past_incident(s, service, store, index)
+                for svc, change_id in s.old_changes:
+                    signal = ChangeSignal(
+                        source="generic", change_id=change_id, service=s.name(svc), at=clock.now() - timedelta(days=1)
+                    )
+                    await changes.record([signal])
+                    scope = change_scope(change_id)
+                    await index.apply(await store.get_state(scope), await store.read(scope))
                 s.fault(shop, s.name)
             await asyncio.sleep(FAULT_S)
             outcomes = await asyncio.gather(*(run_situation(s, runtime, service, store, index) for s in SITUATIONS))
@@ -294,6 +363,9 @@ async def test_eight_situations_rank_the_true_cause_first(tmp_path: Path) -> Non
         assert all(o.ranks.get(d) != 1 for d in s.decoys), (s.title, printed)
         top = o.hypotheses[0]
         assert top.refs and isinstance(top.payload, Hypothesis) and 0 < (top.payload.confidence or 0) <= 0.95
+        if s.past_cause:  # what ranked it first: the past incident's confirmed cause, cited
+            cited = f"last time this was {s.name(s.past_cause)}: incident/{s.key}-past"
+            assert isinstance(top.payload, Hypothesis) and cited in top.payload.text, (s.title, printed)
 
 
 async def _wait_for_scrapes(prometheus: Prometheus, targets: int) -> None:

@@ -3,7 +3,8 @@ port (one scrape job per service, so ``up`` is per service), through ``prometheu
 
 - ``http_requests_total{service,code}`` (200 or 500), ``http_request_duration_seconds{service}`` (a histogram);
 - ``app_build_info{service,version}`` = 1 (only the current version);
-- ``process_cpu_seconds_total{service}`` and ``process_start_time_seconds{service}``.
+- ``process_cpu_seconds_total{service}``, ``process_start_time_seconds{service}`` and
+  ``process_resident_memory_bytes{service}`` (its ``memory_mb``).
 
 A background tick (about every 0.1 s) adds ``rps`` requests per second that passed, per service, with its ``error_ratio`` of 500s and its
 ``latency_s``, and its ``cpu`` seconds per second. ``down`` makes its ``/metrics`` answer 503 (Prometheus sets
@@ -34,6 +35,7 @@ class Service:
     error_ratio: float = 0.0
     latency_s: float = 0.05
     cpu: float = 0.1
+    memory_mb: float = 80.0
     rps: float = 50.0
     down: bool = False
     port: int = 0
@@ -54,6 +56,7 @@ class Service:
         self.build = Gauge("app_build_info", "build", ["service", "version"], registry=r)
         self.cpu_total = Counter("process_cpu_seconds", "cpu", ["service"], registry=r)
         self.start = Gauge("process_start_time_seconds", "start", ["service"], registry=r)
+        self.memory = Gauge("process_resident_memory_bytes", "memory", ["service"], registry=r)
         self.requests.labels(self.name, "200")
         self.requests.labels(self.name, "500")
         self.build.labels(self.name, self.version).set(1)
@@ -81,6 +84,7 @@ class Service:
         for _ in range(min(whole, 10)):
             self.duration.labels(self.name).observe(self.latency_s)
         self.cpu_total.labels(self.name).inc(self.cpu * elapsed)
+        self.memory.labels(self.name).set(self.memory_mb * 1e6)
 
 
 class Shop:

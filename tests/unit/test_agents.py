@@ -667,3 +667,34 @@ def test_the_max_wait_comes_from_the_environment_as_seconds_and_must_be_positive
     monkeypatch.setenv("DECKLOG_TURN_MAX_WAIT", "0")
     with pytest.raises(ValidationError, match="DECKLOG_TURN_MAX_WAIT"):
         Settings()
+
+
+async def test_a_suspect_changes_confidence_comes_from_its_evidence(tmp_path: Path) -> None:
+    """Without metrics a linked change is the evidence there is: the closer it landed before the incident, the more
+    confident the hypothesis; two linked changes on the service share the suspicion."""
+
+    async def confidence(name: str, minutes: list[int]) -> list[float]:
+        async with opened_world(tmp_path / name) as w:
+            changes = []
+            for n, before in enumerate(minutes):
+                change = f"change/payments-r{n}"
+                await w.service.declare(
+                    title=f"payments r{n}", scope=change, kind="change", services=["payments"], actor=ALERTS
+                )
+                changes.append((before, change))
+                w.clock.advance(seconds=1)
+            w.clock.advance(minutes=max(minutes))
+            await w.service.declare(
+                title="Payments 5xx", scope=SCOPE, severity=2, services=["payments"], actor=ALERTS, via="alert"
+            )
+            await w.alert()
+            for _, change in changes:
+                await w.service.link(SCOPE, change, Actor.system("changes"), relation="suspected_cause")
+            assert (await w.runtime().run_turn(SCOPE)).status == "recorded"
+            return [h.payload.confidence for h in await w.entries("hypothesis")]  # type: ignore[attr-defined]
+
+    (close,) = await confidence("close", [2])
+    (far,) = await confidence("far", [50])
+    shared = await confidence("shared", [2, 2])
+    assert close > far > 0, (close, far)
+    assert shared and max(shared) < close, (shared, close)

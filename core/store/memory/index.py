@@ -18,12 +18,18 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from decklog.core.clock import parse_iso
 from decklog.core.entries import Entry, Evidence, Message, Observation, ThreadLinked
 from decklog.core.errors import Conflict
 from decklog.core.ids import ScopeId
 from decklog.core.index.keys import group_fingerprint, route_key
-from decklog.core.index.statements import INDEX_SUBSCRIBER, milestone_values, scope_row, scope_values
+from decklog.core.index.statements import (
+    INDEX_SUBSCRIBER,
+    changed_at,
+    changes_in,
+    milestone_values,
+    scope_row,
+    scope_values,
+)
 from decklog.core.index.text import search_words, searchable_text
 from decklog.core.state import ScopeState
 from decklog.core.store.ports import Milestones, ScopeRow, SearchHit
@@ -224,16 +230,8 @@ class MemoryIndex:
     async def changes_on(
         self, services: Sequence[str], since: datetime, until: datetime | None = None
     ) -> list[tuple[ScopeRow, datetime]]:
-        found: dict[str, tuple[ScopeRow, datetime]] = {}
-        for service in services:
-            for row in self._list(kind="change", service=service, limit=50):
-                try:
-                    at = parse_iso(row.created_at) if row.created_at else None
-                except ValueError:
-                    at = None
-                if at is not None and since <= at and (until is None or at <= until):
-                    found[row.id] = (row, at)
-        return sorted(found.values(), key=lambda pair: (pair[1], pair[0].id), reverse=True)
+        rows = (row for service in services for row in self._list(kind="change", service=service, limit=50))
+        return changes_in(rows, since, until)
 
     async def search(
         self,
@@ -339,7 +337,13 @@ class MemoryIndex:
         existing = self.t.scopes.get(scope)
         if existing is not None and existing["version"] > state.version:
             return  # an older state than the one applied already
-        self.t.scopes[scope] = {**(existing or {"reserved_at": 0.0}), "id": scope, **scope_values(state)}
+        previous = str((existing or {}).get("changed_at", ""))
+        self.t.scopes[scope] = {
+            **(existing or {"reserved_at": 0.0}),
+            "id": scope,
+            **scope_values(state),
+            "changed_at": changed_at(state, previous, fresh),
+        }
         if not milestones_known:
             values = milestone_values(state)
             if values is not None:
@@ -420,6 +424,7 @@ def _reserved_row(scope: str, kind: str) -> dict[str, Any]:
         "pending_approvals": 0,
         "reserved_at": time.time(),
         "forked_from": "",
+        "changed_at": "",
     }
 
 

@@ -20,7 +20,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from decklog.core.errors import InvalidInput
 
 #: Bump when a table changes in a way an older server must not write to.
-SCHEMA_VERSION = 3  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers); 3: parked inbox requests
+SCHEMA_VERSION = 4  # 2: due_turns.wake_at / ask_at / asks (durable wake-ups and answers); 3: parked inbox requests;
+# 4: the index's scopes.changed_at (a change's own time)
 SCHEMA_NAME = "decklog"
 
 metadata = sa.MetaData()
@@ -128,6 +129,7 @@ index_scopes = sa.Table(
     sa.Column("pending_approvals", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reserved_at", sa.Float(precision=53), nullable=False, server_default="0"),
     sa.Column("forked_from", sa.Text(collation="C"), nullable=False, server_default=""),  # core/index/statements.py
+    sa.Column("changed_at", sa.Text(collation="C"), nullable=False, server_default=""),  # a change's own time
 )
 
 routes = sa.Table("routes", metadata, key("key", primary_key=True), key("scope"))
@@ -230,6 +232,8 @@ ADDED_COLUMNS = (
     "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS error text",
     "ALTER TABLE scopes ADD COLUMN IF NOT EXISTS forked_from text COLLATE \"C\" NOT NULL DEFAULT ''",
     "ALTER TABLE milestones ADD COLUMN IF NOT EXISTS paged double precision",  # on-call: MTTA from the first page
+    # 4: a change's own time; rows written before it have none until `decklog reindex` (they read created_at)
+    "ALTER TABLE scopes ADD COLUMN IF NOT EXISTS changed_at text COLLATE \"C\" NOT NULL DEFAULT ''",
 )
 sa.Index("due_turns_due", due_turns.c.due_at)
 

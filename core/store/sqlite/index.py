@@ -60,6 +60,8 @@ class SqliteIndex:
         columns = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(scopes)")}
         if "forked_from" not in columns:  # an index.db made before forks were kept out of routing
             conn.exec_driver_sql("ALTER TABLE scopes ADD COLUMN forked_from VARCHAR NOT NULL DEFAULT ''")
+        if "changed_at" not in columns:  # an index.db made before a change's own time was kept (reindex fills it)
+            conn.exec_driver_sql("ALTER TABLE scopes ADD COLUMN changed_at VARCHAR NOT NULL DEFAULT ''")
         if "paged" not in {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(milestones)")}:
             conn.exec_driver_sql("ALTER TABLE milestones ADD COLUMN paged FLOAT")  # an index.db made before on-call
         conn.exec_driver_sql(FTS_DDL)
