@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import psycopg
 import pytest
@@ -22,21 +22,10 @@ from decklog.core.outbox.dispatcher import Dispatcher
 from decklog.core.store.postgres import liveness as live
 from decklog.core.store.postgres.liveness import GRACE_S, MARGIN_S, Liveness
 from decklog.core.store.postgres.log_store import PostgresLogStore
+from tests.conftest import eventually
 from tests.store_contract import SCOPE, declare, message
 
 TOPICS = ("index", "slack")
-
-
-async def _until(check: Callable[[], Awaitable[bool] | bool], what: str, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        got = check()
-        if isinstance(got, Awaitable):
-            got = await got
-        if got:
-            return
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.02)
 
 
 class Recording:
@@ -91,21 +80,27 @@ async def test_a_holder_whose_last_ping_is_older_than_its_window_starts_no_deliv
     try:
         dispatcher.start()
         await declare(holder)
-        await _until(lambda: sender.seqs == [1], "nothing was delivered while the pings were confirmed")
+        await eventually(
+            lambda: sender.seqs == [1], timeout=30, what="nothing was delivered while the pings were confirmed"
+        )
         liveness = holder._liveness
         assert liveness is not None
 
         gate.close()  # no ping is confirmed from now on
-        await _until(gate.waiting.is_set, "the liveness thread never pinged again")
+        await eventually(gate.waiting.is_set, timeout=30, what="the liveness thread never pinged again")
         last = liveness._confirmed_at  # the send time of the last ping the server answered
-        await _until(lambda: time.monotonic() > last + GRACE_S - MARGIN_S, "the clock stood still")
+        await eventually(lambda: time.monotonic() > last + GRACE_S - MARGIN_S, timeout=30, what="the clock stood still")
         lapsed = dispatcher.leases_lapsed
         await holder.append(SCOPE, [message("after the window of the last ping")])
-        await _until(lambda: dispatcher.leases_lapsed > lapsed, "the holder neither delivered nor stopped")
+        await eventually(
+            lambda: dispatcher.leases_lapsed > lapsed, timeout=30, what="the holder neither delivered nor stopped"
+        )
         assert sender.seqs == [1], "a delivery started after the run window of the last confirmed ping"
 
         gate.open()  # its pings are answered again: it takes the cursor again and delivers
-        await _until(lambda: sender.seqs == [1, 2], "the holder never resumed once its pings were confirmed")
+        await eventually(
+            lambda: sender.seqs == [1, 2], timeout=30, what="the holder never resumed once its pings were confirmed"
+        )
     finally:
         gate.open()
         await dispatcher.stop()
@@ -124,18 +119,24 @@ async def test_a_holder_whose_ping_fails_stops_at_once(pg_url: str, monkeypatch:
         dispatcher = Dispatcher(holder, [], cursors=holder)
         liveness = holder._liveness
         assert liveness is not None
-        await _until(lambda: holder.alive_until(time.monotonic()) > time.monotonic(), "no liveness lock")
+        await eventually(
+            lambda: holder.alive_until(time.monotonic()) > time.monotonic(), timeout=30, what="no liveness lock"
+        )
         asked = time.monotonic()
         assert await holder.take_cursor(SCOPE, "slack", dispatcher.owner, lease_s=600) is not None
         dispatcher._leased(SCOPE, "slack", asked)
-        await _until(lambda: dispatcher.holds(SCOPE, "slack"), "the holder never confirmed its liveness")
+        await eventually(
+            lambda: dispatcher.holds(SCOPE, "slack"), timeout=30, what="the holder never confirmed its liveness"
+        )
 
         gate.refusing = True  # once its session is gone, it cannot get another
         conn = liveness._conn
         assert conn is not None
         with psycopg.connect(pg_url, autocommit=True) as c:  # the server ends its session; the process lives on
             c.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
-        await _until(lambda: not dispatcher.holds(SCOPE, "slack"), "the holder went on after its ping failed")
+        await eventually(
+            lambda: not dispatcher.holds(SCOPE, "slack"), timeout=30, what="the holder went on after its ping failed"
+        )
     finally:
         gate.open()
         await holder.close()
@@ -146,7 +147,9 @@ async def test_the_holders_last_start_comes_a_margin_before_the_takers_first(pg_
     try:
         await declare(holder)
         owner = holder.hold_liveness("r1")
-        await _until(lambda: holder.alive_until(time.monotonic()) > time.monotonic(), "no liveness lock")
+        await eventually(
+            lambda: holder.alive_until(time.monotonic()) > time.monotonic(), timeout=30, what="no liveness lock"
+        )
         asked = time.monotonic()
         assert await holder.take_cursor(SCOPE, "slack", owner, lease_s=60) is not None
         liveness = holder._liveness
@@ -158,7 +161,7 @@ async def test_the_holders_last_start_comes_a_margin_before_the_takers_first(pg_
             await other.fence_dead_holders()
             return await other.take_cursor(SCOPE, "slack", "live:r2", lease_s=60) is not None
 
-        await _until(taken, "the dead holder's cursor never moved")
+        await eventually(taken, timeout=30, what="the dead holder's cursor never moved")
         assert time.monotonic() >= last_start + MARGIN_S, "taken over while a delivery of the holder could start"
     finally:
         await holder.close()
