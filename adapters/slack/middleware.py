@@ -137,14 +137,8 @@ def reaction_scope(deps: SlackDeps) -> BoltMiddleware:
             return
         channel, ts = item["channel"], item["ts"]
         message = await _fetch(req.client, channel, ts)
-        if message is None:
-            return
-        scope = await route_with_patience(deps, channel, ts, message.get("thread_ts") or ts)
-        if scope is None:
-            return
-        req.context[MESSAGE] = message
-        req.context[SCOPE] = scope
-        req.context[ACTOR] = await deps.human(event.get("user", ""))
+        if message is not None:
+            await _on_message(req, deps, channel, ts, message)
 
     return middleware(route)
 
@@ -161,15 +155,20 @@ def pin_scope(deps: SlackDeps) -> BoltMiddleware:
         if item.get("type") != "message" or not channel or not pinned.get("ts"):
             return
         ts = pinned["ts"]
-        message = await _fetch(req.client, channel, ts) or pinned
-        scope = await route_with_patience(deps, channel, ts, message.get("thread_ts") or ts)
-        if scope is None:
-            return
-        req.context[MESSAGE] = message
-        req.context[SCOPE] = scope
-        req.context[ACTOR] = await deps.human(event.get("user", ""))
+        await _on_message(req, deps, channel, ts, await _fetch(req.client, channel, ts) or pinned)
 
     return middleware(route)
+
+
+async def _on_message(req: Req, deps: SlackDeps, channel: str, ts: str, message: dict[str, Any]) -> None:
+    """A reaction's or pin's message in an incident's thread: the message, its scope and the person, for the
+    listener. Nothing when the message is in no incident's thread."""
+    scope = await route_with_patience(deps, channel, ts, message.get("thread_ts") or ts)
+    if scope is None:
+        return
+    req.context[MESSAGE] = message
+    req.context[SCOPE] = scope
+    req.context[ACTOR] = await deps.human(req.event.get("user", ""))
 
 
 async def _fetch(client: AsyncWebClient, channel: str, ts: str) -> dict[str, Any] | None:
