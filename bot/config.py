@@ -51,7 +51,9 @@ class ChangesConfig(_Section):
 class RulesConfig(_Section):
     """``[agents.rules]``: the action names the rule-based reasoner proposes (an empty name switches that rule off)."""
 
-    rollback_action: str = "rollback_deploy"
+    rollback_action: str = "rollback_deploy"  # undoes a deploy, and a change whose kind's action the catalog lacks
+    config_action: str = "revert_config"  # undoes a config push (a change of kind "config")
+    flag_action: str = "flag_off"  # undoes a feature flag flip (a change of kind "flag")
     status_action: str = "status_page_update"
     status_update_after: float = Field(30, gt=0)  # minutes without a public update (SEV1/SEV2) before proposing one
 
@@ -59,6 +61,7 @@ class RulesConfig(_Section):
         """The keyword arguments of ``RuleBasedReasoner`` this section sets."""
         return {
             "rollback_action": self.rollback_action,
+            "undo_actions": {"config": self.config_action, "flag": self.flag_action},
             "status_action": self.status_action,
             "status_update_after_minutes": self.status_update_after,
         }

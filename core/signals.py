@@ -80,8 +80,14 @@ class Commit(BaseModel):
     paths: tuple[str, ...] = ()
 
 
+ChangeKind = Literal["deploy", "config", "flag"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("deploy", "config", "flag")
+
+
 class ChangeSignal(BaseModel):
-    """One change to a service (a deploy, a push to a deployed branch)."""
+    """One change to a service (a deploy, a push to a deployed branch, a config push, a feature flag flip).
+    ``kind`` says which, so that the action that undoes it can be chosen (a rollback, a config revert, a flag
+    turned off); ``flag`` names the feature flag of a ``flag`` change."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -98,6 +104,8 @@ class ChangeSignal(BaseModel):
     at: datetime | None = None
     repository: str = ""  # e.g. ``acme/payments`` (GitHub's ``repository.full_name``)
     ref: str = ""  # the git ref deployed or pushed (``refs/heads/main``, ``v2026.09.19-4``)
+    kind: ChangeKind = "deploy"
+    flag: str = Field("", max_length=200)
 
 
 class PayloadError(ValueError):

@@ -32,6 +32,7 @@ it landed before the incident, within the hour). When nothing stands out it says
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -39,7 +40,9 @@ from typing import Any
 
 from decklog.core.agents.past import PastIncident, similar_incidents
 from decklog.core.agents.reasoner import TurnInput
+from decklog.core.changes.facts import change_kind
 from decklog.core.clock import parse_iso
+from decklog.core.errors import NotFound
 from decklog.core.evidence.observer import Evidence
 from decklog.core.evidence.queries import ServiceQueries
 
@@ -172,6 +175,8 @@ class Finding:
     confidence: float
     rank: int
     change: str = ""
+    change_kind: str = ""  # deploy | config | flag (core/signals.py ChangeSignal.kind), when ``change`` is set
+    flag: str = ""  # the feature flag a ``flag`` change flipped
     refs: tuple[int, ...] = ()
     observations: tuple[int, ...] = ()
 
@@ -189,6 +194,7 @@ class Investigator:
     max_candidates: int = 8
     max_depth: int = 3
     max_findings: int = 3
+    max_changes: int = 20  # changes on the candidates one turn reads from the index (each: its kind, one read)
     change_window_hours: float = 6.0
 
     async def investigate(self, turn: TurnInput, evidence: Evidence | None, *, linked: list[dict[str, Any]]) -> Report:
@@ -254,12 +260,19 @@ class Investigator:
         services = sorted(cands)
         since = turn.now - timedelta(hours=self.change_window_hours)
 
+        logs = turn.logs
+
         async def call() -> list[dict[str, Any]]:
             found = await index.changes_on(services, since)
-            return [
-                {"scope": row.id, "title": row.title, "services": list(row.services), "at": at.isoformat()}
-                for row, at in found
-            ]
+            rows = []
+            for row, at in found[: self.max_changes]:
+                item = {"scope": row.id, "title": row.title, "services": list(row.services), "at": at.isoformat()}
+                if logs is not None:  # what kind of change it was: which action would undo it
+                    with contextlib.suppress(NotFound):
+                        kind, flag = change_kind(await logs.read_last(row.id, limit=4, kinds=("observation",)))
+                        item |= {"kind": kind} | ({"flag": flag} if flag else {})
+                rows.append(item)
+            return rows
 
         query = f"changes on {', '.join(services)} since {since.isoformat()[:19]}"
         rows, idx = await evidence.read("changes", query, call, check="changes")
@@ -511,6 +524,7 @@ class Investigator:
                 text = f"suspect {change['scope']}: “{what}” on {c.service} — {why}{touched}"
             else:
                 text = f"suspect {c.service} — {why}"
+            named = change if change is not None and subject == change["scope"] else None
             obs = tuple(sorted(i for i in c.obs if i >= 0))
             if change is not None and change.get("obs", -1) >= 0:
                 obs = tuple(sorted({*obs, change["obs"]}))
@@ -521,7 +535,9 @@ class Investigator:
                     service=c.service,
                     confidence=confidence,
                     rank=rank,
-                    change=change["scope"] if change is not None and subject == change["scope"] else "",
+                    change=named["scope"] if named is not None else "",
+                    change_kind=str(named.get("kind") or "deploy") if named is not None else "",
+                    flag=str(named.get("flag") or "") if named is not None else "",
                     refs=tuple(sorted(refs)),
                     observations=obs,
                 )

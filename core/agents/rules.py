@@ -5,9 +5,10 @@ Each rule first checks the stored state cheaply, and only then reads the one vie
 1. investigation — the investigator (core/agents/investigator.py) ranks the causes of the firing alerts from the
    outside read tools (Prometheus, Alertmanager, the service catalog), the changes and past incidents; each is a
    hypothesis with its subject, rank, evidence-derived confidence and refs to the observations it rests on. When
-   the top one is a change: an obligation to roll it back *only if the recorded safety conditions hold* (action
-   ``rollback_deploy``), once per change — unless that rollback already applied in a related incident (the
-   view's ``related_actions``): then a finding citing the run instead. Nothing standing out is said, with what
+   the top one is a change: an obligation to undo it *only if the recorded safety conditions hold*, once per
+   change, with the catalog action that undoes its kind (a config push: ``revert_config``; a feature flag:
+   ``flag_off``; a deploy, or a kind whose action the catalog lacks: ``rollback_deploy``) — unless that action
+   already applied in a related incident (the view's ``related_actions``): then a finding citing the run instead. Nothing standing out is said, with what
    was checked. Without outside sources, a change linked to an alerting service is the evidence.
 2. action — an open rollback obligation with an action, never proposed before → a proposal through the
    ``Proposer`` port (it parks for approval; nothing runs here). Never one whose action already applied on the
@@ -20,8 +21,8 @@ Each rule first checks the stored state cheaply, and only then reads the one vie
 6. status — a SEV1/SEV2 incident with no public update (a proposal of ``status_action``) for
    ``status_update_after_minutes`` → a proposal of ``status_action``, if that action is configured.
 
-Action names come from ``[agents.rules]`` in decklog.toml (``rollback_action``, ``status_action``), never from
-constants here. A suspect a person ruled out (``finding_answer``) is never suggested again unless new evidence (an
+Action names come from ``[agents.rules]`` in decklog.toml (``rollback_action``, ``config_action``, ``flag_action``,
+``status_action``), never from constants here. A suspect a person ruled out (``finding_answer``) is never suggested again unless new evidence (an
 alert first seen after the ruling) arrives.
 
 Asked a question, it answers from the read tools where a rule can (core/agents/ask_tools.py: who owns a service,
@@ -32,11 +33,13 @@ changed, what is firing, what is suspected, what is open. Anything else: "I can'
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from decklog.core.agents.ask_tools import CANNOT, answer_from_tools
-from decklog.core.agents.investigator import Investigator
+from decklog.core.agents.investigator import Finding, Investigator
+from decklog.core.agents.ports import ActionInfo
 from decklog.core.agents.reasoner import (
     HypothesisIntent,
     ObligationIntent,
@@ -51,11 +54,29 @@ from decklog.core.obligations import new_obligation_id
 from decklog.core.views import applied_in, finding_text
 
 DEFAULT_ROLLBACK_ACTION = "rollback_deploy"  # the defaults of [agents.rules] (bot/config.py RulesConfig)
+DEFAULT_UNDO_ACTIONS = {"config": "revert_config", "flag": "flag_off"}  # kind of change → the action undoing it
 DEFAULT_STATUS_ACTION = "status_page_update"
 DEFAULT_STATUS_UPDATE_AFTER_MINUTES = 30.0
 PUBLIC_STATUS = {"investigating": "investigating", "identified": "identified", "mitigated": "monitoring"}
 _CHANGE_WORDS = re.compile(r"\b(chang|deploy|releas|commit|rollout|roll out|ship|push|version)", re.I)
 _SUMMARY_WORDS = re.compile(r"\b(summar|catch me up|status|what.?s (going on|happening)|overview|joined)", re.I)
+
+
+def fit_params(params: Mapping[str, Any], info: ActionInfo | None) -> dict[str, Any]:
+    """``params`` as ``info``'s action takes them: an obligation keeps the whole context of what it undoes
+    (service, change, flag), and the proposal carries only the parameters the catalog declares for the action."""
+    if info is None or not info.params_schema:
+        return dict(params)
+    return {k: v for k, v in params.items() if k in info.params_schema}
+
+
+def _undo_text(finding: Finding) -> str:
+    """``roll back change/x``, ``revert the config change change/x``, ``turn the flag F off (change/x)``."""
+    if finding.change_kind == "config":
+        return f"revert the config change {finding.change}"
+    if finding.change_kind == "flag":
+        return f"turn the flag {finding.flag} off ({finding.change})" if finding.flag else f"undo {finding.change}"
+    return f"roll back {finding.change}"
 
 
 def _when(text: str) -> datetime | None:
@@ -76,12 +97,14 @@ class RuleBasedReasoner:
         idle_nudge_minutes: float = 20.0,
         verification_grace_s: float = 300.0,
         rollback_action: str = DEFAULT_ROLLBACK_ACTION,
+        undo_actions: Mapping[str, str] | None = None,
         status_action: str = DEFAULT_STATUS_ACTION,
         status_update_after_minutes: float = DEFAULT_STATUS_UPDATE_AFTER_MINUTES,
     ) -> None:
         self.idle_nudge_s = idle_nudge_minutes * 60
         self.verification_grace_s = verification_grace_s
         self.rollback_action = rollback_action
+        self.undo_actions = dict(DEFAULT_UNDO_ACTIONS if undo_actions is None else undo_actions)
         self.status_action = status_action
         self.status_update_after_s = status_update_after_minutes * 60
         self.investigator = Investigator()
@@ -124,7 +147,6 @@ class RuleBasedReasoner:
         if report.nothing and evidence is not None:
             evidence.conclude("investigator", report.nothing)
             return
-        info = turn.action_info(self.rollback_action)
         for finding in report.findings:
             if finding.change and finding.change in suspects:
                 continue  # hypothesised before (or ruled out without new evidence): not again
@@ -142,23 +164,37 @@ class RuleBasedReasoner:
             if not finding.change or finding.rank != 1:
                 continue
             suspects.add(finding.change)
+            action = self.undo_action(turn, finding.change_kind)
+            if not action:
+                continue
             params = {"service": finding.service, "change": finding.change}
-            if done := applied_in(view.sections.get("related_actions", []), self.rollback_action, params):
+            if finding.flag:
+                params["flag"] = finding.flag
+            info = turn.action_info(action)
+            if done := applied_in(view.sections.get("related_actions", []), action, fit_params(params, info)):
                 out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=finding.refs))
-                continue  # rolled back in a related incident already: say so, do not open it again
+                continue  # undone in a related incident already: say so, do not open it again
             out.obligations.append(
                 ObligationIntent(
-                    text=f"roll back {finding.change} only if the recorded safety conditions hold",
+                    text=f"{_undo_text(finding)} only if the recorded safety conditions hold",
                     purpose="rollback",
                     conditions=info.safety_conditions if info is not None else (),
-                    action=self.rollback_action,
+                    action=action,
                     params=params,
-                    expected_outcome=f"the {finding.service} alerts resolve after the rollback",
+                    expected_outcome=f"the {finding.service} alerts resolve after {action}",
                     refs=finding.refs,
                     obligation_id=new_obligation_id(),
                     hypothesis_index=len(out.hypotheses) - 1,
                 )
             )
+
+    def undo_action(self, turn: TurnInput, kind: str) -> str:
+        """The catalog action that undoes a change of ``kind``: the one ``[agents.rules]`` names for that kind
+        (``config_action``, ``flag_action``) when the catalog has it, else ``rollback_action`` ("" = none)."""
+        action = self.undo_actions.get(kind, "")
+        if action and turn.may_propose(action):
+            return action
+        return self.rollback_action
 
     @staticmethod
     def _after_incident(change: dict[str, Any], turn: TurnInput) -> bool:
@@ -185,7 +221,9 @@ class RuleBasedReasoner:
             proposed = view.sections.get("proposed_in_turns", [])
             if proposed or any(h.get("kind") in ("proposal", "action_started", "suggestion") for h in history):
                 continue  # proposed once already (approved, denied or merely suggested): humans decide now
-            if done := applied_in(view.sections.get("related_actions", []), ob.action, ob.params):
+            if done := applied_in(
+                view.sections.get("related_actions", []), ob.action, fit_params(ob.params, turn.action_info(ob.action))
+            ):
                 refs = (ob.opened_seq,) if ob.opened_seq else ()  # once: the action view's history shows it
                 out.suggestions.append(SuggestionIntent(finding_text(done), rationale=done["ref"], refs=refs))
                 continue
@@ -193,7 +231,9 @@ class RuleBasedReasoner:
             why = f"obligation {ob.id}: {ob.text}"
             if evidence:
                 why += f" (evidence: {', '.join(f'#{r}' for r in evidence)})"
-            out.proposals.append(ProposalIntent(ob.action, dict(ob.params), why, ob.id))
+            out.proposals.append(
+                ProposalIntent(ob.action, fit_params(ob.params, turn.action_info(ob.action)), why, ob.id)
+            )
 
     # -- 3. verification -------------------------------------------------------------------------------------
 

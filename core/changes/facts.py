@@ -99,7 +99,11 @@ def change_title(signal: ChangeSignal) -> str:
 
 def change_key(signal: ChangeSignal) -> str:
     """A digest of the normalised change: the same delivery twice has the same key (appends once)."""
-    material = json.dumps(signal.model_dump(mode="json"), sort_keys=True, ensure_ascii=True)
+    fields = signal.model_dump(mode="json")
+    for name, default in (("kind", "deploy"), ("flag", "")):  # absent when default: keys made before stay the same
+        if fields.get(name) == default:
+            fields.pop(name, None)
+    material = json.dumps(fields, sort_keys=True, ensure_ascii=True)
     return f"change:{signal.source}:{hashlib.sha256(material.encode('ascii')).hexdigest()[:32]}"
 
 
@@ -113,10 +117,15 @@ def change_text(signal: ChangeSignal) -> str:
     where = f" to {signal.environment}" if signal.environment else ""
     who = f" ({signal.author})" if signal.author else ""
     what = f"{signal.service} {short_version(signal.version)}".strip()
+    verb = {"started": "started", "succeeded": "succeeded", "failed": "failed", "pushed": "pushed"}[signal.status]
     if signal.status == "pushed":
         line = f"push to {signal.repository or signal.service}{who}"
+    elif signal.kind == "flag":
+        flag = f" {signal.flag}" if signal.flag else ""
+        line = f"feature flag{flag} change on {what}{where} {verb}{who}"
+    elif signal.kind == "config":
+        line = f"config change to {what}{where} {verb}{who}"
     else:
-        verb = {"started": "started", "succeeded": "succeeded", "failed": "failed"}[signal.status]
         line = f"deploy of {what}{where} {verb}{who}"
     description = signal.description.strip().splitlines()[0] if signal.description.strip() else ""
     return f"{line}: {description}" if description else line
@@ -135,6 +144,8 @@ def change_observation(signal: ChangeSignal, raw: Mapping[str, Any] | None = Non
     ]
     data: dict[str, Any] = {
         "change_id": signal.change_id,
+        "kind": signal.kind,
+        "flag": signal.flag,
         "status": signal.status,
         "version": signal.version,
         "environment": signal.environment,
@@ -204,6 +215,19 @@ def change_time(entries: Sequence[Entry]) -> datetime | None:
         except ValueError:
             times.append(entry.at)
     return min(times) if times else None
+
+
+def change_kind(entries: Sequence[Entry]) -> tuple[str, str]:
+    """(kind, flag) of a change from its scope's observations: ``deploy``, ``config`` or ``flag``, and the feature
+    flag's name for a flag. A change recorded before changes had kinds is a deploy."""
+    for entry in entries:
+        p = entry.payload
+        if isinstance(p, Observation) and "change_id" in p.data:
+            kind = p.data.get("kind")
+            if isinstance(kind, str) and kind in ("deploy", "config", "flag"):
+                flag = p.data.get("flag")
+                return kind, flag if isinstance(flag, str) else ""
+    return "deploy", ""
 
 
 def alert_started(entry: Entry) -> datetime | None:

@@ -148,8 +148,9 @@ async def _change_summary(r: Reader, change: str, link_seq: int) -> dict[str, An
 
 
 def _change_details(p: Observation, details: dict[str, Any]) -> None:
-    """Fill ``details`` (first value wins) with what a change observation says: version, where, who, when, paths."""
-    for key in ("version", "environment", "author", "status", "link", "at"):
+    """Fill ``details`` (first value wins) with what a change observation says: its kind (deploy, config, flag)
+    and flag, version, where, who, when, paths."""
+    for key in ("kind", "flag", "version", "environment", "author", "status", "link", "at"):
         value = p.data.get(key) or p.labels.get(key)
         if value and isinstance(value, str) and key not in details:
             details["deployed_at" if key == "at" else key] = value[:19] + "Z" if key == "at" else value

@@ -52,10 +52,22 @@ LAB_ACTIONS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] 
         ("alert_still_firing", "change_is_latest_on_service", "no_other_run_in_flight", "not_run_in_related_incident"),
         ("service", "change"),
     ),
-    ("revert_config", "Revert a service's last config push", "R2", ("no_other_run_in_flight",), ("service", "change")),
+    (
+        "revert_config",
+        "Revert a service's last config push",
+        "R2",
+        ("no_other_run_in_flight", "not_run_in_related_incident"),
+        ("service", "change"),
+    ),
     ("restart", "Restart a service's processes", "R2", ("no_other_run_in_flight",), ("service",)),
     ("scale_up", "Add two replicas to a service", "R2", ("no_other_run_in_flight",), ("service",)),
-    ("flag_off", "Turn a feature flag off", "R2", ("no_other_run_in_flight",), ("service", "flag")),
+    (
+        "flag_off",
+        "Turn a feature flag off",
+        "R2",
+        ("no_other_run_in_flight", "not_run_in_related_incident"),
+        ("service", "flag"),
+    ),
 )
 
 
@@ -213,7 +225,9 @@ class World:
         n = self._versions[service] = self._versions.get(service, 0) + 1
         return f"v1.{n}.0"
 
-    async def _report(self, service: str, version: str, what: str, origin: str, *, at: float | None = None) -> Change:
+    async def _report(
+        self, service: str, version: str, what: str, origin: str, *, at: float | None = None, flag: str = ""
+    ) -> Change:
         when = at if at is not None else time.time()
         change = Change(f"{self._prefix}-{len(self.changes) + 1:03d}", service, when, what, origin)
         words = {"deploy": f"Deploy {service} {version}", "config": f"Config push to {service} ({version})"}
@@ -224,6 +238,8 @@ class World:
             "environment": "production",
             "author": "cd-bot",
             "status": "succeeded",
+            "kind": what,  # deploy | config | flag: what a CD system or a flag service knows it changed
+            **({"flag": flag} if flag else {}),
             "description": words.get(what, f"Feature flag change on {service} ({version})"),
             "at": datetime.fromtimestamp(when, UTC).isoformat().replace("+00:00", "Z"),
         }
@@ -267,7 +283,8 @@ class World:
             record["change"] = (await self._report(service, f"config {key}", "config", f"fault:{index}")).scope
         elif step.kind == "flag_on":
             flag = str(params["flag"])
-            record["change"] = (await self._report(service, f"flag {flag} on", "flag", f"fault:{index}")).scope
+            change = await self._report(service, f"flag {flag} on", "flag", f"fault:{index}", flag=flag)
+            record["change"] = change.scope
         if until is not None:
             asyncio.get_running_loop().call_later(float(until), lambda: asyncio.ensure_future(self._end(answer["id"])))
 

@@ -263,6 +263,54 @@ async def test_a_deploy_then_an_alert_through_the_receivers_gets_the_suspect_and
     )
 
 
+async def test_a_feature_flag_flip_then_an_alert_gets_the_flag_turned_off_not_a_rollback(
+    make_server: ServerFactory,
+) -> None:
+    """``kind: "flag"`` on POST /changes/generic → the proposal is the catalog's flag_off, with the flag's name."""
+    import aiohttp
+
+    from decklog.bot.config import DecklogConfig
+
+    data = test_config().model_dump()
+    rollback = next(a for a in data["actions"] if a["name"] == "rollback_deploy")
+    flag_param = {"type": "string", "required": True, "description": "the feature flag"}
+    flag_off = rollback | {
+        "name": "flag_off",
+        "description": "Turn a feature flag off",
+        "safety_conditions": ["no_other_run_in_flight"],
+        "params": {"service": rollback["params"]["service"], "flag": flag_param},
+        "compensation": None,
+    }
+    token = "agents-flag-token"
+    server = await make_server(
+        alert_token=token, config=DecklogConfig.model_validate(data | {"actions": [*data["actions"], flag_off]})
+    )
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.url + path, json=body, headers={"Authorization": f"Bearer {token}"}) as response,
+        ):
+            assert response.status in (200, 202), await response.text()
+            return await response.json()
+
+    await post("/changes/generic", {"service": "payments", "kind": "flag", "flag": "newPsp", "author": "dev1"})
+    opened = await post(
+        "/alerts/generic?wait=30",
+        {"title": "payments 5xx above 5%", "fingerprint": "payments-5xx", "service": "payments", "severity": "high"},
+    )
+    scope = opened["scopes"][0]
+    obligation = await eventually(lambda: entries(server, scope, "obligation_opened"), what="the undo obligation")
+    suspect = obligation[0].payload.params["change"]
+    assert obligation[0].payload.action == "flag_off" and suspect.startswith("change/payments")
+    assert obligation[0].payload.text.startswith(f"turn the flag newPsp off ({suspect})")
+    proposals = await eventually(lambda: entries(server, scope, "proposal"), what="a parked proposal")
+    assert (proposals[0].payload.action, proposals[0].payload.params) == (
+        "flag_off",
+        {"service": "payments", "flag": "newPsp"},
+    )
+
+
 async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_server: ServerFactory) -> None:
     """A deploy made after the incident began is a candidate fix: linked as related, never proposed for rollback."""
     import aiohttp

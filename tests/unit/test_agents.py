@@ -91,8 +91,9 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         yield w
 
 
-async def alerting_incident(w: World, *, link: bool = True) -> None:
-    """A deploy of payments, then a payments 5xx incident with a firing alert, linked to the deploy."""
+async def alerting_incident(w: World, *, link: bool = True, **what: str) -> None:
+    """A deploy of payments (``what``: another ``kind``, a ``flag``), then a payments 5xx incident with a firing
+    alert, linked to the change."""
     await w.service.declare(
         title="payments v2.4.1 deployed",
         scope=CHANGE,
@@ -105,7 +106,12 @@ async def alerting_incident(w: World, *, link: bool = True) -> None:
         Actor.system("generic"),
         {
             "text": "deploy succeeded",
-            "data": {"version": "v2.4.1", "commits": [{"id": "abc", "message": "pool", "paths": ["src/db/pool.py"]}]},
+            "data": {
+                "change_id": "payments-v2.4.1",
+                "version": "v2.4.1",
+                "commits": [{"id": "abc", "message": "pool", "paths": ["src/db/pool.py"]}],
+                **what,
+            },
         },
         scope=CHANGE,
     )
@@ -140,6 +146,10 @@ class Catalog:
 
 
 ROLLBACK = ActionInfo("rollback_deploy", "roll a service back", "R2", {}, ("alert_still_firing", "change_is_latest"))
+REVERT = ActionInfo("revert_config", "revert a config push", "R2", {}, ("alert_still_firing",))
+FLAG_OFF = ActionInfo(
+    "flag_off", "turn a flag off", "R2", {"service": {"type": "string"}, "flag": {"type": "string"}}, ("no_run",)
+)
 
 
 class Scripted:
@@ -225,6 +235,46 @@ async def test_the_follow_up_turn_proposes_the_rollback_through_the_proposer_exa
     await world.alert(fingerprint="fp-2", title="payments latency")
     await runtime.run_turn(SCOPE)
     assert len(proposer.calls) == 1
+
+
+async def test_a_config_change_is_undone_by_the_catalogs_config_revert_and_a_flag_by_turning_it_off(
+    tmp_path: Path,
+) -> None:
+    for kind, flag, action, text, proposed in (
+        (
+            "config",
+            "",
+            "revert_config",
+            f"revert the config change {CHANGE}",
+            {"service": "payments", "change": CHANGE},
+        ),
+        (
+            "flag",
+            "newPsp",
+            "flag_off",
+            f"turn the flag newPsp off ({CHANGE})",
+            {"service": "payments", "flag": "newPsp"},
+        ),
+    ):
+        async with opened_world(tmp_path / kind) as w:
+            await alerting_incident(w, kind=kind, **({"flag": flag} if flag else {}))
+            proposer = RecordingProposer()
+            runtime = w.runtime(proposer=proposer, catalog=Catalog(ROLLBACK, REVERT, FLAG_OFF))
+            await runtime.run_turn(SCOPE)
+            (ob,) = [e.payload for e in await w.entries("obligation_opened")]
+            assert (ob.action, ob.text) == (action, f"{text} only if the recorded safety conditions hold")
+            # the obligation keeps what it undoes; the proposal carries the parameters the action declares
+            assert ob.params == {"service": "payments", "change": CHANGE} | ({"flag": flag} if flag else {})
+            assert ob.conditions == (REVERT if kind == "config" else FLAG_OFF).safety_conditions
+            await runtime.run_turn(SCOPE)
+            assert [(c["action"], c["params"]) for c in proposer.calls] == [(action, proposed)]
+
+
+async def test_a_change_whose_kinds_action_the_catalog_lacks_falls_back_to_the_rollback(world: World) -> None:
+    await alerting_incident(world, kind="config")
+    await world.runtime(catalog=Catalog(ROLLBACK)).run_turn(SCOPE)
+    (ob,) = [e.payload for e in await world.entries("obligation_opened")]
+    assert ob.action == "rollback_deploy" and ob.text.startswith(f"revert the config change {CHANGE}")
 
 
 async def test_without_an_action_desk_the_proposal_becomes_a_would_propose_suggestion(world: World) -> None:

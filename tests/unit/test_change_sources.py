@@ -306,6 +306,9 @@ MALFORMED: list[tuple[str, Any, str | None, str, str]] = [
     ("generic", {"service": ""}, None, "service", "must not be empty"),
     ("generic", {"service": 42}, None, "service", "expected a string, got number"),
     ("generic", edit(GEN, ("status",), "done"), None, "status", "expected one of started, succeeded, failed, pushed"),
+    ("generic", edit(GEN, ("kind",), "schema"), None, "kind", "expected one of deploy, config, flag"),
+    ("generic", edit(GEN, ("kind",), 3), None, "kind", "expected a string, got number"),
+    ("generic", edit(GEN, ("flag",), "newCheckout"), None, "flag", "kind must be \"flag\""),
     ("generic", edit(GEN, ("commits",), "abc"), None, "commits", "expected an array, got string"),
     ("generic", edit(GEN, ("commits", 0, "id")), None, "commits[0].id", "is required"),
     ("generic", edit(GEN, ("commits", 1, "id"), {"sha": "x"}), None, "commits[1].id", "got object"),
@@ -410,10 +413,25 @@ def test_generic_status_is_case_insensitive_and_defaults_to_succeeded() -> None:
     assert generic.parse({"service": "a", "status": None})[0].status == "succeeded"
 
 
+def test_generic_kind_says_what_changed_and_a_flag_names_its_flag() -> None:
+    assert generic.parse({"service": "a"})[0].kind == "deploy"
+    (config,) = generic.parse({"service": "cart", "kind": "Config", "version": "config cache.ttl"})
+    assert config.kind == "config" and config.flag == ""
+    (flag,) = generic.parse({"service": "payment", "kind": "flag", "flag": "paymentFailure"})
+    assert flag.kind == "flag" and flag.flag == "paymentFailure"
+    # a deploy's default id is what it was before changes had kinds; another kind's is its own
+    assert (
+        generic.parse({"service": "a", "kind": "deploy"})[0].change_id == generic.parse({"service": "a"})[0].change_id
+    )
+    assert (
+        generic.parse({"service": "a", "kind": "config"})[0].change_id != generic.parse({"service": "a"})[0].change_id
+    )
+
+
 def test_generic_readme_documents_every_field() -> None:
     readme = (Path(generic.__file__).parent / "README.md").read_text(encoding="utf-8")
-    for name in ("service", "id", "version", "environment", "author", "status", "description", "link", "at",
-                 "commits", "commits[].id", "commits[].paths"):  # fmt: skip
+    for name in ("service", "id", "version", "environment", "author", "status", "kind", "flag", "description",
+                 "link", "at", "commits", "commits[].id", "commits[].paths"):  # fmt: skip
         assert f"`{name}`" in readme
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Final, Literal, cast
 
 from decklog.adapters import payload as f
-from decklog.core.signals import ChangeSignal, Commit, PayloadError
+from decklog.core.signals import CHANGE_KINDS, ChangeSignal, Commit, PayloadError
 
 SOURCE: Final = "generic"
 ChangeStatus = Literal["started", "succeeded", "failed", "pushed"]
@@ -79,6 +79,12 @@ def parse(payload: object) -> list[ChangeSignal]:
     status = f.opt_str(top, "status", "", 50).lower() or "succeeded"
     if status not in STATUSES:
         raise PayloadError("status", f"expected one of started, succeeded, failed, pushed; got {status!r}")
+    kind = f.opt_str(top, "kind", "", 50).lower() or "deploy"
+    if kind not in CHANGE_KINDS:
+        raise PayloadError("kind", f"expected one of {', '.join(CHANGE_KINDS)}; got {kind!r}")
+    flag = f.opt_str(top, "flag", "", 200)
+    if flag and kind != "flag":
+        raise PayloadError("flag", f'names a feature flag, so kind must be "flag" (got {kind!r})')
     environment = f.opt_str(top, "environment", "")
     author = f.opt_str(top, "author", "")
     link = _strict_url(top, "link", "")
@@ -102,6 +108,8 @@ def parse(payload: object) -> list[ChangeSignal]:
             "link": link,
             "description": description,
         }
+        if kind != "deploy":  # only then: the ids of deploys stay what they were before changes had kinds
+            content |= {"kind": kind, "flag": flag}
         change_id = _default_id(service, version, at, content)
     return [
         f.build(
@@ -118,5 +126,7 @@ def parse(payload: object) -> list[ChangeSignal]:
             link=link,
             description=description,
             at=at,
+            kind=kind,
+            flag=flag,
         )
     ]
