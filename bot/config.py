@@ -73,7 +73,7 @@ class EvidenceConfig(_Section):
     window: str = Field("5m", pattern=r"^\d+[smhd]$")  # the span each check looks at (rate windows)
     baseline: str = Field("30m", pattern=r"^\d+[smhd]$")  # a check compares with the same window this much earlier
     lookback_minutes: float = Field(30, gt=0)  # how far back a range query looks for an onset or a new version
-    max_reads: int = Field(100, ge=1, le=1000)  # per turn: 8 candidates × 11 checks, and the rest
+    max_reads: int = Field(150, ge=1, le=1000)  # per turn: 8 candidates, 4 followed below them, the rest
     max_seconds: float = Field(10, gt=0)  # per turn, all reads together
     max_bytes: int = Field(512_000, ge=1000)  # per turn
     call_timeout_s: float = Field(3, gt=0)

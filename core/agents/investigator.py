@@ -1,8 +1,9 @@
 """The rule-based investigator: which service or change most likely caused the alerts, from evidence it reads.
 
 **Candidates** are the alerting services, what they depend on in the service catalog (transitively, at most
-``max_depth`` levels and ``max_candidates`` services), and the changes on any of them (decklog's change scopes,
-and a ``*_build_info`` version that changed).
+``max_depth`` levels and ``max_candidates`` services), the dependencies of an anomalous candidate that this
+breadth left out (followed one level at a time below the anomaly, at most ``max_followed`` more: ``_follow``), and
+the changes on any of them (decklog's change scopes, and a ``*_build_info`` version that changed).
 
 **Checks** (each one PromQL query through ``Evidence``, core/evidence/queries.py): the error ratio and the p99
 latency against the same service's own baseline (the ``baseline`` span before the window), ``up``, restarts,
@@ -65,6 +66,8 @@ SATURATION_MIN = 0.8
 #: Memory is anomalous at 1.5 × its baseline and at least 100 MB more (a leak, not noise).
 MEMORY_GROWTH = 1.5
 MEMORY_MIN_GROWTH_BYTES = 100e6
+READS_PER_CANDIDATE = 12  # one candidate's checks: 11 reads at most (``check``), and one to spare
+READS_AFTER_CHECKS = 3  # changes (the index), other firing alerts, past incidents
 CHANGE_BEFORE_ONSET_S = 1800.0  # a change counts as "just before" when it landed at most this long before the onset
 
 
@@ -195,6 +198,7 @@ class Investigator:
     max_depth: int = 3
     max_findings: int = 3
     max_changes: int = 20  # changes on the candidates one turn reads from the index (each: its kind, one read)
+    max_followed: int = 4  # services checked below an anomalous candidate that the breadth cut left out
     change_window_hours: float = 6.0
 
     async def investigate(self, turn: TurnInput, evidence: Evidence | None, *, linked: list[dict[str, Any]]) -> Report:
@@ -217,17 +221,19 @@ class Investigator:
                         break
                     if dep not in cands:
                         cands[dep] = Candidate(dep, depth)
+        metrics = evidence is not None and evidence.metrics is not None
+        unread = False
+        if metrics and evidence is not None:
+            for cand in list(cands.values()):
+                await self.check(turn.now, evidence, cand)
+            await self._follow(turn.now, evidence, cands)
         for a in s.firing_alerts:
             if a.service in cands and first_alert is not None:
                 cands[a.service].refs.add(a.first_seq)
         self._linked_changes(turn, cands, linked)
         if evidence is not None and turn.index is not None:
             await self._indexed_changes(turn, evidence, cands)
-        metrics = evidence is not None and evidence.metrics is not None
-        unread = False
         if metrics and evidence is not None:
-            for cand in cands.values():
-                await self.check(turn.now, evidence, cand)
             await self._other_alerts(evidence, cands)
             # Not one query answered: the checks say nothing, so rank on what the log holds (as without metrics).
             metrics = any(o.source == "prometheus" and not o.error for o in evidence.observations)
@@ -241,6 +247,38 @@ class Investigator:
         return report
 
     # -- gathering -----------------------------------------------------------------------------------------------
+
+    async def _follow(self, now: datetime, evidence: Evidence, cands: dict[str, Candidate]) -> None:
+        """Follow the anomaly below the breadth cut: the dependencies of an anomalous candidate that the first
+        ``max_candidates`` left out are checked too, one level at a time and only below what was anomalous, up to
+        ``max_followed`` more services and ``max_depth`` levels, while the turn's reads leave room for one more
+        candidate's checks and the reads that come after them (changes, other alerts, past incidents). A service
+        with many direct dependencies fills the breadth with them, and the one that explains them all sits a level
+        further down."""
+        catalog = evidence.catalog
+        frontier = [c for c in cands.values() if c.anomalies]
+        followed = 0
+        while frontier and followed < self.max_followed:
+            below: list[Candidate] = []
+            for parent in frontier:
+                if parent.depth >= self.max_depth:
+                    continue
+                for dep, _ in catalog.dependencies(parent.service, depth=1):
+                    if dep in cands or followed >= self.max_followed or not self._room(evidence):
+                        continue
+                    cand = cands[dep] = Candidate(dep, parent.depth + 1)
+                    followed += 1
+                    await self.check(now, evidence, cand)
+                    if cand.anomalies:
+                        below.append(cand)
+            frontier = below
+
+    @staticmethod
+    def _room(evidence: Evidence) -> bool:
+        """Whether the turn's reads leave room for one more candidate's checks and the reads after them."""
+        lim = evidence.limits
+        left = lim.max_calls - len(evidence.observations)
+        return not evidence.exhausted() and left >= READS_PER_CANDIDATE + READS_AFTER_CHECKS
 
     @staticmethod
     def _linked_changes(turn: TurnInput, cands: dict[str, Candidate], linked: list[dict[str, Any]]) -> None:

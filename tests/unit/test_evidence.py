@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -170,3 +171,60 @@ async def test_ask_answers_from_the_tools_where_a_rule_can_and_says_so_where_it_
     assert "has not checked anything" in await ask("what did you check?")
     noted = [e.payload for e in await world.entries("observation") if e.actor.type == "agent"]
     assert [p.data["query"] for p in noted] == ["component payments", "dependencies of payments"]  # type: ignore[attr-defined]
+
+
+class Failing:
+    """A metrics port whose services in ``failing`` answer a 50 % error ratio now (and 0 in the baseline, which
+    is ``offset``); every service is up, everything else 0; range queries are empty. It counts the services asked
+    about."""
+
+    name, url = "fake", "http://fake"
+
+    def __init__(self, failing: set[str]) -> None:
+        self.failing = failing
+        self.asked: set[str] = set()
+
+    def _service(self, expr: str) -> str:
+        return expr.split('service="', 1)[1].split('"', 1)[0] if 'service="' in expr else ""
+
+    async def query(self, expr: str, *, at: datetime | None = None) -> list[dict[str, Any]]:
+        service = self._service(expr)
+        self.asked.add(service)
+        if expr.startswith("min(up{"):
+            return [{"metric": {}, "value": [0, "1"]}]  # every service is up
+        bad = service in self.failing and "offset" not in expr and "5.." in expr
+        return [{"metric": {}, "value": [0, "0.5" if bad else "0"]}]
+
+    async def query_range(self, expr: str, *, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
+        return []
+
+    async def alerts(self) -> list[dict[str, Any]]:
+        return []
+
+    async def rules(self) -> list[dict[str, Any]]:
+        return []
+
+
+async def test_the_anomaly_is_followed_below_the_breadth_cut_to_the_dependency_that_explains_it(
+    world: World,
+) -> None:
+    """payments has eight direct dependencies, which fill the first eight candidates; the failing one (dep3)
+    fails because of ledger, one level further down, which only following the anomaly reaches."""
+    deps = tuple(f"dep{i}" for i in range(1, 9))
+    catalog = ServiceCatalog(
+        [
+            Component("payments", depends_on=deps),
+            *(Component(d) for d in deps if d != "dep3"),
+            Component("dep3", depends_on=("ledger",)),
+            Component("ledger"),
+            Component("unrelated"),
+        ]
+    )
+    metrics = Failing({"payments", "dep3", "ledger"})
+    sources = EvidenceSources(metrics=metrics, catalog=catalog, limits=Limits(max_calls=150))
+    await alerting_incident(world, link=False)
+    await world.runtime(RuleBasedReasoner(), evidence=sources).run_turn(SCOPE)
+    hyps = [e.payload for e in await world.entries("hypothesis")]
+    assert [(h.rank, h.subject) for h in hyps][:1] == [(1, "ledger")]  # type: ignore[attr-defined]
+    assert "ledger" in metrics.asked and "unrelated" not in metrics.asked
+    assert not {"dep1", "dep2"} & {h.subject for h in hyps}  # type: ignore[attr-defined]
