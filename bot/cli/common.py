@@ -3,6 +3,7 @@ opened for one command, and the index brought up to date before the command prin
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from decklog.bot.settings import Settings
 from decklog.core.entries import Actor
-from decklog.core.errors import NotFound, StorageError
+from decklog.core.errors import InvalidInput, NotFound, StorageError
 from decklog.core.ids import ScopeId
 from decklog.core.index.keys import route_key
 
@@ -92,9 +93,13 @@ async def drain_index(dispatcher: Dispatcher, scope: str) -> None:
 REINDEX_CHUNK = 100
 
 
-async def reindex_all(store: LogStore, index: IndexPort) -> tuple[int, int]:
+async def reindex_all(store: LogStore, index: IndexPort, *, data_dir: Path | None = None) -> tuple[int, int]:
     """Rebuild the index from every scope's log, ``REINDEX_CHUNK`` scopes at a time (the first chunk empties the
-    derived tables; an interrupted reindex leaves a partial index, and running it again completes it)."""
+    derived tables; an interrupted reindex leaves a partial index, and running it again completes it).
+    ``data_dir`` (SQLite): the scope files are read as read-only snapshots, a chunk at a time in a worker thread,
+    instead of being opened one by one through the store (an engine and a connection each)."""
+    if data_dir is not None:
+        return await _reindex_files(index, data_dir)
     items: list[Any] = []
     count = total = 0
     fresh = True
@@ -114,20 +119,57 @@ async def reindex_all(store: LogStore, index: IndexPort) -> tuple[int, int]:
     return count, total
 
 
+async def _reindex_files(index: IndexPort, data_dir: Path) -> tuple[int, int]:
+    from decklog.core.store.audit import scope_files
+
+    files = scope_files(data_dir)
+    count = total = 0
+    for start in range(0, max(len(files), 1), REINDEX_CHUNK):
+        items, routes = await asyncio.to_thread(_read_files, files[start : start + REINDEX_CHUNK])
+        await index.rebuild(items, fresh=start == 0, routes=routes)  # one transaction per chunk
+        count += len(items)
+        total += sum(len(entries) for _state, entries in items)
+    return count, total
+
+
+def _read_files(files: list[tuple[str, Path]]) -> tuple[list[Any], dict[str, str]]:
+    """The states and entries of these scope files, and the routes of their Slack memos (read-only snapshots)."""
+    from decklog.core.store.sqlite.readonly import scope_contents
+
+    items: list[Any] = []
+    routes: dict[str, str] = {}
+    for stem, path in files:
+        try:
+            scope = str(ScopeId.from_file_stem(stem))
+        except InvalidInput:
+            continue  # not a scope file (verify --all names it)
+        contents = scope_contents(path, scope, memo_topic="slack", trusted=True)
+        if contents is None:
+            continue  # a declaration that never committed
+        items.append((contents.state, contents.entries))
+        _memo_routes(contents.memos, scope, routes)
+    return items, routes
+
+
+def _memo_routes(memos: dict[str, dict[str, Any]], scope: str, routes: dict[str, str]) -> None:
+    """The routes of the bot messages the Slack sender posted (its memos hold their channel and ts): a reply under
+    any of them belongs to the scope. No log entry implies them (decision 92), so the rebuild alone loses them."""
+    for memo in memos.values():
+        channel, ts = memo.get("channel"), memo.get("ts")
+        if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
+            routes[route_key(channel, ts)] = scope
+
+
 async def _reindex_chunk(store: LogStore, index: IndexPort, items: list[Any], *, fresh: bool) -> int:
-    await index.rebuild(items, fresh=fresh)
+    routes: dict[str, str] = {}
     for state, _entries in items:
-        await _sender_routes(store, index, str(state.scope))
+        await _sender_routes(store, str(state.scope), routes)
+    await index.rebuild(items, fresh=fresh, routes=routes)  # one transaction: the chunk's entries and routes
     return len(items)
 
 
-async def _sender_routes(store: LogStore, index: IndexPort, scope: str) -> None:
-    """The routes of the bot messages the Slack sender posted (its memos hold their channel and ts): a reply under
-    any of them belongs to the scope. No log entry implies them (decision 92), so the rebuild alone loses them."""
-    for memo in (await store.memo_all(scope, "slack")).values():
-        channel, ts = memo.get("channel"), memo.get("ts")
-        if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
-            await index.add_route(route_key(channel, ts), scope)
+async def _sender_routes(store: LogStore, scope: str, routes: dict[str, str]) -> None:
+    _memo_routes(await store.memo_all(scope, "slack"), scope, routes)
 
 
 def write_atomically(path: Path, body: bytes) -> None:

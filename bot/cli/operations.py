@@ -101,8 +101,9 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     if not data_exists(settings):
         raise NotFound(f"no data directory at {data_location(settings)}")
+    data_dir = None if settings.database_url else Path(settings.data_dir)
     async with opened_runtime(settings) as rt:
-        count, entries = await reindex_all(rt.store, rt.index)
+        count, entries = await reindex_all(rt.store, rt.index, data_dir=data_dir)
     place = data_location(settings)
     where = f"the index in {place}" if settings.database_url else Path(place) / "index.db"
     print(f"reindexed {count} scopes ({entries} entries) into {where}")
@@ -121,7 +122,7 @@ async def cmd_insights(settings: Settings, args: argparse.Namespace) -> int:
     else:
         async with opened_runtime(settings) as rt:
             if not settings.database_url and not (Path(settings.data_dir) / "index.db").exists():
-                await reindex_all(rt.store, rt.index)
+                await reindex_all(rt.store, rt.index, data_dir=Path(settings.data_dir))
             body = await compute(rt.index, since_days=days, now=now)
     if args.json:
         print(json.dumps(body, indent=2))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -99,8 +99,19 @@ def claim_fingerprint(conn: Connection, fingerprint: str, scope: str, service: s
 
 
 def add_route(conn: Connection, key: str, scope: str) -> None:
-    conn.execute(routes.delete().where(routes.c.key == key))
-    conn.execute(routes.insert().values(key=key, scope=scope))
+    add_routes(conn, {key: scope})
+
+
+_DELETE_ROUTE = routes.delete().where(routes.c.key == sa.bindparam("b_key"))
+_DELETE_INBOUND = inbound.delete().where(inbound.c.key == sa.bindparam("b_key"))
+
+
+def add_routes(conn: Connection, found: Mapping[str, str]) -> None:
+    """Route each key to its scope (the last word wins), with one statement per step however many there are."""
+    if not found:
+        return
+    conn.execute(_DELETE_ROUTE, [{"b_key": key} for key in found])
+    conn.execute(routes.insert(), [{"key": key, "scope": scope} for key, scope in found.items()])
 
 
 # -- lookups --------------------------------------------------------------------------------------------------------
@@ -326,12 +337,13 @@ def milestone_values(state: ScopeState) -> dict[str, Any] | None:
     }
 
 
-def apply_milestones(conn: Connection, state: ScopeState) -> None:
+def apply_milestones(conn: Connection, state: ScopeState, *, new: bool = False) -> None:
     values = milestone_values(state)
     if values is None:
         return
-    conn.execute(milestones.delete().where(milestones.c.scope == state.scope))
-    conn.execute(milestones.insert().values(scope=state.scope, **values))
+    if not new:
+        conn.execute(milestones.delete().where(milestones.c.scope == state.scope))
+    conn.execute(milestones.insert(), [{"scope": state.scope, **values}])
 
 
 def _after(at: float | None, declared: float) -> float | None:
@@ -371,19 +383,29 @@ def read_milestones(conn: Connection, since: float | None) -> list[Milestones]:
 
 
 def apply_entries(
-    conn: Connection, state: ScopeState, entries: Sequence[Entry], *, milestones_known: bool = False
+    conn: Connection,
+    state: ScopeState,
+    entries: Sequence[Entry],
+    *,
+    milestones_known: bool = False,
+    new: bool = False,
 ) -> None:
     """Index the entries the index has not seen yet, then the scope's row (unless an newer state is there).
 
     ``milestones_known``: the caller has applied this very milestones row already (an index remembers what it
     wrote), so it is not written again: an alert storm changes the scope's row every time, its milestones never.
+    ``new``: the index holds nothing of this scope (a rebuild emptied it), so nothing is read back first.
     """
     scope = state.scope
-    position = conn.execute(
-        sa.select(subscriptions.c.position).where(
-            subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER
-        )
-    ).scalar()
+    position = (
+        None
+        if new
+        else conn.execute(
+            sa.select(subscriptions.c.position).where(
+                subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER
+            )
+        ).scalar()
+    )
     fresh = [e for e in entries if e.seq > int(position or 0)]
     fts_rows = [{"scope": scope, "seq": e.seq, "kind": e.kind, "text": searchable_text(e)} for e in fresh]
     if fts_rows:
@@ -392,55 +414,75 @@ def apply_entries(
             fts_rows,
         )
     if not state.forked_from:  # a fork copies its source's thread and alerts: they still route to the source
-        for e in fresh:
-            _index_entry(conn, scope, e)
+        _index_routes(conn, scope, fresh)
         _index_fingerprints(conn, scope, fresh)
     if fresh and position is None:
-        conn.execute(subscriptions.insert().values(scope=scope, subscriber=INDEX_SUBSCRIBER, position=fresh[-1].seq))
+        conn.execute(
+            subscriptions.insert(), [{"scope": scope, "subscriber": INDEX_SUBSCRIBER, "position": fresh[-1].seq}]
+        )
     elif fresh:  # forward: every fresh entry is past the position read above, in this transaction
         conn.execute(
             subscriptions.update()
             .where(subscriptions.c.scope == scope, subscriptions.c.subscriber == INDEX_SUBSCRIBER)
             .values(position=fresh[-1].seq)
         )
-    existing = conn.execute(sa.select(scopes.c.version, scopes.c.changed_at).where(scopes.c.id == scope)).first()
+    existing = (
+        None
+        if new
+        else conn.execute(sa.select(scopes.c.version, scopes.c.changed_at).where(scopes.c.id == scope)).first()
+    )
     if existing is None:
         values = scope_values(state) | {"changed_at": changed_at(state, "", fresh)}
-        conn.execute(scopes.insert().values(id=scope, **values))
+        conn.execute(scopes.insert(), [{"id": scope, **values}])
     elif existing[0] <= state.version:
         values = scope_values(state) | {"changed_at": changed_at(state, existing[1], fresh)}
         conn.execute(scopes.update().where(scopes.c.id == scope).values(**values))
     else:
         return  # an older state than the one applied already
     if not milestones_known:
-        apply_milestones(conn, state)
+        apply_milestones(conn, state, new=new)
 
 
-def rebuild(conn: Connection, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+def rebuild(
+    conn: Connection,
+    items: Sequence[tuple[ScopeState, Sequence[Entry]]],
+    *,
+    fresh: bool = True,
+    more_routes: Mapping[str, str] | None = None,
+) -> None:
     """Replace every derived row with what the given scopes' logs say (``decklog reindex``); ``fresh=False``: add
-    them to a rebuild begun before (one chunk of history at a time)."""
+    them to a rebuild begun before (one chunk of history at a time); a scope comes once per rebuild (nothing of
+    it is read back). ``more_routes``: routes (key → scope) that
+    no entry implies (the Slack sender's memos), written in the same transaction."""
     if fresh:
         for table in DERIVED:
             conn.execute(table.delete())
         conn.execute(sa.text("DELETE FROM entries_fts"))
-    for state, entries in items:
-        apply_entries(conn, state, entries)
+    for state, entries in items:  # each scope once per rebuild: nothing of it is in the emptied index
+        apply_entries(conn, state, entries, new=True)
+    add_routes(conn, more_routes or {})
 
 
-def _index_entry(conn: Connection, scope: str, e: Entry) -> None:
-    """The routes and inbound id one entry gives (its fingerprint: ``_index_fingerprints``)."""
-    p = e.payload
-    if isinstance(p, ThreadLinked):
-        keys = [route_key(p.channel, p.ts)] if p.ts else []
-        if p.dedicated_channel or not p.ts:
-            keys.append(route_key(p.channel))
-        for key in keys:
-            add_route(conn, key, scope)
-    elif isinstance(p, Message | Evidence) and p.channel and p.ts:
-        add_route(conn, route_key(p.channel, p.ts), scope)
-    if e.kind == "declared" and e.idempotency_key:
-        conn.execute(inbound.delete().where(inbound.c.key == e.idempotency_key))
-        conn.execute(inbound.insert().values(key=e.idempotency_key, scope=scope, at=e.at.timestamp()))
+def _index_routes(conn: Connection, scope: str, entries: Sequence[Entry]) -> None:
+    """The routes and inbound ids the entries give (their fingerprints: ``_index_fingerprints``), written with one
+    statement per table and step however many entries there are (a reindex writes every scope's at once)."""
+    found: dict[str, str] = {}
+    keys: dict[str, float] = {}
+    for e in entries:
+        p = e.payload
+        if isinstance(p, ThreadLinked):
+            if p.ts:
+                found[route_key(p.channel, p.ts)] = scope
+            if p.dedicated_channel or not p.ts:
+                found[route_key(p.channel)] = scope
+        elif isinstance(p, Message | Evidence) and p.channel and p.ts:
+            found[route_key(p.channel, p.ts)] = scope
+        if e.kind == "declared" and e.idempotency_key:
+            keys[e.idempotency_key] = e.at.timestamp()
+    add_routes(conn, found)
+    if keys:
+        conn.execute(_DELETE_INBOUND, [{"b_key": key} for key in keys])
+        conn.execute(inbound.insert(), [{"key": key, "scope": scope, "at": at} for key, at in keys.items()])
 
 
 _DELETE_FINGERPRINT = fingerprints.delete().where(

@@ -27,12 +27,10 @@ from decklog.core.errors import InvalidInput
 from decklog.core.ids import ScopeId
 from decklog.core.state import ScopeState
 from decklog.core.store.chain import ChainKey
-from decklog.core.store.rows import row_to_entry
 from decklog.core.store.sqlite.index import SqliteIndex
 from decklog.core.store.sqlite.readonly import (
-    StateRow,
-    entry_rows,
     read_sqlite,
+    scope_contents,
     table_names,
     verify_scope_file,
 )
@@ -130,13 +128,9 @@ async def _audit_into(data_dir: Path, key: ChainKey | None, result: AuditResult,
             continue
         result.ok += 1
         result.keyed += report.keyed
-        await expected.add(read_sqlite(path, lambda conn, s=scope: _state_and_entries(conn, s)))  # type: ignore[misc]
-
-
-def _state_and_entries(conn: sqlite3.Connection, scope: str) -> tuple[ScopeState, list[Entry]]:
-    found = conn.execute("SELECT version, head_hash, head_at, body FROM state WHERE id = 1").fetchone()
-    state = ScopeState.model_validate_json(StateRow(*found).body)
-    return state, [row_to_entry(scope, r) for r in entry_rows(conn)]
+        contents = scope_contents(path, scope)
+        if contents is not None:
+            await expected.add((contents.state, contents.entries))
 
 
 def _index_tables(conn: sqlite3.Connection) -> dict[str, dict[Any, Any]]:

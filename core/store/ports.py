@@ -372,9 +372,16 @@ class IndexPort(Protocol):
         """Apply a scope's entries (idempotent by seq) and its current state, in one transaction."""
         ...
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+    async def rebuild(
+        self,
+        items: Sequence[tuple[ScopeState, Sequence[Entry]]],
+        *,
+        fresh: bool = True,
+        routes: Mapping[str, str] | None = None,
+    ) -> None:
         """Replace the index with what the given scopes' logs say (``decklog reindex``). ``fresh=False`` adds
-        these scopes to a rebuild begun with ``fresh=True`` (history is rebuilt in chunks, in bounded memory)."""
+        these scopes to a rebuild begun with ``fresh=True`` (history is rebuilt in chunks, in bounded memory).
+        ``routes`` (key → scope): routes no entry implies (the Slack sender's memos), in the same write."""
         ...
 
     async def counts(self) -> dict[str, int]: ...

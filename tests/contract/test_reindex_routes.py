@@ -45,8 +45,11 @@ async def test_reindex_keeps_the_routes_of_bot_messages_and_the_claimed_groups(r
     await rt.dispatcher.idle()
     assert await rt.index.open_scope_for_fingerprint(group_fingerprint(GROUP)) == scope  # derived from the log
 
-    await reindex_all(rt.store, rt.index)
+    # through the store, and on SQLite also as `decklog reindex` reads them: the scope files' read-only snapshots
+    sources = [None] if rt.settings.database_url else [None, Path(rt.settings.data_dir)]
+    for data_dir in sources:
+        await reindex_all(rt.store, rt.index, data_dir=data_dir)
 
-    assert await rt.index.route("C0ALERTS", "1.000200") == scope
-    assert await rt.index.open_scope_for_fingerprint(group_fingerprint(GROUP)) == scope
-    assert await rt.index.open_scope_for_fingerprint("fp-1") == scope
+        assert await rt.index.route("C0ALERTS", "1.000200") == scope
+        assert await rt.index.open_scope_for_fingerprint(group_fingerprint(GROUP)) == scope
+        assert await rt.index.open_scope_for_fingerprint("fp-1") == scope

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
@@ -316,11 +316,19 @@ class MemoryIndex:
         while len(seen) > 4096:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
+    async def rebuild(
+        self,
+        items: Sequence[tuple[ScopeState, Sequence[Entry]]],
+        *,
+        fresh: bool = True,
+        routes: Mapping[str, str] | None = None,
+    ) -> None:
         if fresh:
             self.t.clear()
         for state, entries in items:
             self._apply(state, entries)
+        for key, scope in (routes or {}).items():
+            await self.add_route(key, scope)
 
     def _apply(self, state: ScopeState, entries: Sequence[Entry], *, milestones_known: bool = False) -> None:
         scope = state.scope

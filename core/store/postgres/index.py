@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -233,5 +233,11 @@ class PostgresIndex:
         while len(seen) > MILESTONES_KEPT:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
-        await self._write(lambda conn: q.rebuild(conn, items, fresh=fresh))
+    async def rebuild(
+        self,
+        items: Sequence[tuple[ScopeState, Sequence[Entry]]],
+        *,
+        fresh: bool = True,
+        routes: Mapping[str, str] | None = None,
+    ) -> None:
+        await self._write(lambda conn: q.rebuild(conn, items, fresh=fresh, more_routes=routes))

@@ -8,7 +8,7 @@ Everything here is derived from the scope logs and can be rebuilt from the scope
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from datetime import datetime
 from pathlib import Path
@@ -224,5 +224,11 @@ class SqliteIndex:
         while len(seen) > MILESTONES_KEPT:
             seen.pop(next(iter(seen)))
 
-    async def rebuild(self, items: Sequence[tuple[ScopeState, Sequence[Entry]]], *, fresh: bool = True) -> None:
-        await self.file.write(lambda conn, _: q.rebuild(conn, items, fresh=fresh))
+    async def rebuild(
+        self,
+        items: Sequence[tuple[ScopeState, Sequence[Entry]]],
+        *,
+        fresh: bool = True,
+        routes: Mapping[str, str] | None = None,
+    ) -> None:
+        await self.file.write(lambda conn, _: q.rebuild(conn, items, fresh=fresh, more_routes=routes))

@@ -19,6 +19,7 @@ The source directory is never written: no ``-shm``, no ``-wal``, no ``user_versi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -28,9 +29,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+from decklog.core.entries import Entry
 from decklog.core.errors import NotFound, StorageError
+from decklog.core.state import ScopeState
 from decklog.core.store.chain import ChainKey
 from decklog.core.store.ports import VerifyReport
+from decklog.core.store.rows import row_to_entry, trusted_row_to_entry
 from decklog.core.store.verify import verify_rows
 
 T = TypeVar("T")
@@ -166,6 +170,39 @@ def scope_file_head(path: Path) -> tuple[int, str]:
             "SELECT count(*), (SELECT hash FROM entries ORDER BY seq DESC LIMIT 1) FROM entries"
         ).fetchone()
         return int(row[0]), str(row[1] or "")
+
+    return read_sqlite(path, q)
+
+
+class ScopeContents(NamedTuple):
+    """What a scope file holds, as read-only readers want it (``decklog reindex``, ``verify --all``)."""
+
+    state: ScopeState
+    entries: list[Entry]
+    memos: dict[str, dict[str, Any]]  # one sender's memos (``memo_topic``), key → value
+
+
+def scope_contents(path: Path, scope: str, *, memo_topic: str = "", trusted: bool = False) -> ScopeContents | None:
+    """The state, the entries and ``memo_topic``'s memos of a scope file, over a read-only snapshot; None for a
+    file with no state (a declaration that never committed). ``trusted``: rows this store wrote, parsed without a
+    second validation (the read path's ``trusted_row_to_entry``); else validated as if they came from outside."""
+
+    def q(conn: sqlite3.Connection) -> ScopeContents | None:
+        if not {"entries", "state"} <= table_names(conn):
+            return None
+        found = conn.execute("SELECT version, head_hash, head_at, body FROM state WHERE id = 1").fetchone()
+        if found is None:
+            return None
+        convert = trusted_row_to_entry if trusted else row_to_entry
+        entries = [convert(scope, r) for r in entry_rows(conn)]
+        memos: dict[str, dict[str, Any]] = {}
+        if memo_topic and "sender_memo" in table_names(conn):
+            for key, value in conn.execute("SELECT key, value FROM sender_memo WHERE topic = ?", (memo_topic,)):
+                with contextlib.suppress(ValueError):
+                    loaded = json.loads(value)
+                    if isinstance(loaded, dict):
+                        memos[str(key)] = loaded
+        return ScopeContents(ScopeState.model_validate_json(StateRow(*found).body), entries, memos)
 
     return read_sqlite(path, q)
 
