@@ -119,6 +119,23 @@ async def reindex_all(store: LogStore, index: IndexPort, *, data_dir: Path | Non
     return count, total
 
 
+async def reindex_data_dir(data_dir: Path) -> tuple[int, int]:
+    """``decklog reindex`` on SQLite: index.db rebuilt from the scope files, with no runtime opened (no store, no
+    dispatcher, no boot sweep over the history being read)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from decklog.core.store.sqlite.index import SqliteIndex
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="reindex")
+    index = SqliteIndex(data_dir / "index.db", pool)
+    await index.open()
+    try:
+        return await _reindex_files(index, data_dir)
+    finally:
+        await index.close()
+        pool.shutdown(wait=True)
+
+
 async def _reindex_files(index: IndexPort, data_dir: Path) -> tuple[int, int]:
     from decklog.core.store.audit import scope_files
 

@@ -17,6 +17,7 @@ from decklog.bot.cli.common import (
     opened_runtime,
     package_version,
     reindex_all,
+    reindex_data_dir,
 )
 from decklog.bot.cli.parser import UsageError
 from decklog.bot.settings import Settings
@@ -101,9 +102,11 @@ async def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_reindex(settings: Settings, _args: argparse.Namespace) -> int:
     if not data_exists(settings):
         raise NotFound(f"no data directory at {data_location(settings)}")
-    data_dir = None if settings.database_url else Path(settings.data_dir)
-    async with opened_runtime(settings) as rt:
-        count, entries = await reindex_all(rt.store, rt.index, data_dir=data_dir)
+    if settings.database_url:
+        async with opened_runtime(settings) as rt:
+            count, entries = await reindex_all(rt.store, rt.index)
+    else:
+        count, entries = await reindex_data_dir(Path(settings.data_dir))
     place = data_location(settings)
     where = f"the index in {place}" if settings.database_url else Path(place) / "index.db"
     print(f"reindexed {count} scopes ({entries} entries) into {where}")
