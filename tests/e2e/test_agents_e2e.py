@@ -222,19 +222,10 @@ async def test_a_deploy_then_an_alert_through_the_receivers_gets_the_suspect_and
     make_server: ServerFactory,
 ) -> None:
     """The whole story through the HTTP receivers: POST /changes, POST /alerts → the agent's hypothesis."""
-    import aiohttp
-
     token = "agents-e2e-token"
     server = await make_server(alert_token=token)
 
-    async def post(path: str, body: dict[str, Any]) -> Any:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(server.url + path, json=body, headers=headers) as response,
-        ):
-            assert response.status in (200, 202), await response.text()
-            return await response.json()
+    post = _poster(server, token)
 
     change = {
         "service": "payments",
@@ -267,8 +258,6 @@ async def test_a_feature_flag_flip_then_an_alert_gets_the_flag_turned_off_not_a_
     make_server: ServerFactory,
 ) -> None:
     """``kind: "flag"`` on POST /changes/generic → the proposal is the catalog's flag_off, with the flag's name."""
-    import aiohttp
-
     from decklog.bot.config import DecklogConfig
 
     data = test_config().model_dump()
@@ -286,13 +275,7 @@ async def test_a_feature_flag_flip_then_an_alert_gets_the_flag_turned_off_not_a_
         alert_token=token, config=DecklogConfig.model_validate(data | {"actions": [*data["actions"], flag_off]})
     )
 
-    async def post(path: str, body: dict[str, Any]) -> Any:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(server.url + path, json=body, headers={"Authorization": f"Bearer {token}"}) as response,
-        ):
-            assert response.status in (200, 202), await response.text()
-            return await response.json()
+    post = _poster(server, token)
 
     await post("/changes/generic", {"service": "payments", "kind": "flag", "flag": "newPsp", "author": "dev1"})
     opened = await post(
@@ -313,18 +296,10 @@ async def test_a_feature_flag_flip_then_an_alert_gets_the_flag_turned_off_not_a_
 
 async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_server: ServerFactory) -> None:
     """A deploy made after the incident began is a candidate fix: linked as related, never proposed for rollback."""
-    import aiohttp
-
     token = "agents-fix-token"
     server = await make_server(alert_token=token)
 
-    async def post(path: str, body: dict[str, Any]) -> Any:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(server.url + path, json=body, headers={"Authorization": f"Bearer {token}"}) as response,
-        ):
-            assert response.status in (200, 202), await response.text()
-            return await response.json()
+    post = _poster(server, token)
 
     opened = await post(
         "/alerts/generic?wait=30",
@@ -340,6 +315,21 @@ async def test_a_change_that_landed_after_the_alert_is_never_suspected(make_serv
     assert not [
         o for o in (await server.runtime.store.get_state(scope)).obligations.values() if o.purpose == "rollback"
     ]
+
+
+def _poster(server: DecklogServer, token: str) -> Any:
+    """``await post(path, body)``: a JSON POST to the server's receivers with the bearer token; asserts a 2xx."""
+    import aiohttp
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.url + path, json=body, headers={"Authorization": f"Bearer {token}"}) as response,
+        ):
+            assert response.status in (200, 202), await response.text()
+            return await response.json()
+
+    return post
 
 
 async def _linked(server: DecklogServer, scope: str) -> bool:
