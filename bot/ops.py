@@ -133,7 +133,7 @@ def build_ops(
     provides = Provides(
         routes=[Route("GET", "/healthz", healthz), Route("GET", "/metrics", scrape)],
         jobs=jobs,
-        tasks=[sweeps.boot, lambda: metrics.findings.run(store)],
+        tasks=[sweeps.boot, lambda: metrics.findings.run(store, index)],
     )
     return Ops(metrics, provides, job)
 

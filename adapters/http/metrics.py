@@ -20,16 +20,19 @@ counted twice: the inbox, the store, the dispatcher, the Slack sender and the Sl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from decklog.core.clock import iso
 from decklog.core.outbox.dispatcher import DispatchStats
 from decklog.core.reports.sections.findings import findings_counts
-from decklog.core.store.ports import IndexPort, LogStore
+from decklog.core.store.ports import IndexPort, LogStore, ScopeRow
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Slack allows 3 s for an ack; the buckets are finest where acks and deliveries usually land.
@@ -152,9 +155,18 @@ class _Scrape(Collector):
         yield from self._live.families()
 
 
+FULL_EVERY_S = 300.0  # how often every incident is listed again (a scrape lists only what was updated)
+LAG_MARGIN_S = 120.0  # how far a scrape's listing reaches back before the last one (the index applies after commits)
+
+
+def _iso_ago(seconds: float) -> str:
+    return iso(datetime.now(UTC) - timedelta(seconds=seconds))
+
+
 class FindingsCollector(Collector):
     """``decklog_findings_total{reasoner,kind,outcome}`` over every incident scope, however old: ``refresh`` (before
-    a scrape) lists the incidents (one index query) and queues those whose version moved; ``run`` (a background
+    a scrape) lists the incidents updated since the last scrape (one index query; every incident is listed at start
+    and every ``FULL_EVERY_S`` in the background) and queues those whose version moved; ``run`` (a background
     task) reads their logs and caches the counts per scope version; ``collect`` (sync) sums the cache. A scrape
     never waits for logs to be read: after a restart the first scrape answers at once and the counts fill in, while
     ``decklog_findings_uncounted_scopes`` says how many incident logs are not counted yet."""
@@ -169,23 +181,55 @@ class FindingsCollector(Collector):
         self._idle = asyncio.Event()
         self._idle.set()
         self.reads = 0  # logs read (a scope is read again only when its version moved)
+        self.listings = 0  # listings of every incident (at start, then every FULL_EVERY_S)
+        self._since: str | None = None  # a scrape lists the incidents updated since then
+        self._listed_at = 0.0  # when the last listing of every incident began (monotonic)
+        self._listing: asyncio.Future[None] | None = None
 
     async def refresh(self, _store: LogStore, index: IndexPort) -> None:
+        """Queue the incidents whose version moved: those updated since the last scrape (less a margin for the
+        index's lag), from a listing of every incident made at start and every ``FULL_EVERY_S`` in the background
+        (which also forgets the scopes no longer listed). A scrape never lists all of history itself, unless it
+        comes before the first listing ends: then it waits for that one."""
+        if self._since is None:
+            await asyncio.shield(self._start_listing(index))
+            return
+        if time.monotonic() - self._listed_at >= FULL_EVERY_S:
+            self._start_listing(index)
+        since, self._since = self._since, _iso_ago(LAG_MARGIN_S)
+        self._queue(await index.list_scopes(kind="incident", updated_since=since, limit=None))
+
+    def _start_listing(self, index: IndexPort) -> asyncio.Future[None]:
+        """The listing of every incident under way, or a new one."""
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(self._list_all(index))
+            self._listing.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure: the next scrape
+        return self._listing
+
+    async def _list_all(self, index: IndexPort) -> None:
+        started, since = time.monotonic(), _iso_ago(LAG_MARGIN_S)
         rows = await index.list_scopes(kind="incident", open_only=False, limit=None)
-        listed = set()
+        listed = {row.id for row in rows}
+        for gone in [k for k in self._cache if k not in listed]:
+            del self._cache[gone]
+        self._queue(rows)
+        self._since, self._listed_at = since, started
+        self.listings += 1
+
+    def _queue(self, rows: Sequence[ScopeRow]) -> None:
         for row in rows:
-            listed.add(row.id)
             cached = self._cache.get(row.id)
             if cached is None or cached[0] != row.version:
                 self._todo[row.id] = None
-        for gone in [k for k in self._cache if k not in listed]:
-            del self._cache[gone]
         if self._todo:
             self._idle.clear()
             self._wake.set()
 
-    async def run(self, store: LogStore) -> None:
-        """Count the queued scopes' findings, one log at a time (started with the server, cancelled at its stop)."""
+    async def run(self, store: LogStore, index: IndexPort | None = None) -> None:
+        """Count the queued scopes' findings, one log at a time (started with the server, cancelled at its stop);
+        with ``index``, it first lists every incident, so that the first scrape need not."""
+        if index is not None and self._since is None:
+            self._start_listing(index)
         while True:
             await self._wake.wait()
             self._wake.clear()
